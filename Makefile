@@ -1,0 +1,53 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# kfabric: everything runs through the scripts in scripts/, which set up the
+# toolchain and a Rust-enabled kernel on first use (cached, see README.md).
+#
+#   make run            boot the VM and run the demo
+#   make check          build, then run every test suite in the VM, on the
+#                       normal and the debug kernel
+#   make check VARIANTS=normal   only the normal kernel (quicker)
+#   make modules        build the modules (CLIPPY=1 runs clippy too)
+#   make clippy         build with clippy, warnings are errors
+#   make rustfmtcheck   check the Rust formatting; 'make rustfmt' fixes it
+#   make kernel         only set up the toolchain and build the kernel
+#   KDIR=/path          use a Rust-enabled kernel build of your own instead
+
+VARIANT ?= $(if $(DEBUG),debug,normal)
+VARIANTS ?= $(if $(DEBUG),debug,normal debug)
+CLIPPY ?=
+export KDIR
+
+.PHONY: all modules clippy kernel check run rustfmt rustfmtcheck clean help
+
+all: modules
+
+help:
+	@sed -n '3,15p' Makefile
+
+kernel:
+	@scripts/kernel.sh build $(VARIANT) >/dev/null
+
+modules:
+	@scripts/modules.sh $(VARIANT) $(if $(CLIPPY),CLIPPY=1) >/dev/null
+
+clippy:
+	@scripts/modules.sh $(VARIANT) CLIPPY=1 KRUSTFLAGS=-Dwarnings >/dev/null
+
+check:
+	@scripts/check.sh $(VARIANTS)
+
+run:
+	@scripts/run-demo.sh $(VARIANT)
+
+rustfmt:
+	@scripts/rustfmt.sh
+
+rustfmtcheck:
+	@scripts/rustfmt.sh --check
+
+clean:
+	@kdir=$$(cat .kfabric-kdir 2>/dev/null); \
+	if [ -n "$$kdir" ] && [ -d "$$kdir" ]; then \
+		$(MAKE) -s -C "$$kdir" M=$(CURDIR) clean; fi
+	@rm -f .kfabric-kdir kfi/api/bindings_generated.rs kfi/api/bindings_generated.rs.kdir

@@ -1,0 +1,10 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The Rust side of kfabric's API, shared by source inclusion:
+//! `#[path = ".../kfi/api/mod.rs"] mod kfi;` in a crate root.
+//!
+//! Each including crate uses a part of it, hence `dead_code` is allowed.
+
+#[allow(dead_code)]
+pub(crate) mod kfabric;
+pub(crate) mod kfi_sys;

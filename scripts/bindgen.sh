@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# bindgen.sh KDIR OUT HEADER: Rust declarations of kfabric's C ABI.
+#
+# Uses the C flags the kernel build itself gave bindgen (saved in
+# rust/bindings/.bindings_generated.rs.cmd), so the layout matches the
+# kernel's. Only items from include/kfabric/ are emitted; the kernel types
+# they use (struct module, kvec, ...) come from kernel::bindings, imported by
+# the file that includes the output.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+kdir=$1 out=$2 header=$3
+cmdfile=$kdir/rust/bindings/.bindings_generated.rs.cmd
+[ -f "$cmdfile" ] || die "$cmdfile missing: is $kdir a built Rust-enabled kernel?"
+
+# The clang arguments are what follows ' -- ' in the saved command; the
+# dependency-file option and the post-processing after ";" are dropped.
+clang_args=$(sed -n 's/^savedcmd_[^ ]* := .* -- //p' "$cmdfile" | sed -e 's/;.*$//' -e 's/-Wp,-MMD,[^ ]*//')
+[ -n "$clang_args" ] || die "no clang arguments found in $cmdfile"
+bindgen=$(sed -n 's/^savedcmd_[^ ]* := \([^ ]*\) .*/\1/p' "$cmdfile")
+
+tmp=$out.tmp
+cd "$kdir"
+# shellcheck disable=SC2086
+"$bindgen" "$header" \
+	--use-core --ctypes-prefix ffi --with-derive-default --no-layout-tests \
+	--no-debug '.*' --no-doc-comments --rust-target 1.85 \
+	--allowlist-file '.*/include/kfabric/.*' --no-recursive-allowlist \
+	--default-enum-style consts --no-prepend-enum-name --blocklist-type module \
+	-o "$tmp" -- $clang_args -I"$KFABRIC_TOP/include" -DMODULE
+mv "$tmp" "$out"

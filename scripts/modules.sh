@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# modules.sh VARIANT [make args...]: builds every kfabric module out of tree
+# against the kernel of VARIANT (normal | debug), or against $KDIR when set.
+# Prints the KDIR used as its last line on stdout.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+variant=${1:-normal}
+shift || true
+
+if [ -n "${KDIR:-}" ]; then
+	kdir=$(cd "$KDIR" && pwd)
+	[ -f "$kdir/Module.symvers" ] || die "KDIR=$kdir is not a built kernel tree"
+	grep -q '^CONFIG_RUST=y' "$kdir/.config" || die "KDIR=$kdir is not built with CONFIG_RUST"
+	# A foreign tree still needs bindgen; the tools step is cheap when done.
+	"$KFABRIC_TOP/scripts/kernel.sh" tools
+else
+	kdir=$("$KFABRIC_TOP/scripts/kernel.sh" build "$variant")
+fi
+
+cd "$KFABRIC_TOP"
+# The objects live beside the sources; a different kernel means a clean.
+stamp=.kfabric-kdir
+if [ "$(cat "$stamp" 2>/dev/null)" != "$kdir" ]; then
+	# shellcheck disable=SC2046
+	make -s -C "$kdir" M="$KFABRIC_TOP" $(kmake_args) clean >/dev/null 2>&1 || true
+	echo "$kdir" > "$stamp"
+fi
+
+gen=kfi/api/bindings_generated.rs
+if [ ! -f "$gen" ] || [ "$(cat $gen.kdir 2>/dev/null)" != "$kdir" ] ||
+   [ -n "$(find include -newer "$gen" -name '*.h')" ]; then
+	"$KFABRIC_TOP/scripts/bindgen.sh" "$kdir" "$KFABRIC_TOP/$gen" "$KFABRIC_TOP/include/kfabric/kfi_all.h"
+	echo "$kdir" > "$gen.kdir"
+fi
+
+# shellcheck disable=SC2046
+make -C "$kdir" M="$KFABRIC_TOP" $(kmake_args) -j"$(nproc)" "$@" modules >&2
+echo "$kdir"

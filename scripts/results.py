@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Summarizes the test VM runs of scripts/check.sh.
+
+usage: results.py VARIANT=OUTDIR [VARIANT=OUTDIR ...]
+
+For each run it reads the KTAP files the guest wrote (*.ktap), the guest
+console and kernel log, and the kmemleak report. Every KTAP test case counts
+as a test; so do three checks per run: the guest finished, its log has no
+kernel error report, and (where kmemleak is on) no leak from a kfabric
+module. A suite whose plan announces more cases than it reported counts the
+missing ones as failed. Prints a per-suite summary and, last, the line
+'N passed, N failed, N skipped'. Exits 1 on any failure.
+"""
+
+import glob
+import os
+import re
+import sys
+
+CASE = re.compile(r"^(\s+)(not ok|ok) (\d+) ([^#\s]+)(\s*#\s*(SKIP|skip).*)?$")
+PLAN = re.compile(r"^\s+1\.\.(\d+)")
+SUBTEST = re.compile(r"^\s*# Subtest: (\S+)")
+# Kernel reports that fail a run wherever they come from.
+BAD = re.compile(
+    r"BUG:|WARNING:|Call Trace:|UBSAN:|KASAN:|Oops|general protection fault|"
+    r"kernel BUG|Kernel panic|INFO: task .* blocked|soft lockup|"
+    r"possible circular locking|inconsistent lock state|suspicious RCU usage"
+)
+
+
+def parse_ktap(path):
+    """Returns (suite, [(name, status, lines)]) for one KTAP file."""
+    suite = os.path.basename(path)
+    cases, plan, diag = [], None, []
+    with open(path, errors="replace") as f:
+        for line in f:
+            line = line.rstrip("\n")
+            m = SUBTEST.match(line)
+            if m and suite == os.path.basename(path):
+                suite = m.group(1)
+                continue
+            m = PLAN.match(line)
+            if m:
+                plan = int(m.group(1))
+                continue
+            m = CASE.match(line)
+            if m and len(m.group(1)) >= 4:
+                status = "skip" if m.group(5) else ("fail" if m.group(2) == "not ok" else "pass")
+                cases.append((m.group(4), status, diag))
+                diag = []
+            elif line.strip().startswith("#"):
+                diag.append(line.strip())
+    if plan is not None and plan > len(cases):
+        for i in range(len(cases), plan):
+            cases.append((f"case_{i + 1}_not_reported", "fail", ["# no result (crashed?)"]))
+    return suite, cases
+
+
+def check_run(variant, outdir):
+    """Yields (suite, name, status, detail) for one VM run."""
+    for path in sorted(glob.glob(os.path.join(outdir, "*.ktap"))):
+        suite, cases = parse_ktap(path)
+        for name, status, diag in cases:
+            yield (f"{variant}:{suite}", name, status, "\n".join(diag[-6:]))
+    if variant == "static":
+        return
+
+    logs = ""
+    for name in ("console.log", "dmesg.log"):
+        p = os.path.join(outdir, name)
+        if os.path.exists(p):
+            with open(p, errors="replace") as f:
+                logs += f.read()
+    vm = f"{variant}:vm"
+    errors = re.findall(r"KFABRIC_GUEST_ERROR: .*", logs)
+    done = "KFABRIC_GUEST_DONE" in logs and not errors
+    yield (vm, "guest_completed", "pass" if done else "fail",
+           "\n".join(errors) or ("" if done else "the guest did not finish (timeout or crash)"))
+    bad = [l for l in logs.splitlines() if BAD.search(l)]
+    yield (vm, "kernel_log_clean", "fail" if bad else "pass", "\n".join(bad[:10]))
+    leak = os.path.join(outdir, "kmemleak.txt")
+    if os.path.exists(leak):
+        with open(leak, errors="replace") as f:
+            report = f.read()
+        # A frame in a kfabric module: by name while the module is loaded,
+        # or as a bare address in the module area once it is unloaded (the
+        # test kernel has no other modules).
+        ours = [b for b in report.split("unreferenced object")[1:]
+                if re.search(r"\[(kfabric|kfi_\w+)\]|^\s+0xffffffff[a-f][0-9a-f]{7}\b", b, re.M)]
+        yield (vm, "no_kmemleak_from_kfabric", "fail" if ours else "pass",
+               ("unreferenced object" + ours[0])[:2000] if ours else "")
+    else:
+        yield (vm, "no_kmemleak_from_kfabric", "skip", "kmemleak not enabled in this kernel")
+
+
+def main(argv):
+    totals = {"pass": 0, "fail": 0, "skip": 0}
+    suites = {}
+    failures = []
+    for arg in argv:
+        variant, _, outdir = arg.partition("=")
+        for suite, name, status, detail in check_run(variant, outdir):
+            totals[status] += 1
+            s = suites.setdefault(suite, {"pass": 0, "fail": 0, "skip": 0})
+            s[status] += 1
+            if status == "fail":
+                failures.append((suite, name, detail))
+    print("== per-suite results ==")
+    for suite, s in suites.items():
+        print(f"  {suite:40s} {s['pass']:3d} passed, {s['fail']:3d} failed, {s['skip']:3d} skipped")
+    for suite, name, detail in failures:
+        print(f"FAILED {suite}.{name}")
+        for line in detail.splitlines():
+            print(f"    {line}")
+    print(f"{totals['pass']} passed, {totals['fail']} failed, {totals['skip']} skipped")
+    return 1 if totals["fail"] or not totals["pass"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,23 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+#
+# The demo of 'make run', inside the VM: load kfabric.ko and every provider,
+# show what registered, unload again.
+top=$(pwd)
+mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
+echo KFABRIC_DEMO_BEGIN
+echo "kernel: $(uname -r)"
+ok=ok
+insmod "$top/kfi/kfabric.ko" || ok=failed
+for ko in "$top"/prov/*/kfi_*.ko; do
+	insmod "$ko" || ok=failed
+done
+echo "registered providers (name version open-objects):"
+sed 's/^/  /' /sys/kernel/debug/kfabric/providers
+echo "live objects per class:"
+sed 's/^/  /' /sys/kernel/debug/kfabric/objects
+for ko in "$top"/prov/*/kfi_*.ko; do
+	rmmod "$(basename "$ko" .ko)" || ok=failed
+done
+rmmod kfabric || ok=failed
+echo "KFABRIC_DEMO_END $ok"
