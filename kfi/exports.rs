@@ -6,14 +6,7 @@
 
 use kernel::{prelude::*, str::CStrExt};
 
-use crate::{kfi_sys as sys, object, registry, strerror};
-
-fn errno(r: Result) -> c_int {
-    match r {
-        Ok(()) => 0,
-        Err(e) => e.to_errno(),
-    }
-}
+use crate::{kfi_sys as sys, object, registry, slot::errno, strerror};
 
 /// Registers a provider.
 ///

@@ -13,11 +13,22 @@ use kernel::prelude::*;
 #[path = "api/kfi_sys.rs"]
 mod kfi_sys;
 
+#[macro_use]
+mod slot;
+
+mod control;
+mod data;
 mod debugfs;
 mod exports;
+mod info;
 mod object;
+mod queues;
 mod registry;
 mod strerror;
+mod util_cntr;
+mod util_cq;
+mod util_eq;
+mod util_wait;
 
 module! {
     type: Kfabric,
@@ -34,7 +45,10 @@ struct Kfabric {
 impl kernel::Module for Kfabric {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         // SAFETY: Called exactly once, before any export can be reached.
-        unsafe { registry::init() };
+        unsafe {
+            registry::init();
+            object::init();
+        }
         let debugfs = debugfs::Debugfs::new()?;
         pr_info!(
             "API {}.{} ready\n",

@@ -1,16 +1,21 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Object lifetime: creation through a provider, and `kfi_close`.
+//! Object lifetime: creation through a provider, binding, and `kfi_close`.
 //!
-//! The core stores the [`ProviderRef`] an object holds in its `kfid.core`
-//! and counts live objects per class for debugfs.
+//! For every open object kfabric.ko keeps an [`ObjectCore`] behind
+//! `kfid.core`. It holds the object's [`ProviderRef`] (the provider stays
+//! registered and loaded), counts the objects that depend on it (children
+//! such as a fabric's domains, and objects bound to it such as an
+//! endpoint's CQ), and remembers what was bound to it. An object with
+//! dependents cannot be closed (`-EBUSY`), so no provider sees a parent
+//! vanish under a child.
 
-use core::{ffi::CStr, mem::offset_of, ptr::NonNull};
+use core::{cell::UnsafeCell, ffi::CStr, mem::offset_of, ptr::NonNull};
 use kernel::{
     error::to_result,
     prelude::*,
     str::CStrExt,
-    sync::atomic::{Atomic, Relaxed},
+    sync::atomic::{Acquire, Atomic, Relaxed, Release},
     task::might_sleep,
 };
 
@@ -21,12 +26,27 @@ const CLASSES: usize = sys::KFI_CLASS_MAX as usize;
 /// Live objects per class (`enum kfi_fclass`).
 static LIVE: [Atomic<i64>; CLASSES] = [const { Atomic::new(0) }; CLASSES];
 
+kernel::sync::global_lock! {
+    // SAFETY: Initialized by `init` in the module initializer before first use.
+    unsafe(uninit) static GRAPH: Mutex<()> = ();
+}
+
+/// Sets up the object graph lock.
+///
+/// # Safety
+///
+/// Must be called exactly once, before any other function of this module.
+pub(crate) unsafe fn init() {
+    // SAFETY: Called once, before use (the function's safety requirement).
+    unsafe { GRAPH.init() };
+}
+
 /// The name of object class `class`, for debugfs.
 pub(crate) fn class_name(class: usize) -> &'static str {
-    match class as u32 {
-        sys::KFI_CLASS_FABRIC => "fabric",
-        _ => "unspec",
-    }
+    const NAMES: [&str; CLASSES] = [
+        "unspec", "fabric", "domain", "ep", "pep", "av", "mr", "eq", "cq", "cntr",
+    ];
+    NAMES.get(class).copied().unwrap_or("?")
 }
 
 /// Live objects of class `class`.
@@ -40,24 +60,177 @@ pub(crate) const fn classes() -> usize {
 }
 
 /// Whether an ops table of `size` bytes has the slot at `offset`.
-fn has_slot(size: usize, offset: usize) -> bool {
+pub(crate) fn has_slot(size: usize, offset: usize) -> bool {
     size >= offset + size_of::<usize>()
 }
 
-/// Makes `fid`, just created by a provider, an open kfabric object.
+/// kfabric.ko's part of an open object.
+///
+/// # Invariants
+///
+/// - `pref` pins the provider that created the object.
+/// - `parent`, when set, is the `ObjectCore` of an open object whose
+///   `users` counts this object.
+/// - Every entry of `bound` is the `ObjectCore` of an open object whose
+///   `users` counts the binding; `bound` is only accessed under `GRAPH`.
+pub(crate) struct ObjectCore {
+    pref: ProviderRef,
+    class: u32,
+    users: Atomic<i64>,
+    parent: Option<NonNull<ObjectCore>>,
+    bound: UnsafeCell<KVec<NonNull<ObjectCore>>>,
+}
+
+// SAFETY: `bound` is only touched under the GRAPH mutex; everything else is
+// immutable or atomic, and the pointers refer to objects that stay open while
+// referenced (type invariants).
+unsafe impl Send for ObjectCore {}
+// SAFETY: See `Send`.
+unsafe impl Sync for ObjectCore {}
+
+/// An open object's header and core, after checking the class.
 ///
 /// # Safety
 ///
-/// `fid` must point to a valid object header of class `class`.
-unsafe fn attach(fid: NonNull<sys::kfid>, class: u32, pref: ProviderRef, context: *mut c_void) {
-    // SAFETY: `fid` is valid and not yet shared with the ULP (safety
-    // requirement of this function).
-    let fid = unsafe { &mut *fid.as_ptr() };
-    fid.fclass = class;
-    fid.context = context;
-    fid.core = pref.into_raw();
-    if let Some(c) = LIVE.get(class as usize) {
-        c.add(1, Relaxed);
+/// `fid` is NULL or points to an object header valid for reads whose
+/// `core`, when non-NULL, was set by [`attach`] and is still open.
+pub(crate) unsafe fn checked<'a>(fid: *mut sys::kfid, class: u32) -> Result<&'a ObjectCore> {
+    let fid = NonNull::new(fid).ok_or(EINVAL)?;
+    // SAFETY: Valid for reads (safety requirement).
+    let f = unsafe { fid.as_ref() };
+    if f.fclass != class || f.core.is_null() {
+        return Err(EINVAL);
+    }
+    // SAFETY: `core` was set by `attach` and the object is open.
+    Ok(unsafe { &*f.core.cast::<ObjectCore>() })
+}
+
+/// The class of an open object, or `EINVAL`.
+///
+/// # Safety
+///
+/// As for [`checked`].
+pub(crate) unsafe fn class_of(fid: *mut sys::kfid) -> Result<u32> {
+    let fid = NonNull::new(fid).ok_or(EINVAL)?;
+    // SAFETY: Valid for reads (safety requirement).
+    let f = unsafe { fid.as_ref() };
+    if f.core.is_null() || f.fclass == sys::KFI_CLASS_UNSPEC || f.fclass >= sys::KFI_CLASS_MAX {
+        return Err(EINVAL);
+    }
+    Ok(f.fclass)
+}
+
+/// A reservation for a new object: its core, allocated before the provider
+/// is asked, so that nothing can fail after the provider created it.
+pub(crate) struct Pending {
+    core: KBox<ObjectCore>,
+}
+
+impl Pending {
+    /// Reserves a root object (a fabric) of the provider `pref`.
+    pub(crate) fn root(pref: ProviderRef, class: u32) -> Result<Self> {
+        Self::new(pref, class, None)
+    }
+
+    /// Reserves a child of the open object `parent`; `parent` counts it
+    /// from now on, so it cannot be closed meanwhile.
+    pub(crate) fn child(parent: &ObjectCore, class: u32) -> Result<Self> {
+        let pref = parent.pref.try_clone()?;
+        let me = Self::new(pref, class, Some(NonNull::from(parent)))?;
+        parent.users.add(1, Relaxed);
+        Ok(me)
+    }
+
+    fn new(pref: ProviderRef, class: u32, parent: Option<NonNull<ObjectCore>>) -> Result<Self> {
+        let core = KBox::new(
+            ObjectCore {
+                pref,
+                class,
+                users: Atomic::new(0),
+                parent,
+                bound: UnsafeCell::new(KVec::new()),
+            },
+            GFP_KERNEL,
+        )?;
+        Ok(Self { core })
+    }
+
+    /// The provider the object will belong to.
+    pub(crate) fn provider(&self) -> &sys::kfi_provider {
+        self.core.pref.provider()
+    }
+
+    /// Makes `fid`, just created by the provider, an open object.
+    ///
+    /// # Safety
+    ///
+    /// `fid` must point to a valid object header, not yet shared with the
+    /// ULP.
+    pub(crate) unsafe fn attach(self, fid: NonNull<sys::kfid>, context: *mut c_void) {
+        let class = self.core.class;
+        let core = KBox::into_raw(self.core);
+        // SAFETY: Valid and exclusively ours (safety requirement).
+        let f = unsafe { &mut *fid.as_ptr() };
+        f.fclass = class;
+        f.context = context;
+        // INVARIANT: the parent already counts this object (`child`).
+        f.core = core.cast();
+        if let Some(c) = LIVE.get(class as usize) {
+            c.add(1, Relaxed);
+        }
+    }
+}
+
+impl Drop for ObjectCore {
+    fn drop(&mut self) {
+        if let Some(p) = self.parent {
+            // SAFETY: The parent is open while it counts us (type invariant).
+            unsafe { p.as_ref() }.users.fetch_sub(1, Release);
+        }
+    }
+}
+
+/// Runs a provider's open entry point and attaches what it returns.
+///
+/// `open` gets the out pointer to fill and returns the provider's result.
+///
+/// # Safety
+///
+/// `out` is valid for writes; `open` returns a valid object header of the
+/// class of `pending` (at `obj`'s `fid`) when it succeeds.
+pub(crate) unsafe fn finish_open<T>(
+    pending: Pending,
+    out: *mut *mut T,
+    context: *mut c_void,
+    fid_of: impl FnOnce(*mut T) -> *mut sys::kfid,
+    open: impl FnOnce(*mut *mut T) -> c_int,
+) -> Result {
+    if out.is_null() {
+        return Err(EINVAL);
+    }
+    let mut obj: *mut T = core::ptr::null_mut();
+    to_result(open(&mut obj))?;
+    let fid = NonNull::new(fid_of(obj)).filter(|_| !obj.is_null());
+    let Some(fid) = fid else {
+        pr_err!("provider {} returned no object\n", pending.provider_name());
+        return Err(EIO);
+    };
+    // SAFETY: The provider returned a valid, unshared object (safety
+    // requirement); `out` is valid for writes.
+    unsafe {
+        pending.attach(fid, context);
+        *out = obj;
+    }
+    Ok(())
+}
+
+impl Pending {
+    fn provider_name(&self) -> &str {
+        // SAFETY: A registered provider's name is a valid NUL-terminated
+        // string (checked at registration).
+        unsafe { CStr::from_char_ptr(self.provider().name) }
+            .to_str()
+            .unwrap_or("?")
     }
 }
 
@@ -76,33 +249,30 @@ pub(crate) unsafe fn fabric_open(
         return Err(EINVAL);
     }
     // SAFETY: Non-NULL and valid for reads (safety requirement).
-    let attr_ref = unsafe { &*attr };
-    if attr_ref.prov_name.is_null() {
+    let name_ptr = unsafe { (*attr).prov_name };
+    if name_ptr.is_null() {
         return Err(EINVAL);
     }
     // SAFETY: A non-NULL name is NUL-terminated (the C contract).
-    let name = unsafe { CStr::from_char_ptr(attr_ref.prov_name) };
-    let pref = ProviderRef::get(name)?;
-    let open = pref.provider().fabric.ok_or(ENOSYS)?;
-    let mut out: *mut sys::kfid_fabric = core::ptr::null_mut();
-    // SAFETY: The provider is pinned by `pref`; the arguments are valid.
-    to_result(unsafe { open(attr, &mut out, context) })?;
-    let out = NonNull::new(out).ok_or_else(|| {
-        pr_err!("provider returned no fabric\n");
-        EIO
-    })?;
-    // SAFETY: The provider returned a valid fabric; `fid` is its first field.
+    let name = unsafe { CStr::from_char_ptr(name_ptr) };
+    let pending = Pending::root(ProviderRef::get(name)?, sys::KFI_CLASS_FABRIC)?;
+    let open = pending.provider().fabric.ok_or(ENOSYS)?;
+    // SAFETY: `fabric` is valid for writes; the provider returns a fabric.
     unsafe {
-        (*out.as_ptr()).api_version =
-            crate::kfi_sys::KFI_MAJOR_VERSION << 16 | crate::kfi_sys::KFI_MINOR_VERSION;
-        attach(
-            NonNull::new_unchecked(&raw mut (*out.as_ptr()).fid),
-            sys::KFI_CLASS_FABRIC,
-            pref,
+        finish_open(
+            pending,
+            fabric,
             context,
-        );
-        *fabric = out.as_ptr();
-    }
+            |f| &raw mut (*f).fid,
+            // SAFETY: The provider is pinned; the arguments are valid.
+            |out| open(attr, out, context),
+        )
+    }?;
+    // SAFETY: Just opened, valid.
+    unsafe {
+        (**fabric).api_version =
+            crate::kfi_sys::KFI_MAJOR_VERSION << 16 | crate::kfi_sys::KFI_MINOR_VERSION
+    };
     Ok(())
 }
 
@@ -113,33 +283,70 @@ pub(crate) unsafe fn fabric_open(
 /// `fid` is NULL or points to an object header valid for reads.
 pub(crate) unsafe fn close(fid: *mut sys::kfid) -> Result {
     might_sleep();
-    let fid = NonNull::new(fid).ok_or(EINVAL)?;
-    // SAFETY: Valid for reads (safety requirement). The fields are copied
-    // out because a successful close frees the object.
-    let (class, core, ops) = unsafe {
-        let f = fid.as_ref();
-        (f.fclass, f.core, f.ops)
-    };
-    if core.is_null() || class == sys::KFI_CLASS_UNSPEC || class >= sys::KFI_CLASS_MAX {
-        return Err(EINVAL);
-    }
+    // SAFETY: As required by `class_of` (this function's requirement).
+    let class = unsafe { class_of(fid) }?;
+    // SAFETY: As above; the class matches.
+    let core = unsafe { checked(fid, class) }?;
+    // SAFETY: `fid` is valid for reads (checked above).
+    let ops = unsafe { (*fid).ops };
     if ops.is_null() {
         return Err(EINVAL);
     }
-    // SAFETY: An open object's ops table is the provider's and lives as long
-    // as the provider, which the object pins.
+    // SAFETY: An open object's ops table lives as long as its provider,
+    // which the object pins.
     let ops = unsafe { &*ops };
     if !has_slot(ops.size, offset_of!(sys::kfi_ops, close)) {
         return Err(ENOSYS);
     }
     let close = ops.close.ok_or(ENOSYS)?;
-    // SAFETY: `fid` is an open object of this provider.
-    to_result(unsafe { close(fid.as_ptr()) })?;
-    // SAFETY: `core` was set by `attach` from `ProviderRef::into_raw` and the
-    // object is now gone, so this is the only taker.
-    drop(unsafe { ProviderRef::from_raw(core) });
+    let guard = GRAPH.lock();
+    if core.users.load(Acquire) != 0 {
+        return Err(EBUSY);
+    }
+    let core_ptr: *const ObjectCore = core;
+    // SAFETY: `fid` is an open object of this provider with no dependents.
+    to_result(unsafe { close(fid) })?;
+    // SAFETY: The object is gone; its core was made by `attach` from a
+    // `KBox` and nothing else refers to it (no users).
+    let core = unsafe { KBox::from_raw(core_ptr.cast_mut()) };
+    // SAFETY: Under GRAPH (invariant of `bound`).
+    for b in unsafe { &*core.bound.get() }.iter() {
+        // SAFETY: Bound objects are open while counted (type invariant).
+        unsafe { b.as_ref() }.users.fetch_sub(1, Release);
+    }
+    drop(guard);
     if let Some(c) = LIVE.get(class as usize) {
         c.fetch_sub(1, Relaxed);
     }
+    drop(core);
     Ok(())
+}
+
+/// Binds `bound` to `target` through the provider's `bind`: on success
+/// `bound` cannot be closed before `target`.
+pub(crate) fn bind(
+    target: &ObjectCore,
+    bound: &ObjectCore,
+    provider_bind: impl FnOnce() -> c_int,
+) -> Result {
+    might_sleep();
+    {
+        let _guard = GRAPH.lock();
+        // SAFETY: Under GRAPH (invariant of `bound`).
+        let list = unsafe { &mut *target.bound.get() };
+        // INVARIANT: counted right away; undone below if the bind fails.
+        list.push(NonNull::from(bound), GFP_KERNEL)?;
+        bound.users.add(1, Relaxed);
+    }
+    let ret = to_result(provider_bind());
+    if ret.is_err() {
+        let _guard = GRAPH.lock();
+        // SAFETY: Under GRAPH (invariant of `bound`).
+        let list = unsafe { &mut *target.bound.get() };
+        if let Some(i) = list.iter().rposition(|b| core::ptr::eq(b.as_ptr(), bound)) {
+            let _ = list.remove(i);
+            bound.users.fetch_sub(1, Release);
+        }
+    }
+    ret
 }

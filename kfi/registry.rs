@@ -6,7 +6,7 @@
 //! control paths (registration, object creation, debugfs). An open object
 //! does not look its provider up again: it holds a [`ProviderRef`].
 
-use core::{ffi::CStr, mem::ManuallyDrop, ptr::NonNull};
+use core::{ffi::CStr, ptr::NonNull};
 use kernel::{
     bindings,
     prelude::*,
@@ -159,23 +159,48 @@ pub(crate) struct ProviderRef {
     entry: Arc<Entry>,
 }
 
+/// References on every registered provider whose module is live, in
+/// registration order (for calls that ask all providers).
+pub(crate) fn snapshot() -> Result<KVec<ProviderRef>> {
+    let reg = REGISTRY.lock();
+    let mut out = KVec::with_capacity(reg.len(), GFP_KERNEL)?;
+    for e in reg.iter() {
+        if let Ok(r) = ProviderRef::take(e) {
+            out.push(r, GFP_KERNEL)?;
+        }
+    }
+    Ok(out)
+}
+
 impl ProviderRef {
-    /// Takes a reference on the provider called `name`.
-    ///
-    /// Fails with `ENODEV` when there is none or its module is going away.
-    pub(crate) fn get(name: &CStr) -> Result<Self> {
-        let reg = REGISTRY.lock();
-        let entry = reg.iter().find(|e| e.name() == name).ok_or(ENODEV)?.clone();
+    /// Takes a reference on `entry` (called with the registry locked).
+    fn take(entry: &Arc<Entry>) -> Result<Self> {
         let owner = entry.provider().owner;
         // SAFETY: A registered provider's owner is NULL or its live module:
         // the module deregisters in its exit path, which needs the registry
-        // lock we hold.
+        // lock our caller holds.
         if !owner.is_null() && !unsafe { bindings::try_module_get(owner) } {
             return Err(ENODEV);
         }
         entry.objects.add(1, Relaxed);
         // INVARIANT: counted and the module reference taken just above.
-        Ok(Self { entry })
+        Ok(Self {
+            entry: entry.clone(),
+        })
+    }
+
+    /// The name of the provider.
+    pub(crate) fn name(&self) -> &CStr {
+        self.entry.name()
+    }
+
+    /// Takes a reference on the provider called `name`.
+    ///
+    /// Fails with `ENODEV` when there is none or its module is going away.
+    pub(crate) fn get(name: &CStr) -> Result<Self> {
+        let reg = REGISTRY.lock();
+        let entry = reg.iter().find(|e| e.name() == name).ok_or(ENODEV)?;
+        Self::take(entry)
     }
 
     /// The provider's description.
@@ -183,25 +208,19 @@ impl ProviderRef {
         self.entry.provider()
     }
 
-    /// Turns the reference into a pointer kept in an object's `kfid.core`.
-    pub(crate) fn into_raw(self) -> *mut c_void {
-        let me = ManuallyDrop::new(self);
-        // SAFETY: `me` is never dropped, so the Arc is moved out exactly once.
-        let entry = unsafe { core::ptr::read(&me.entry) };
-        Arc::into_raw(entry).cast_mut().cast()
-    }
-
-    /// Takes back a reference made by [`ProviderRef::into_raw`].
-    ///
-    /// # Safety
-    ///
-    /// `ptr` must come from `into_raw` and be taken back only once.
-    pub(crate) unsafe fn from_raw(ptr: *mut c_void) -> Self {
-        // SAFETY: `ptr` came from `Arc::into_raw` in `into_raw` (the
-        // function's safety requirement).
-        let entry = unsafe { Arc::from_raw(ptr.cast_const().cast::<Entry>()) };
-        // INVARIANT: `into_raw` kept the count and module reference.
-        Self { entry }
+    /// Takes another reference on the same provider (for a child object).
+    pub(crate) fn try_clone(&self) -> Result<Self> {
+        let owner = self.entry.provider().owner;
+        // SAFETY: `self` holds a module reference on `owner` (type
+        // invariant), so the module is alive.
+        if !owner.is_null() && !unsafe { bindings::try_module_get(owner) } {
+            return Err(ENODEV);
+        }
+        self.entry.objects.add(1, Relaxed);
+        // INVARIANT: counted and the module reference taken just above.
+        Ok(Self {
+            entry: self.entry.clone(),
+        })
     }
 }
 

@@ -30,19 +30,119 @@
 /* The longest provider, fabric or domain name, terminating NUL included. */
 #define KFI_NAME_MAX 32
 
+/*
+ * Capabilities (kfi_info.caps, kfid_ep.caps) and operation flags share one
+ * bit space: a capability bit is also the flag that asks for it.
+ */
+#define KFI_MSG			(1ULL << 1)
+#define KFI_RMA			(1ULL << 2)
+#define KFI_TAGGED		(1ULL << 3)
+#define KFI_ATOMIC		(1ULL << 4)
+#define KFI_READ		(1ULL << 8)
+#define KFI_WRITE		(1ULL << 9)
+#define KFI_RECV		(1ULL << 10)
+#define KFI_SEND		(1ULL << 11)
+#define KFI_TRANSMIT		(1ULL << 11)	/* = KFI_SEND */
+#define KFI_REMOTE_READ		(1ULL << 12)
+#define KFI_REMOTE_WRITE	(1ULL << 13)
+/* RMA into registered persistent memory; commit completion flushes it. */
+#define KFI_RMA_PMEM		(1ULL << 14)
+#define KFI_MULTI_RECV		(1ULL << 16)
+/* The operation carries 64 bits of remote completion data. */
+#define KFI_REMOTE_CQ_DATA	(1ULL << 17)
+#define KFI_MORE		(1ULL << 18)
+/* Bind flag: only operations with KFI_COMPLETION produce a completion. */
+#define KFI_SELECTIVE_COMPLETION (1ULL << 23)
+#define KFI_COMPLETION		(1ULL << 24)
+/* The source buffer may be reused as soon as the call returns. */
+#define KFI_INJECT		(1ULL << 25)
+#define KFI_FENCE		(1ULL << 26)
+/*
+ * Completion levels, weakest first. A completion is reported when:
+ * INJECT_COMPLETE:   the source buffer may be reused;
+ * TRANSMIT_COMPLETE: the data left the local endpoint and reached the peer
+ *                    (for a reliable endpoint: the peer has it);
+ * DELIVERY_COMPLETE: the target placed the data; its result is visible to
+ *                    the target (for RMA: in the target memory);
+ * COMMIT_COMPLETE:   as DELIVERY_COMPLETE, and the result is persistent at
+ *                    the target (for KFI_RMA_PMEM regions: flushed to the
+ *                    persistence domain).
+ */
+#define KFI_INJECT_COMPLETE	(1ULL << 28)
+#define KFI_TRANSMIT_COMPLETE	(1ULL << 29)
+#define KFI_DELIVERY_COMPLETE	(1ULL << 30)
+#define KFI_COMMIT_COMPLETE	(1ULL << 31)
+/* kfi_getinfo: node and service name the local (source) address. */
+#define KFI_SOURCE		(1ULL << 57)
+#define KFI_NUMERICHOST		(1ULL << 55)
+
+/* The flags an operation call accepts (the rest are refused: -EINVAL). */
+#define KFI_OP_FLAGS /* u64 */ (KFI_COMPLETION | KFI_INJECT | KFI_FENCE | KFI_MORE | \
+		      KFI_REMOTE_CQ_DATA | KFI_INJECT_COMPLETE | \
+		      KFI_TRANSMIT_COMPLETE | KFI_DELIVERY_COMPLETE | \
+		      KFI_COMMIT_COMPLETE | KFI_MULTI_RECV)
+
+/* An address handle of an address vector; KFI_ADDR_UNSPEC when unused. */
+typedef u64 kfi_addr_t;
+#define KFI_ADDR_UNSPEC (~0ULL)
+#define KFI_ADDR_NOTAVAIL (~0ULL)
+
 /**
  * enum kfi_fclass - the class of an object, the first field of its kfid
- * @KFI_CLASS_UNSPEC: not a valid object
- * @KFI_CLASS_FABRIC: a fabric (struct kfid_fabric)
- * @KFI_CLASS_MAX: number of classes
  */
 enum kfi_fclass {
 	KFI_CLASS_UNSPEC,
 	KFI_CLASS_FABRIC,
+	KFI_CLASS_DOMAIN,
+	KFI_CLASS_EP,
+	KFI_CLASS_PEP,
+	KFI_CLASS_AV,
+	KFI_CLASS_MR,
+	KFI_CLASS_EQ,
+	KFI_CLASS_CQ,
+	KFI_CLASS_CNTR,
 	KFI_CLASS_MAX,
 };
 
+/**
+ * enum kfi_ep_type - endpoint types
+ * @KFI_EP_UNSPEC: any (in hints)
+ * @KFI_EP_MSG: reliable, connected
+ * @KFI_EP_RDM: reliable datagram, peers addressed through an AV
+ */
+enum kfi_ep_type {
+	KFI_EP_UNSPEC,
+	KFI_EP_MSG,
+	KFI_EP_RDM,
+};
+
+/**
+ * enum kfi_addr_format - formats of kfi_info.src_addr / dest_addr
+ * @KFI_FORMAT_UNSPEC: any (in hints)
+ * @KFI_SOCKADDR_IN: struct sockaddr_in
+ * @KFI_SOCKADDR_IN6: struct sockaddr_in6
+ * @KFI_ADDR_IB_GID: struct kfi_addr_ib (an InfiniBand GID with a service id)
+ */
+enum kfi_addr_format {
+	KFI_FORMAT_UNSPEC,
+	KFI_SOCKADDR_IN,
+	KFI_SOCKADDR_IN6,
+	KFI_ADDR_IB_GID,
+};
+
+/**
+ * struct kfi_addr_ib - an InfiniBand address
+ * @gid: the port GID, network byte order
+ * @service_id: the rdma_cm service id
+ */
+struct kfi_addr_ib {
+	u8 gid[16];
+	u64 service_id;
+};
+
 struct kfid;
+struct kfid_fabric;
+struct kfid_domain;
 struct kfi_provider;
 
 /**
@@ -50,11 +150,20 @@ struct kfi_provider;
  * @size: sizeof(struct kfi_ops) as the provider was built; the core never
  *	calls a slot beyond it
  * @close: releases the object; called by kfi_close() in process context
+ * @bind: associates another object with this one (kfi_ep_bind(), ...)
+ * @control: object-specific commands (kfi_control(), kfi_enable())
  */
 struct kfi_ops {
 	size_t size;
 	int (*close)(struct kfid *fid);
+	int (*bind)(struct kfid *fid, struct kfid *bfid, u64 flags);
+	int (*control)(struct kfid *fid, int command, void *arg);
 };
+
+/* kfi_control() commands. */
+#define KFI_ENABLE	1	/* endpoints: start operating */
+#define KFI_GETFIDFLAG	2	/* arg: u64 *, the object's default flags */
+#define KFI_SETFIDFLAG	3	/* arg: u64 *, set the object's default flags */
 
 /**
  * struct kfid - the header every kfabric object begins with
@@ -72,28 +181,223 @@ struct kfid {
 };
 
 /**
+ * struct kfi_tx_attr - transmit attributes of an endpoint
+ * @caps: transmit capabilities (KFI_MSG, KFI_RMA, KFI_READ, ...)
+ * @mode: requirements on the ULP
+ * @op_flags: default and supported operation flags (completion levels)
+ * @msg_order: ordering guarantees between messages
+ * @inject_size: largest KFI_INJECT payload
+ * @size: transmit operations that may be outstanding
+ * @iov_limit: most local buffers in one operation
+ * @rma_iov_limit: most remote buffers in one RMA operation
+ */
+struct kfi_tx_attr {
+	u64 caps;
+	u64 mode;
+	u64 op_flags;
+	u64 msg_order;
+	size_t inject_size;
+	size_t size;
+	size_t iov_limit;
+	size_t rma_iov_limit;
+};
+
+/**
+ * struct kfi_rx_attr - receive attributes of an endpoint
+ * @caps: receive capabilities (KFI_MSG, KFI_TAGGED, KFI_REMOTE_WRITE, ...)
+ * @mode: requirements on the ULP
+ * @op_flags: default and supported operation flags
+ * @msg_order: ordering guarantees between messages
+ * @size: receive operations that may be posted
+ * @iov_limit: most buffers in one receive
+ */
+struct kfi_rx_attr {
+	u64 caps;
+	u64 mode;
+	u64 op_flags;
+	u64 msg_order;
+	size_t size;
+	size_t iov_limit;
+};
+
+/**
+ * struct kfi_ep_attr - endpoint attributes
+ * @type: enum kfi_ep_type
+ * @protocol: provider-specific wire protocol id
+ * @protocol_version: its version
+ * @max_msg_size: largest message or RMA transfer
+ * @max_order_raw_size: largest read-after-write ordered size
+ * @mem_tag_format: tag bits the provider matches on (0: all 64)
+ * @tx_ctx_cnt: transmit contexts (1)
+ * @rx_ctx_cnt: receive contexts (1)
+ */
+struct kfi_ep_attr {
+	u32 type;
+	u32 protocol;
+	u32 protocol_version;
+	size_t max_msg_size;
+	size_t max_order_raw_size;
+	u64 mem_tag_format;
+	size_t tx_ctx_cnt;
+	size_t rx_ctx_cnt;
+};
+
+/**
+ * struct kfi_domain_attr - domain attributes
+ * @domain: an open domain these attributes describe, or NULL
+ * @name: the domain's name (a device, an interface)
+ * @cq_data_size: bytes of remote CQ data an operation can carry
+ * @cq_cnt: CQs the domain can open
+ * @ep_cnt: endpoints the domain can open
+ * @mr_key_size: bytes of an MR key
+ * @mr_iov_limit: most buffers in one registration
+ * @max_err_data: bytes of provider error data in error entries
+ */
+struct kfi_domain_attr {
+	struct kfid_domain *domain;
+	char *name;
+	size_t cq_data_size;
+	size_t cq_cnt;
+	size_t ep_cnt;
+	size_t mr_key_size;
+	size_t mr_iov_limit;
+	size_t max_err_data;
+};
+
+/**
  * struct kfi_fabric_attr - what a fabric is
+ * @fabric: an open fabric these attributes describe, or NULL
  * @name: the fabric's name
  * @prov_name: the provider that serves it
  * @prov_version: the provider's version, KFI_VERSION(major, minor)
  * @api_version: the kfabric API version the provider was built against
  */
 struct kfi_fabric_attr {
-	const char *name;
-	const char *prov_name;
+	struct kfid_fabric *fabric;
+	char *name;
+	char *prov_name;
 	u32 prov_version;
 	u32 api_version;
 };
 
 /**
+ * struct kfi_info - one way to reach a fabric, as kfi_getinfo() lists them
+ * @next: the next entry of the list
+ * @caps: capabilities (union of tx and rx capabilities)
+ * @mode: requirements on the ULP
+ * @addr_format: enum kfi_addr_format of @src_addr and @dest_addr
+ * @src_addrlen: bytes at @src_addr
+ * @dest_addrlen: bytes at @dest_addr
+ * @src_addr: the local address, or NULL
+ * @dest_addr: the peer's address, or NULL
+ * @handle: in a KFI_CONNREQ event: the connection request to accept/reject
+ * @tx_attr: transmit attributes
+ * @rx_attr: receive attributes
+ * @ep_attr: endpoint attributes
+ * @domain_attr: domain attributes
+ * @fabric_attr: fabric attributes
+ *
+ * Entries are allocated with kfi_allocinfo() (never on the stack or with
+ * kmalloc directly) and freed with kfi_freeinfo(): names and addresses are
+ * kmalloc'ed and owned by the entry.
+ */
+struct kfi_info {
+	struct kfi_info *next;
+	u64 caps;
+	u64 mode;
+	u32 addr_format;
+	size_t src_addrlen;
+	size_t dest_addrlen;
+	void *src_addr;
+	void *dest_addr;
+	struct kfid *handle;
+	struct kfi_tx_attr *tx_attr;
+	struct kfi_rx_attr *rx_attr;
+	struct kfi_ep_attr *ep_attr;
+	struct kfi_domain_attr *domain_attr;
+	struct kfi_fabric_attr *fabric_attr;
+};
+
+struct kfi_eq_attr;
+struct kfid_eq;
+struct kfid_pep;
+
+/**
+ * struct kfi_ops_fabric - a fabric's operations
+ * @size: sizeof(struct kfi_ops_fabric) as the provider was built
+ * @domain: opens a domain (kfi_domain())
+ * @passive_ep: opens a passive endpoint (kfi_passive_ep())
+ * @eq_open: opens an event queue (kfi_eq_open()); providers usually pass
+ *	kfi_util_eq_open() here
+ */
+struct kfi_ops_fabric {
+	size_t size;
+	int (*domain)(struct kfid_fabric *fabric, struct kfi_info *info,
+		      struct kfid_domain **domain, void *context);
+	int (*passive_ep)(struct kfid_fabric *fabric, struct kfi_info *info,
+			  struct kfid_pep **pep, void *context);
+	int (*eq_open)(struct kfid_fabric *fabric, struct kfi_eq_attr *attr,
+		       struct kfid_eq **eq, void *context);
+};
+
+/**
  * struct kfid_fabric - a fabric: the provider's view of one network
  * @fid: the object header (fclass KFI_CLASS_FABRIC)
+ * @ops: the fabric's operations
  * @api_version: the API version the fabric was opened with
  */
 struct kfid_fabric {
 	struct kfid fid;
+	const struct kfi_ops_fabric *ops;
 	u32 api_version;
 };
+
+/**
+ * kfi_getinfo() - list the ways to reach a fabric that match @hints
+ * @version: KFI_API_VERSION as the caller was built
+ * @node: a host name or numeric address, or NULL
+ * @service: a port or service name, or NULL
+ * @flags: KFI_SOURCE (@node/@service are the local address), KFI_NUMERICHOST
+ * @hints: what the caller needs, or NULL for everything: entries must have
+ *	all of @hints->caps, need no mode bit outside @hints->mode, and match
+ *	every endpoint type, address format and provider, fabric or domain
+ *	name @hints sets
+ * @info: on success, a list to free with kfi_freeinfo()
+ *
+ * Every registered provider is asked; an unknown provider name in @hints
+ * matches nothing.
+ *
+ * Context: process context; may sleep.
+ * Return: 0; -EINVAL on bad arguments or version; -ENODATA when nothing
+ * matches; -ENOMEM.
+ */
+int kfi_getinfo(u32 version, const char *node, const char *service, u64 flags,
+		const struct kfi_info *hints, struct kfi_info **info);
+
+/**
+ * kfi_allocinfo() - a zeroed kfi_info with all its attribute structures
+ *
+ * Context: process context; may sleep.
+ * Return: the entry, or NULL when out of memory.
+ */
+struct kfi_info *kfi_allocinfo(void);
+
+/**
+ * kfi_dupinfo() - a deep copy of one kfi_info entry (not of its list)
+ * @info: the entry to copy
+ *
+ * Context: process context; may sleep.
+ * Return: the copy (its @next is NULL), or NULL on NULL or no memory.
+ */
+struct kfi_info *kfi_dupinfo(const struct kfi_info *info);
+
+/**
+ * kfi_freeinfo() - free a list of kfi_info entries
+ * @info: the list's head, or NULL
+ *
+ * Context: any context that may free memory (not hard interrupt).
+ */
+void kfi_freeinfo(struct kfi_info *info);
 
 /**
  * kfi_fabric() - open a fabric of the provider named in @attr
@@ -114,13 +418,28 @@ int kfi_fabric(const struct kfi_fabric_attr *attr, struct kfid_fabric **fabric,
  * @fid: the object's header
  *
  * Releases the object and the provider reference it held. After a
- * successful close the object must not be used again.
+ * successful close the object must not be used again. Objects bound to
+ * others are closed before them (endpoints before their CQs, EQs and
+ * domain; domains before their fabric).
  *
  * Context: process context; may sleep.
- * Return: 0; -EINVAL on NULL or an object that is not open; or the
- * provider's error, in which case the object stays open.
+ * Return: 0; -EINVAL on NULL or an object that is not open; -EBUSY when
+ * another object still uses it; or the provider's error, in which case the
+ * object stays open.
  */
 int kfi_close(struct kfid *fid);
+
+/**
+ * kfi_control() - an object-specific command
+ * @fid: the object
+ * @command: KFI_ENABLE, KFI_GETFIDFLAG, KFI_SETFIDFLAG or provider-defined
+ * @arg: the command's argument
+ *
+ * Context: process context; may sleep.
+ * Return: 0, -EINVAL on a bad object, -ENOSYS when the object has no such
+ * command, or the provider's error.
+ */
+int kfi_control(struct kfid *fid, int command, void *arg);
 
 /**
  * kfi_strerror() - a short text for a kfabric error code
@@ -130,5 +449,9 @@ int kfi_close(struct kfid *fid);
  * Return: a static string; never NULL.
  */
 const char *kfi_strerror(int errnum);
+
+#include <kfabric/kfi_domain.h>
+#include <kfabric/kfi_endpoint.h>
+#include <kfabric/kfi_eq.h>
 
 #endif /* _KFABRIC_KFABRIC_H */

@@ -20,13 +20,23 @@ struct module;
  * @version: the provider's own version, KFI_VERSION(major, minor)
  * @owner: the module that implements the provider (THIS_MODULE); pinned by
  *	every open object of the provider
+ * @getinfo: lists what the provider offers for @node/@service/@flags; the
+ *	entries are made with kfi_allocinfo() and linked through @next. The
+ *	core filters them by @hints afterwards, so a provider may return more
+ *	than matches (it may use @hints to skip work). Returns 0 or -ENODATA
+ *	(nothing), -ENOMEM, ...; may be NULL (the provider lists nothing).
  * @fabric: opens a fabric; may be NULL (kfi_fabric() then fails with
- *	-ENOSYS). Called in process context with the provider pinned.
+ *	-ENOSYS).
+ *
+ * The callbacks are called in process context with the provider pinned.
  */
 struct kfi_provider {
 	const char *name;
 	u32 version;
 	struct module *owner;
+	int (*getinfo)(u32 version, const char *node, const char *service,
+		       u64 flags, const struct kfi_info *hints,
+		       struct kfi_info **info);
 	int (*fabric)(const struct kfi_fabric_attr *attr,
 		      struct kfid_fabric **fabric, void *context);
 };

@@ -27,6 +27,16 @@ pub(crate) type FabricOpenFn = unsafe extern "C" fn(
     *mut c_void,
 ) -> c_int;
 
+/// The signature of a provider's getinfo entry point.
+pub(crate) type GetinfoFn = unsafe extern "C" fn(
+    u32,
+    *const c_char,
+    *const c_char,
+    u64,
+    *const sys::kfi_info,
+    *mut *mut sys::kfi_info,
+) -> c_int;
+
 /// A provider description kept in a `static`.
 ///
 /// # Invariants
@@ -52,6 +62,24 @@ impl StaticProvider {
             name: name.as_ptr().cast(),
             version,
             owner: core::ptr::null_mut(),
+            getinfo: None,
+            fabric,
+        }))
+    }
+
+    /// Describes a provider that also lists what it offers (`getinfo`).
+    #[allow(clippy::disallowed_methods)]
+    pub(crate) const fn with_getinfo(
+        name: &'static CStr,
+        version: u32,
+        getinfo: GetinfoFn,
+        fabric: Option<FabricOpenFn>,
+    ) -> Self {
+        Self(UnsafeCell::new(sys::kfi_provider {
+            name: name.as_ptr().cast(),
+            version,
+            owner: core::ptr::null_mut(),
+            getinfo: Some(getinfo),
             fabric,
         }))
     }
@@ -123,6 +151,141 @@ impl Drop for Registration {
     }
 }
 
+/// A list of `kfi_info` entries from [`getinfo`]; freed when dropped.
+///
+/// # Invariants
+///
+/// `head` is the non-empty list `kfi_getinfo` returned, not freed yet.
+pub(crate) struct InfoList {
+    head: NonNull<sys::kfi_info>,
+}
+
+impl InfoList {
+    /// The entries, in order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &sys::kfi_info> {
+        let mut cur: *const sys::kfi_info = self.head.as_ptr();
+        core::iter::from_fn(move || {
+            // SAFETY: The list is valid while `self` is (type invariant).
+            let e = unsafe { cur.as_ref() }?;
+            cur = e.next;
+            Some(e)
+        })
+    }
+
+    /// The first entry, for calls that take a `kfi_info`.
+    pub(crate) fn first(&self) -> *mut sys::kfi_info {
+        self.head.as_ptr()
+    }
+}
+
+impl Drop for InfoList {
+    fn drop(&mut self) {
+        // SAFETY: The list came from kfi_getinfo and is freed once here.
+        unsafe { sys::kfi_freeinfo(self.head.as_ptr()) };
+    }
+}
+
+/// `kfi_getinfo` with `hints` (None: everything).
+///
+/// Context: process context; may sleep.
+pub(crate) fn getinfo(hints: Option<&sys::kfi_info>, flags: u64) -> Result<InfoList> {
+    let mut out: *mut sys::kfi_info = core::ptr::null_mut();
+    let h = hints.map_or(core::ptr::null(), core::ptr::from_ref);
+    // SAFETY: `h` is NULL or a valid entry for the call; `out` is writable.
+    to_result(unsafe {
+        sys::kfi_getinfo(
+            API_VERSION,
+            core::ptr::null(),
+            core::ptr::null(),
+            flags,
+            h,
+            &mut out,
+        )
+    })?;
+    let head = NonNull::new(out).ok_or(EIO)?;
+    // INVARIANT: a non-empty list from kfi_getinfo.
+    Ok(InfoList { head })
+}
+
+/// An object of kfabric (a `#[repr(C)]` struct starting with its `kfid`).
+///
+/// # Safety
+///
+/// Implementors are C object types whose first field is a `kfid`.
+pub(crate) unsafe trait KfiObject {}
+
+// SAFETY: Each of these starts with `struct kfid fid`.
+unsafe impl KfiObject for sys::kfid_fabric {}
+// SAFETY: Starts with its kfid.
+unsafe impl KfiObject for sys::kfid_domain {}
+// SAFETY: Starts with its kfid.
+unsafe impl KfiObject for sys::kfid_ep {}
+// SAFETY: Starts with its kfid.
+unsafe impl KfiObject for sys::kfid_pep {}
+// SAFETY: Starts with its kfid.
+unsafe impl KfiObject for sys::kfid_cq {}
+// SAFETY: Starts with its kfid.
+unsafe impl KfiObject for sys::kfid_eq {}
+// SAFETY: Starts with its kfid.
+unsafe impl KfiObject for sys::kfid_cntr {}
+// SAFETY: Starts with its kfid.
+unsafe impl KfiObject for sys::kfid_mr {}
+// SAFETY: Starts with its kfid.
+unsafe impl KfiObject for sys::kfid_av {}
+
+/// An open object of type `T`; closed when dropped.
+///
+/// # Invariants
+///
+/// `ptr` was opened by a kfi_* call and is not closed yet.
+pub(crate) struct Owned<T: KfiObject> {
+    ptr: NonNull<T>,
+}
+
+impl<T: KfiObject> Owned<T> {
+    /// Opens an object with `open`, which gets the out pointer and returns
+    /// the kfi_* call's result.
+    pub(crate) fn open(open: impl FnOnce(*mut *mut T) -> c_int) -> Result<Self> {
+        let mut out: *mut T = core::ptr::null_mut();
+        to_result(open(&mut out))?;
+        let ptr = NonNull::new(out).ok_or(EIO)?;
+        // INVARIANT: opened successfully just now.
+        Ok(Self { ptr })
+    }
+
+    /// The object, for calls through the C ABI.
+    pub(crate) fn as_ptr(&self) -> *mut T {
+        self.ptr.as_ptr()
+    }
+
+    /// Its header.
+    pub(crate) fn fid(&self) -> *mut sys::kfid {
+        self.ptr.as_ptr().cast()
+    }
+
+    /// Closes it now, handing it back with the error when the close fails.
+    pub(crate) fn close(self) -> core::result::Result<(), (Self, Error)> {
+        // SAFETY: Open (type invariant); on success never used again.
+        match to_result(unsafe { sys::kfi_close(self.fid()) }) {
+            Ok(()) => {
+                core::mem::forget(self);
+                Ok(())
+            }
+            Err(e) => Err((self, e)),
+        }
+    }
+}
+
+impl<T: KfiObject> Drop for Owned<T> {
+    fn drop(&mut self) {
+        // SAFETY: Open (type invariant), closed only here.
+        let ret = unsafe { sys::kfi_close(self.fid()) };
+        if ret != 0 {
+            pr_err!("kfabric: closing an object failed: {}\n", ret);
+        }
+    }
+}
+
 /// An open fabric; closed when dropped.
 ///
 /// # Invariants
@@ -138,7 +301,7 @@ impl Fabric {
     /// Context: process context; may sleep.
     pub(crate) fn open(prov_name: &CStr) -> Result<Self> {
         let attr = sys::kfi_fabric_attr {
-            prov_name: prov_name.as_char_ptr(),
+            prov_name: prov_name.as_char_ptr().cast_mut(),
             ..Default::default()
         };
         let mut fabric: *mut sys::kfid_fabric = core::ptr::null_mut();

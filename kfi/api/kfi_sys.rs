@@ -13,9 +13,12 @@
     non_snake_case,
     missing_docs,
     improper_ctypes,
+    unsafe_op_in_unsafe_fn,
     unreachable_pub,
     clippy::all,
-    clippy::undocumented_unsafe_blocks
+    clippy::undocumented_unsafe_blocks,
+    clippy::ptr_as_ptr,
+    clippy::ref_as_ptr
 )]
 
 // The kernel types the declarations use (struct module, kvec, u32_, ...).

@@ -13,6 +13,11 @@ mod kfi;
 
 use kfi::kfi_sys as sys;
 
+mod api_tests;
+mod loop_provider;
+mod queue_tests;
+mod tree;
+
 module! {
     type: KfiTestCore,
     name: "kfi_test_core",
@@ -34,6 +39,10 @@ impl Drop for KfiTestCore {
         // A test that failed half-way (KUnit aborts it without unwinding)
         // may have left a provider registered that points into this module.
         tests::deregister_leftovers();
+        for p in [&loop_provider::LOOP, &loop_provider::TAG] {
+            // SAFETY: A valid description; -ENOENT when not registered.
+            unsafe { sys::kfi_provider_deregister(p.as_ptr()) };
+        }
     }
 }
 
@@ -59,6 +68,8 @@ mod tests {
     static FABRIC_OPS: sys::kfi_ops = sys::kfi_ops {
         size: size_of::<sys::kfi_ops>(),
         close: Some(test_fabric_close),
+        bind: None,
+        control: None,
     };
 
     /// The test provider's fabric-open entry point.

@@ -1,0 +1,274 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * kfabric domains: the local resources of one device or interface, memory
+ * registration and address vectors. Included by <kfabric/kfabric.h>.
+ */
+#ifndef _KFABRIC_KFI_DOMAIN_H
+#define _KFABRIC_KFI_DOMAIN_H
+
+struct kvec;
+struct bio_vec;
+struct scatterlist;
+struct kfid_av;
+struct kfid_cq;
+struct kfid_cntr;
+struct kfid_ep;
+struct kfid_mr;
+struct kfi_av_attr;
+struct kfi_cq_attr;
+struct kfi_cntr_attr;
+
+/**
+ * enum kfi_iov_type - which kind of buffer list a message or region uses
+ * @KFI_KVEC: struct kvec (kernel virtual addresses)
+ * @KFI_BVEC: struct bio_vec (pages, as in a bio)
+ * @KFI_SGL: struct scatterlist
+ */
+enum kfi_iov_type {
+	KFI_KVEC,
+	KFI_BVEC,
+	KFI_SGL,
+};
+
+/**
+ * struct kfi_mr_attr - a memory registration request
+ * @iov_type: enum kfi_iov_type of the buffer list
+ * @mr_iov: the buffers as kvecs (KFI_KVEC)
+ * @mr_bvec: the buffers as bio_vecs (KFI_BVEC)
+ * @mr_sgl: the buffers as a scatterlist (KFI_SGL)
+ * @iov_count: entries in the buffer list
+ * @access: what the region allows: KFI_SEND, KFI_RECV, KFI_READ, KFI_WRITE
+ *	locally, KFI_REMOTE_READ, KFI_REMOTE_WRITE for peers
+ * @offset: the remote address of the region's first byte, as peers name it
+ * @requested_key: the key to use, if the provider allows choosing
+ * @context: the ULP's pointer
+ */
+struct kfi_mr_attr {
+	u32 iov_type;
+	union {
+		const struct kvec *mr_iov;
+		const struct bio_vec *mr_bvec;
+		struct scatterlist *mr_sgl;
+	};
+	size_t iov_count;
+	u64 access;
+	u64 offset;
+	u64 requested_key;
+	void *context;
+};
+
+/* Access bits a region may have. */
+#define KFI_MR_ACCESS /* u64 */ (KFI_SEND | KFI_RECV | KFI_READ | KFI_WRITE | \
+		       KFI_REMOTE_READ | KFI_REMOTE_WRITE)
+
+/**
+ * struct kfi_ops_mr - memory registration of a domain
+ * @size: sizeof(struct kfi_ops_mr) as the provider was built
+ * @regattr: registers the buffers of @attr; @flags may hold KFI_RMA_PMEM
+ */
+struct kfi_ops_mr {
+	size_t size;
+	int (*regattr)(struct kfid_domain *domain, const struct kfi_mr_attr *attr,
+		       u64 flags, struct kfid_mr **mr);
+};
+
+/**
+ * struct kfid_mr - a registered memory region
+ * @fid: the object header (fclass KFI_CLASS_MR)
+ * @mem_desc: the local descriptor to pass with buffers of the region
+ * @key: the key peers use to reach the region
+ */
+struct kfid_mr {
+	struct kfid fid;
+	void *mem_desc;
+	u64 key;
+};
+
+/**
+ * struct kfi_ops_domain - a domain's operations
+ * @size: sizeof(struct kfi_ops_domain) as the provider was built
+ * @av_open: opens an address vector
+ * @cq_open: opens a completion queue; usually kfi_util_cq_open()
+ * @endpoint: opens an active endpoint
+ * @cntr_open: opens a counter; usually kfi_util_cntr_open()
+ */
+struct kfi_ops_domain {
+	size_t size;
+	int (*av_open)(struct kfid_domain *domain, struct kfi_av_attr *attr,
+		       struct kfid_av **av, void *context);
+	int (*cq_open)(struct kfid_domain *domain, struct kfi_cq_attr *attr,
+		       struct kfid_cq **cq, void *context);
+	int (*endpoint)(struct kfid_domain *domain, struct kfi_info *info,
+			struct kfid_ep **ep, void *context);
+	int (*cntr_open)(struct kfid_domain *domain, struct kfi_cntr_attr *attr,
+			 struct kfid_cntr **cntr, void *context);
+};
+
+/**
+ * struct kfid_domain - a domain: one device or interface of a fabric
+ * @fid: the object header (fclass KFI_CLASS_DOMAIN)
+ * @ops: the domain's operations
+ * @mr: memory registration
+ */
+struct kfid_domain {
+	struct kfid fid;
+	const struct kfi_ops_domain *ops;
+	const struct kfi_ops_mr *mr;
+};
+
+/**
+ * enum kfi_av_type - how an address vector hands out addresses
+ * @KFI_AV_UNSPEC: the provider's choice
+ * @KFI_AV_MAP: kfi_addr_t values are provider-defined
+ * @KFI_AV_TABLE: kfi_addr_t values are indexes 0, 1, 2, ... in insert order
+ */
+enum kfi_av_type {
+	KFI_AV_UNSPEC,
+	KFI_AV_MAP,
+	KFI_AV_TABLE,
+};
+
+/**
+ * struct kfi_av_attr - address vector attributes
+ * @type: enum kfi_av_type
+ * @count: the number of addresses expected
+ * @flags: reserved, 0
+ */
+struct kfi_av_attr {
+	u32 type;
+	size_t count;
+	u64 flags;
+};
+
+/**
+ * struct kfi_ops_av - an address vector's operations
+ * @size: sizeof(struct kfi_ops_av) as the provider was built
+ * @insert: adds @count addresses of the domain's format
+ * @insertsvc: adds the address of @node/@service
+ * @remove: removes @count addresses
+ * @lookup: copies the address of @fi_addr to @addr (at most *@addrlen bytes;
+ *	*@addrlen is set to the full length)
+ */
+struct kfi_ops_av {
+	size_t size;
+	int (*insert)(struct kfid_av *av, const void *addr, size_t count,
+		      kfi_addr_t *fi_addr, u64 flags, void *context);
+	int (*insertsvc)(struct kfid_av *av, const char *node, const char *service,
+			 kfi_addr_t *fi_addr, u64 flags, void *context);
+	int (*remove)(struct kfid_av *av, kfi_addr_t *fi_addr, size_t count,
+		      u64 flags);
+	int (*lookup)(struct kfid_av *av, kfi_addr_t fi_addr, void *addr,
+		      size_t *addrlen);
+};
+
+/**
+ * struct kfid_av - an address vector: peers of RDM endpoints
+ * @fid: the object header (fclass KFI_CLASS_AV)
+ * @ops: the vector's operations
+ */
+struct kfid_av {
+	struct kfid fid;
+	const struct kfi_ops_av *ops;
+};
+
+/**
+ * kfi_domain() - open a domain of @fabric
+ * @fabric: an open fabric
+ * @info: the entry of kfi_getinfo() to open
+ * @domain: on success, the domain
+ * @context: the ULP's pointer
+ *
+ * Context: process context; may sleep.
+ * Return: 0, -EINVAL, -ENOSYS or the provider's error.
+ */
+int kfi_domain(struct kfid_fabric *fabric, struct kfi_info *info,
+	       struct kfid_domain **domain, void *context);
+
+/**
+ * kfi_mr_reg() - register one virtually contiguous kernel buffer
+ * @domain: the domain
+ * @buf: the buffer
+ * @len: its length
+ * @access: KFI_MR_ACCESS bits
+ * @offset: the remote address peers use for @buf
+ * @requested_key: the key wanted, where the provider lets the ULP choose
+ * @flags: 0 or KFI_RMA_PMEM (the region is persistent memory)
+ * @mr: on success, the region
+ * @context: the ULP's pointer
+ *
+ * kfi_mr_regv(), kfi_mr_regbv() and kfi_mr_regsgl() take kvec, bio_vec and
+ * scatterlist buffer lists; kfi_mr_regattr() takes all of it in a struct.
+ *
+ * Context: process context; may sleep.
+ * Return: 0; -EINVAL on bad arguments or access bits; -ENOSYS; or the
+ * provider's error.
+ */
+int kfi_mr_reg(struct kfid_domain *domain, const void *buf, size_t len,
+	       u64 access, u64 offset, u64 requested_key, u64 flags,
+	       struct kfid_mr **mr, void *context);
+int kfi_mr_regv(struct kfid_domain *domain, const struct kvec *iov,
+		size_t count, u64 access, u64 offset, u64 requested_key,
+		u64 flags, struct kfid_mr **mr, void *context);
+int kfi_mr_regbv(struct kfid_domain *domain, const struct bio_vec *bvec,
+		 size_t count, u64 access, u64 offset, u64 requested_key,
+		 u64 flags, struct kfid_mr **mr, void *context);
+int kfi_mr_regsgl(struct kfid_domain *domain, struct scatterlist *sgl,
+		  size_t count, u64 access, u64 offset, u64 requested_key,
+		  u64 flags, struct kfid_mr **mr, void *context);
+int kfi_mr_regattr(struct kfid_domain *domain, const struct kfi_mr_attr *attr,
+		   u64 flags, struct kfid_mr **mr);
+
+/**
+ * kfi_mr_desc() - the local descriptor of a region
+ * @mr: the region
+ */
+static inline void *kfi_mr_desc(struct kfid_mr *mr)
+{
+	return mr->mem_desc;
+}
+
+/**
+ * kfi_mr_key() - the key peers use for a region
+ * @mr: the region
+ */
+static inline u64 kfi_mr_key(struct kfid_mr *mr)
+{
+	return mr->key;
+}
+
+/**
+ * kfi_av_open() - open an address vector
+ * @domain: the domain
+ * @attr: its attributes
+ * @av: on success, the vector
+ * @context: the ULP's pointer
+ *
+ * Context: process context; may sleep.
+ * Return: 0, -EINVAL, -ENOSYS or the provider's error.
+ */
+int kfi_av_open(struct kfid_domain *domain, struct kfi_av_attr *attr,
+		struct kfid_av **av, void *context);
+
+/**
+ * kfi_av_insert() - add addresses to an address vector
+ * @av: the vector
+ * @addr: @count addresses of the domain's address format, back to back
+ * @count: how many
+ * @fi_addr: on return, one handle per address (KFI_ADDR_NOTAVAIL for one
+ *	that failed)
+ * @flags: 0
+ * @context: the ULP's pointer
+ *
+ * Context: process context; may sleep.
+ * Return: the number of addresses inserted, or a negative errno.
+ */
+int kfi_av_insert(struct kfid_av *av, const void *addr, size_t count,
+		  kfi_addr_t *fi_addr, u64 flags, void *context);
+int kfi_av_insertsvc(struct kfid_av *av, const char *node, const char *service,
+		     kfi_addr_t *fi_addr, u64 flags, void *context);
+int kfi_av_remove(struct kfid_av *av, kfi_addr_t *fi_addr, size_t count,
+		  u64 flags);
+int kfi_av_lookup(struct kfid_av *av, kfi_addr_t fi_addr, void *addr,
+		  size_t *addrlen);
+
+#endif /* _KFABRIC_KFI_DOMAIN_H */

@@ -1,0 +1,404 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * kfabric endpoints: connection management, messages, tagged messages, RMA
+ * and atomics. Included by <kfabric/kfabric.h>.
+ *
+ * Data transfer calls come in three spellings: a simple one (kfi_send), a
+ * vector one (kfi_sendv/kfi_sendbv/kfi_sendsgl) and a message one
+ * (kfi_sendmsg) that carries everything. The simple and vector spellings are
+ * inline wrappers that build a message; kfabric.ko exports and checks the
+ * message calls and hands them to the provider with one indirect call.
+ *
+ * Context of every data transfer call: any context but hard interrupt
+ * (process, softirq, under a spinlock): neither kfabric.ko nor a provider
+ * sleeps in them. They return 0 when the operation was queued; -EAGAIN when
+ * the endpoint is out of resources (retry after reading completions);
+ * -EINVAL on bad arguments (an unknown flag, too many buffers, an inject
+ * larger than inject_size); -EOPNOTSUPP when the endpoint lacks the
+ * capability or completion level; -ENOSYS when the provider does not
+ * implement the call; -ENOTCONN on an endpoint that is not connected.
+ */
+#ifndef _KFABRIC_KFI_ENDPOINT_H
+#define _KFABRIC_KFI_ENDPOINT_H
+
+struct kfid_eq;
+
+/**
+ * struct kfi_msg - a message: buffers, peer and completion context
+ * @iov_type: enum kfi_iov_type of the buffer list
+ * @msg_iov: the buffers as kvecs (KFI_KVEC)
+ * @msg_bvec: the buffers as bio_vecs (KFI_BVEC)
+ * @msg_sgl: the buffers as a scatterlist (KFI_SGL)
+ * @desc: per buffer, the kfi_mr_desc() of its region, or NULL
+ * @iov_count: entries in the buffer list
+ * @addr: the peer (RDM endpoints), KFI_ADDR_UNSPEC otherwise
+ * @context: returned in the operation's completion
+ * @data: remote CQ data, sent with KFI_REMOTE_CQ_DATA
+ */
+struct kfi_msg {
+	u32 iov_type;
+	union {
+		const struct kvec *msg_iov;
+		const struct bio_vec *msg_bvec;
+		struct scatterlist *msg_sgl;
+	};
+	void **desc;
+	size_t iov_count;
+	kfi_addr_t addr;
+	void *context;
+	u64 data;
+};
+
+/**
+ * struct kfi_rma_iov - a piece of a peer's registered memory
+ * @addr: its remote address (the region's offset plus the distance into it)
+ * @len: its length
+ * @key: the region's key
+ */
+struct kfi_rma_iov {
+	u64 addr;
+	size_t len;
+	u64 key;
+};
+
+/**
+ * struct kfi_msg_rma - an RMA operation
+ * @msg: the local buffers, peer, context and data
+ * @rma_iov: the remote buffers
+ * @rma_iov_count: how many
+ */
+struct kfi_msg_rma {
+	struct kfi_msg msg;
+	const struct kfi_rma_iov *rma_iov;
+	size_t rma_iov_count;
+};
+
+/**
+ * struct kfi_msg_tagged - a tagged message
+ * @msg: the buffers, peer, context and data
+ * @tag: the tag sent, or to match
+ * @ignore: receives: tag bits that do not take part in matching
+ */
+struct kfi_msg_tagged {
+	struct kfi_msg msg;
+	u64 tag;
+	u64 ignore;
+};
+
+/**
+ * enum kfi_datatype - types atomics operate on
+ */
+enum kfi_datatype {
+	KFI_INT8,
+	KFI_UINT8,
+	KFI_INT16,
+	KFI_UINT16,
+	KFI_INT32,
+	KFI_UINT32,
+	KFI_INT64,
+	KFI_UINT64,
+	KFI_DATATYPE_LAST,
+};
+
+/**
+ * enum kfi_op - atomic operations
+ *
+ * KFI_MIN to KFI_ATOMIC_WRITE combine the source with the target (write:
+ * replace it); fetch variants also return the old target value.
+ * KFI_CSWAP...KFI_MSWAP take a compare operand: KFI_CSWAP writes the source
+ * if the target equals the compare value; KFI_MSWAP writes the source bits
+ * selected by the compare value as a mask.
+ */
+enum kfi_op {
+	KFI_MIN,
+	KFI_MAX,
+	KFI_SUM,
+	KFI_PROD,
+	KFI_LOR,
+	KFI_LAND,
+	KFI_BOR,
+	KFI_BAND,
+	KFI_LXOR,
+	KFI_BXOR,
+	KFI_ATOMIC_READ,
+	KFI_ATOMIC_WRITE,
+	KFI_CSWAP,
+	KFI_CSWAP_NE,
+	KFI_CSWAP_LE,
+	KFI_CSWAP_LT,
+	KFI_CSWAP_GE,
+	KFI_CSWAP_GT,
+	KFI_MSWAP,
+	KFI_ATOMIC_OP_LAST,
+};
+
+/**
+ * struct kfi_ioc - a local atomic operand array
+ * @addr: the elements
+ * @count: how many
+ */
+struct kfi_ioc {
+	void *addr;
+	size_t count;
+};
+
+/**
+ * struct kfi_rma_ioc - a remote atomic operand array
+ * @addr: its remote address
+ * @count: elements
+ * @key: the region's key
+ */
+struct kfi_rma_ioc {
+	u64 addr;
+	size_t count;
+	u64 key;
+};
+
+/**
+ * struct kfi_msg_atomic - an atomic operation
+ * @msg_iov: the source operands
+ * @desc: their regions' descriptors, or NULL
+ * @iov_count: entries in @msg_iov
+ * @addr: the peer (RDM endpoints)
+ * @rma_iov: the target operands
+ * @rma_iov_count: entries in @rma_iov
+ * @datatype: enum kfi_datatype
+ * @op: enum kfi_op
+ * @context: returned in the completion
+ * @data: remote CQ data, with KFI_REMOTE_CQ_DATA
+ */
+struct kfi_msg_atomic {
+	const struct kfi_ioc *msg_iov;
+	void **desc;
+	size_t iov_count;
+	kfi_addr_t addr;
+	const struct kfi_rma_ioc *rma_iov;
+	size_t rma_iov_count;
+	u32 datatype;
+	u32 op;
+	void *context;
+	u64 data;
+};
+
+/**
+ * struct kfi_ops_ep - endpoint control
+ * @size: sizeof(struct kfi_ops_ep) as the provider was built
+ * @cancel: cancels the queued operation with @context; it completes with
+ *	-ECANCELED
+ * @getopt: reads an option
+ * @setopt: sets an option
+ */
+struct kfi_ops_ep {
+	size_t size;
+	int (*cancel)(struct kfid *fid, void *context);
+	int (*getopt)(struct kfid *fid, int level, int optname, void *optval,
+		      size_t *optlen);
+	int (*setopt)(struct kfid *fid, int level, int optname,
+		      const void *optval, size_t optlen);
+};
+
+/* kfi_getopt/kfi_setopt levels and options. */
+#define KFI_OPT_ENDPOINT	0
+#define KFI_OPT_MIN_MULTI_RECV	0	/* size_t */
+#define KFI_OPT_CM_DATA_SIZE	1	/* size_t, read only */
+
+/**
+ * struct kfi_ops_cm - connection management
+ * @size: sizeof(struct kfi_ops_cm) as the provider was built
+ * @getname: the local address
+ * @getpeer: the peer's address
+ * @connect: starts connecting to @addr with private data @param
+ * @listen: starts listening (passive endpoints)
+ * @accept: accepts the connection request the endpoint was opened for
+ * @reject: rejects connection request @handle with private data
+ * @shutdown: ends the connection
+ */
+struct kfi_ops_cm {
+	size_t size;
+	int (*getname)(struct kfid *fid, void *addr, size_t *addrlen);
+	int (*getpeer)(struct kfid_ep *ep, void *addr, size_t *addrlen);
+	int (*connect)(struct kfid_ep *ep, const void *addr, const void *param,
+		       size_t paramlen);
+	int (*listen)(struct kfid_pep *pep);
+	int (*accept)(struct kfid_ep *ep, const void *param, size_t paramlen);
+	int (*reject)(struct kfid_pep *pep, struct kfid *handle,
+		      const void *param, size_t paramlen);
+	int (*shutdown)(struct kfid_ep *ep, u64 flags);
+};
+
+/**
+ * struct kfi_ops_msg - messages
+ * @size: sizeof(struct kfi_ops_msg) as the provider was built
+ * @recvmsg: posts a receive
+ * @sendmsg: posts a send (KFI_INJECT, KFI_REMOTE_CQ_DATA, completion levels)
+ */
+struct kfi_ops_msg {
+	size_t size;
+	int (*recvmsg)(struct kfid_ep *ep, const struct kfi_msg *msg, u64 flags);
+	int (*sendmsg)(struct kfid_ep *ep, const struct kfi_msg *msg, u64 flags);
+};
+
+/**
+ * struct kfi_ops_rma - remote memory access
+ * @size: sizeof(struct kfi_ops_rma) as the provider was built
+ * @readmsg: reads remote memory into the local buffers
+ * @writemsg: writes the local buffers to remote memory
+ */
+struct kfi_ops_rma {
+	size_t size;
+	int (*readmsg)(struct kfid_ep *ep, const struct kfi_msg_rma *msg,
+		       u64 flags);
+	int (*writemsg)(struct kfid_ep *ep, const struct kfi_msg_rma *msg,
+			u64 flags);
+};
+
+/**
+ * struct kfi_ops_tagged - tagged messages
+ * @size: sizeof(struct kfi_ops_tagged) as the provider was built
+ * @recvmsg: posts a tagged receive
+ * @sendmsg: posts a tagged send
+ */
+struct kfi_ops_tagged {
+	size_t size;
+	int (*recvmsg)(struct kfid_ep *ep, const struct kfi_msg_tagged *msg,
+		       u64 flags);
+	int (*sendmsg)(struct kfid_ep *ep, const struct kfi_msg_tagged *msg,
+		       u64 flags);
+};
+
+/**
+ * struct kfi_ops_atomic - atomics
+ * @size: sizeof(struct kfi_ops_atomic) as the provider was built
+ * @writemsg: target = op(target, source)
+ * @readwritemsg: as @writemsg, returning the old target in @resultv
+ * @compwritemsg: compare-and-swap family, returning the old target
+ * @writevalid: whether @writemsg supports (@datatype, @op); *@count: most
+ *	elements in one operation
+ * @readwritevalid: the same for @readwritemsg
+ * @compwritevalid: the same for @compwritemsg
+ */
+struct kfi_ops_atomic {
+	size_t size;
+	int (*writemsg)(struct kfid_ep *ep, const struct kfi_msg_atomic *msg,
+			u64 flags);
+	int (*readwritemsg)(struct kfid_ep *ep, const struct kfi_msg_atomic *msg,
+			    struct kfi_ioc *resultv, void **result_desc,
+			    size_t result_count, u64 flags);
+	int (*compwritemsg)(struct kfid_ep *ep, const struct kfi_msg_atomic *msg,
+			    const struct kfi_ioc *comparev, void **compare_desc,
+			    size_t compare_count, struct kfi_ioc *resultv,
+			    void **result_desc, size_t result_count, u64 flags);
+	int (*writevalid)(struct kfid_ep *ep, u32 datatype, u32 op,
+			  size_t *count);
+	int (*readwritevalid)(struct kfid_ep *ep, u32 datatype, u32 op,
+			      size_t *count);
+	int (*compwritevalid)(struct kfid_ep *ep, u32 datatype, u32 op,
+			      size_t *count);
+};
+
+/**
+ * struct kfid_ep - an active endpoint
+ * @fid: the object header (fclass KFI_CLASS_EP)
+ * @ops: control
+ * @cm: connection management
+ * @msg: messages, or NULL
+ * @rma: RMA, or NULL
+ * @tagged: tagged messages, or NULL
+ * @atomic: atomics, or NULL
+ * @caps: what the endpoint can do (KFI_MSG, KFI_RMA, ...), set by the
+ *	provider when it opens the endpoint; kfabric.ko refuses operations
+ *	outside it with -EOPNOTSUPP
+ * @op_flags: the operation flags (completion levels, KFI_INJECT, ...) the
+ *	endpoint supports
+ * @tx_iov_limit: most local buffers in a transmit operation
+ * @rx_iov_limit: most buffers in a receive
+ * @rma_iov_limit: most remote buffers in an RMA or atomic operation
+ * @inject_size: largest KFI_INJECT payload
+ */
+struct kfid_ep {
+	struct kfid fid;
+	const struct kfi_ops_ep *ops;
+	const struct kfi_ops_cm *cm;
+	const struct kfi_ops_msg *msg;
+	const struct kfi_ops_rma *rma;
+	const struct kfi_ops_tagged *tagged;
+	const struct kfi_ops_atomic *atomic;
+	u64 caps;
+	u64 op_flags;
+	size_t tx_iov_limit;
+	size_t rx_iov_limit;
+	size_t rma_iov_limit;
+	size_t inject_size;
+};
+
+/**
+ * struct kfid_pep - a passive endpoint: listens for connection requests
+ * @fid: the object header (fclass KFI_CLASS_PEP)
+ * @ops: control
+ * @cm: connection management (getname, listen, reject)
+ */
+struct kfid_pep {
+	struct kfid fid;
+	const struct kfi_ops_ep *ops;
+	const struct kfi_ops_cm *cm;
+};
+
+/* Control and connection management: process context, may sleep. */
+int kfi_endpoint(struct kfid_domain *domain, struct kfi_info *info,
+		 struct kfid_ep **ep, void *context);
+int kfi_passive_ep(struct kfid_fabric *fabric, struct kfi_info *info,
+		   struct kfid_pep **pep, void *context);
+/**
+ * kfi_ep_bind() - bind a CQ (KFI_TRANSMIT/KFI_RECV, KFI_SELECTIVE_COMPLETION),
+ * an EQ, a counter or an AV to an endpoint
+ * @ep: the endpoint
+ * @bfid: the object to bind
+ * @flags: which events go there
+ *
+ * The bound object cannot be closed before the endpoint (-EBUSY).
+ */
+int kfi_ep_bind(struct kfid_ep *ep, struct kfid *bfid, u64 flags);
+int kfi_pep_bind(struct kfid_pep *pep, struct kfid *bfid, u64 flags);
+int kfi_enable(struct kfid_ep *ep);
+int kfi_cancel(struct kfid *fid, void *context);
+int kfi_getopt(struct kfid *fid, int level, int optname, void *optval,
+	       size_t *optlen);
+int kfi_setopt(struct kfid *fid, int level, int optname, const void *optval,
+	       size_t optlen);
+int kfi_getname(struct kfid *fid, void *addr, size_t *addrlen);
+int kfi_getpeer(struct kfid_ep *ep, void *addr, size_t *addrlen);
+int kfi_listen(struct kfid_pep *pep);
+int kfi_connect(struct kfid_ep *ep, const void *addr, const void *param,
+		size_t paramlen);
+int kfi_accept(struct kfid_ep *ep, const void *param, size_t paramlen);
+int kfi_reject(struct kfid_pep *pep, struct kfid *handle, const void *param,
+	       size_t paramlen);
+int kfi_shutdown(struct kfid_ep *ep, u64 flags);
+
+/* Data transfer, exported: any context but hard interrupt. */
+int kfi_recvmsg(struct kfid_ep *ep, const struct kfi_msg *msg, u64 flags);
+int kfi_sendmsg(struct kfid_ep *ep, const struct kfi_msg *msg, u64 flags);
+int kfi_readmsg(struct kfid_ep *ep, const struct kfi_msg_rma *msg, u64 flags);
+int kfi_writemsg(struct kfid_ep *ep, const struct kfi_msg_rma *msg, u64 flags);
+int kfi_trecvmsg(struct kfid_ep *ep, const struct kfi_msg_tagged *msg,
+		 u64 flags);
+int kfi_tsendmsg(struct kfid_ep *ep, const struct kfi_msg_tagged *msg,
+		 u64 flags);
+int kfi_atomicmsg(struct kfid_ep *ep, const struct kfi_msg_atomic *msg,
+		  u64 flags);
+int kfi_fetch_atomicmsg(struct kfid_ep *ep, const struct kfi_msg_atomic *msg,
+			struct kfi_ioc *resultv, void **result_desc,
+			size_t result_count, u64 flags);
+int kfi_compare_atomicmsg(struct kfid_ep *ep, const struct kfi_msg_atomic *msg,
+			  const struct kfi_ioc *comparev, void **compare_desc,
+			  size_t compare_count, struct kfi_ioc *resultv,
+			  void **result_desc, size_t result_count, u64 flags);
+int kfi_atomicvalid(struct kfid_ep *ep, u32 datatype, u32 op, size_t *count);
+int kfi_fetch_atomicvalid(struct kfid_ep *ep, u32 datatype, u32 op,
+			  size_t *count);
+int kfi_compare_atomicvalid(struct kfid_ep *ep, u32 datatype, u32 op,
+			    size_t *count);
+
+#include <kfabric/kfi_endpoint_inline.h>
+
+#endif /* _KFABRIC_KFI_ENDPOINT_H */

@@ -1,0 +1,377 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The exported data path: messages, tagged messages, RMA and atomics.
+//!
+//! Callable from any context but hard interrupt; nothing here sleeps or
+//! allocates. Each call checks what is cheap to check against the
+//! endpoint's attributes (set once when it was opened) and makes one
+//! indirect call into the provider.
+
+use kernel::prelude::*;
+
+use crate::{kfi_sys as sys, object::checked, slot::errno};
+
+/// Flags that need the endpoint's support (`kfid_ep.op_flags`).
+const NEEDS_SUPPORT: u64 = sys::KFI_INJECT
+    | sys::KFI_REMOTE_CQ_DATA
+    | sys::KFI_FENCE
+    | sys::KFI_MULTI_RECV
+    | sys::KFI_INJECT_COMPLETE
+    | sys::KFI_TRANSMIT_COMPLETE
+    | sys::KFI_DELIVERY_COMPLETE
+    | sys::KFI_COMMIT_COMPLETE;
+
+/// Which limit an operation's local buffers are held to.
+#[derive(Clone, Copy)]
+enum Dir {
+    Tx,
+    Rx,
+}
+
+/// An open endpoint with capability `cap` that supports `flags`.
+///
+/// # Safety
+///
+/// `ep` is NULL or an object header.
+unsafe fn ep_for<'a>(ep: *mut sys::kfid_ep, cap: u64, flags: u64) -> Result<&'a sys::kfid_ep> {
+    // SAFETY: NULL or an object header (safety requirement).
+    unsafe { checked(ep.cast(), sys::KFI_CLASS_EP) }?;
+    // SAFETY: An open endpoint.
+    let e = unsafe { &*ep };
+    if flags & !sys::KFI_OP_FLAGS != 0 {
+        return Err(EINVAL);
+    }
+    if e.caps & cap != cap || flags & NEEDS_SUPPORT & !e.op_flags != 0 {
+        return Err(EOPNOTSUPP);
+    }
+    Ok(e)
+}
+
+/// Checks a message's buffer list against the endpoint's limits.
+///
+/// # Safety
+///
+/// `msg` is NULL or valid for reads, with a buffer list as it says.
+unsafe fn check_msg(e: &sys::kfid_ep, msg: *const sys::kfi_msg, dir: Dir, flags: u64) -> Result {
+    if msg.is_null() {
+        return Err(EINVAL);
+    }
+    // SAFETY: Non-NULL, valid (safety requirement).
+    let m = unsafe { &*msg };
+    let limit = match dir {
+        Dir::Tx => e.tx_iov_limit,
+        Dir::Rx => e.rx_iov_limit,
+    };
+    if m.iov_type > sys::KFI_SGL || m.iov_count > limit {
+        return Err(EINVAL);
+    }
+    // SAFETY: All members of the union are pointers; reading one as a
+    // pointer is defined whichever was written.
+    if m.iov_count != 0 && unsafe { m.__bindgen_anon_1.msg_iov }.is_null() {
+        return Err(EINVAL);
+    }
+    if flags & sys::KFI_INJECT != 0 {
+        // SAFETY: The list has `iov_count` entries of its type (safety
+        // requirement).
+        let len = unsafe { inject_len(m) }?;
+        if len > e.inject_size {
+            return Err(EINVAL);
+        }
+    }
+    Ok(())
+}
+
+/// Total length of an inject's buffers (kvec or bio_vec lists only).
+///
+/// # Safety
+///
+/// The list of `m` has `iov_count` valid entries.
+unsafe fn inject_len(m: &sys::kfi_msg) -> Result<usize> {
+    let n = m.iov_count;
+    // SAFETY: The union member matches `iov_type`; the lists have `n`
+    // entries (safety requirement).
+    unsafe {
+        match m.iov_type {
+            sys::KFI_KVEC => Ok((0..n)
+                .map(|i| (*m.__bindgen_anon_1.msg_iov.add(i)).iov_len)
+                .sum()),
+            sys::KFI_BVEC => Ok((0..n)
+                .map(|i| (*m.__bindgen_anon_1.msg_bvec.add(i)).bv_len as usize)
+                .sum()),
+            _ => Err(EINVAL),
+        }
+    }
+}
+
+/// Checks the remote side of an RMA operation.
+fn check_rma_iov(e: &sys::kfid_ep, iov: *const sys::kfi_rma_iov, count: usize) -> Result {
+    if iov.is_null() || count == 0 || count > e.rma_iov_limit {
+        return Err(EINVAL);
+    }
+    Ok(())
+}
+
+macro_rules! msg_call {
+    ($(#[$doc:meta])* $name:ident, $table:ident: $tty:ty => $slot:ident, $cap:expr, $dir:expr) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        ///
+        /// The C contract: NULL or valid pointers of the declared types.
+        #[no_mangle]
+        pub(crate) unsafe extern "C" fn $name(ep: *mut sys::kfid_ep, msg: *const sys::kfi_msg, flags: u64) -> c_int {
+            errno((|| {
+                // SAFETY: The C contract.
+                let e = unsafe { ep_for(ep, $cap, flags) }?;
+                // SAFETY: The C contract.
+                unsafe { check_msg(e, msg, $dir, flags) }?;
+                let f = slot!(e.$table, $tty, $slot)?;
+                // SAFETY: The provider is pinned by the open endpoint.
+                kernel::error::to_result(unsafe { f(ep, msg, flags) })
+            })())
+        }
+    };
+}
+
+msg_call!(
+    /// `kfi_sendmsg`.
+    kfi_sendmsg, msg: sys::kfi_ops_msg => sendmsg, sys::KFI_MSG, Dir::Tx
+);
+msg_call!(
+    /// `kfi_recvmsg`.
+    kfi_recvmsg, msg: sys::kfi_ops_msg => recvmsg, sys::KFI_MSG, Dir::Rx
+);
+
+macro_rules! rma_call {
+    ($(#[$doc:meta])* $name:ident => $slot:ident) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        ///
+        /// The C contract: NULL or valid pointers of the declared types.
+        #[no_mangle]
+        pub(crate) unsafe extern "C" fn $name(ep: *mut sys::kfid_ep, msg: *const sys::kfi_msg_rma, flags: u64) -> c_int {
+            errno((|| {
+                // SAFETY: The C contract.
+                let e = unsafe { ep_for(ep, sys::KFI_RMA, flags) }?;
+                if msg.is_null() {
+                    return Err(EINVAL);
+                }
+                // SAFETY: Non-NULL, valid (C contract); `msg` is its first field.
+                unsafe {
+                    check_msg(e, &raw const (*msg).msg, Dir::Tx, flags)?;
+                    check_rma_iov(e, (*msg).rma_iov, (*msg).rma_iov_count)?;
+                }
+                let f = slot!(e.rma, sys::kfi_ops_rma, $slot)?;
+                // SAFETY: The provider is pinned by the open endpoint.
+                kernel::error::to_result(unsafe { f(ep, msg, flags) })
+            })())
+        }
+    };
+}
+
+rma_call!(
+    /// `kfi_readmsg`.
+    kfi_readmsg => readmsg
+);
+rma_call!(
+    /// `kfi_writemsg`.
+    kfi_writemsg => writemsg
+);
+
+macro_rules! tagged_call {
+    ($(#[$doc:meta])* $name:ident => $slot:ident, $dir:expr) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        ///
+        /// The C contract: NULL or valid pointers of the declared types.
+        #[no_mangle]
+        pub(crate) unsafe extern "C" fn $name(ep: *mut sys::kfid_ep, msg: *const sys::kfi_msg_tagged, flags: u64) -> c_int {
+            errno((|| {
+                // SAFETY: The C contract.
+                let e = unsafe { ep_for(ep, sys::KFI_TAGGED, flags) }?;
+                if msg.is_null() {
+                    return Err(EINVAL);
+                }
+                // SAFETY: Non-NULL, valid (C contract).
+                unsafe { check_msg(e, &raw const (*msg).msg, $dir, flags) }?;
+                let f = slot!(e.tagged, sys::kfi_ops_tagged, $slot)?;
+                // SAFETY: The provider is pinned by the open endpoint.
+                kernel::error::to_result(unsafe { f(ep, msg, flags) })
+            })())
+        }
+    };
+}
+
+tagged_call!(
+    /// `kfi_tsendmsg`.
+    kfi_tsendmsg => sendmsg, Dir::Tx
+);
+tagged_call!(
+    /// `kfi_trecvmsg`.
+    kfi_trecvmsg => recvmsg, Dir::Rx
+);
+
+/// Checks an atomic operation.
+///
+/// # Safety
+///
+/// `ep` is NULL or an object header; `msg` NULL or valid for reads.
+unsafe fn atomic_ep<'a>(
+    ep: *mut sys::kfid_ep,
+    msg: *const sys::kfi_msg_atomic,
+    flags: u64,
+) -> Result<&'a sys::kfid_ep> {
+    // SAFETY: The caller's guarantees.
+    let e = unsafe { ep_for(ep, sys::KFI_ATOMIC, flags) }?;
+    if msg.is_null() {
+        return Err(EINVAL);
+    }
+    // SAFETY: Non-NULL, valid (safety requirement).
+    let m = unsafe { &*msg };
+    if m.datatype >= sys::KFI_DATATYPE_LAST
+        || m.op >= sys::KFI_ATOMIC_OP_LAST
+        || m.msg_iov.is_null()
+        || m.iov_count == 0
+        || m.iov_count > e.tx_iov_limit
+        || m.rma_iov.is_null()
+        || m.rma_iov_count == 0
+        || m.rma_iov_count > e.rma_iov_limit
+    {
+        return Err(EINVAL);
+    }
+    Ok(e)
+}
+
+/// `kfi_atomicmsg`.
+///
+/// # Safety
+///
+/// The C contract: NULL or valid pointers of the declared types.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn kfi_atomicmsg(
+    ep: *mut sys::kfid_ep,
+    msg: *const sys::kfi_msg_atomic,
+    flags: u64,
+) -> c_int {
+    errno((|| {
+        // SAFETY: The C contract.
+        let e = unsafe { atomic_ep(ep, msg, flags) }?;
+        let f = slot!(e.atomic, sys::kfi_ops_atomic, writemsg)?;
+        // SAFETY: The provider is pinned by the open endpoint.
+        kernel::error::to_result(unsafe { f(ep, msg, flags) })
+    })())
+}
+
+/// `kfi_fetch_atomicmsg`.
+///
+/// # Safety
+///
+/// The C contract: NULL or valid pointers of the declared types.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn kfi_fetch_atomicmsg(
+    ep: *mut sys::kfid_ep,
+    msg: *const sys::kfi_msg_atomic,
+    resultv: *mut sys::kfi_ioc,
+    result_desc: *mut *mut c_void,
+    result_count: usize,
+    flags: u64,
+) -> c_int {
+    errno((|| {
+        // SAFETY: The C contract.
+        let e = unsafe { atomic_ep(ep, msg, flags) }?;
+        if resultv.is_null() || result_count == 0 || flags & sys::KFI_INJECT != 0 {
+            return Err(EINVAL);
+        }
+        let f = slot!(e.atomic, sys::kfi_ops_atomic, readwritemsg)?;
+        // SAFETY: The provider is pinned by the open endpoint.
+        kernel::error::to_result(unsafe { f(ep, msg, resultv, result_desc, result_count, flags) })
+    })())
+}
+
+/// `kfi_compare_atomicmsg`.
+///
+/// # Safety
+///
+/// The C contract: NULL or valid pointers of the declared types.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe extern "C" fn kfi_compare_atomicmsg(
+    ep: *mut sys::kfid_ep,
+    msg: *const sys::kfi_msg_atomic,
+    comparev: *const sys::kfi_ioc,
+    compare_desc: *mut *mut c_void,
+    compare_count: usize,
+    resultv: *mut sys::kfi_ioc,
+    result_desc: *mut *mut c_void,
+    result_count: usize,
+    flags: u64,
+) -> c_int {
+    errno((|| {
+        // SAFETY: The C contract.
+        let e = unsafe { atomic_ep(ep, msg, flags) }?;
+        // SAFETY: `msg` checked non-NULL by `atomic_ep`.
+        let op = unsafe { (*msg).op };
+        if op < sys::KFI_CSWAP
+            || comparev.is_null()
+            || compare_count == 0
+            || resultv.is_null()
+            || result_count == 0
+            || flags & sys::KFI_INJECT != 0
+        {
+            return Err(EINVAL);
+        }
+        let f = slot!(e.atomic, sys::kfi_ops_atomic, compwritemsg)?;
+        // SAFETY: The provider is pinned by the open endpoint.
+        kernel::error::to_result(unsafe {
+            f(
+                ep,
+                msg,
+                comparev,
+                compare_desc,
+                compare_count,
+                resultv,
+                result_desc,
+                result_count,
+                flags,
+            )
+        })
+    })())
+}
+
+macro_rules! valid_call {
+    ($(#[$doc:meta])* $name:ident => $slot:ident) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        ///
+        /// The C contract: NULL or valid pointers of the declared types.
+        #[no_mangle]
+        pub(crate) unsafe extern "C" fn $name(ep: *mut sys::kfid_ep, datatype: u32, op: u32, count: *mut usize) -> c_int {
+            errno((|| {
+                // SAFETY: The C contract.
+                let e = unsafe { ep_for(ep, sys::KFI_ATOMIC, 0) }?;
+                if count.is_null() || datatype >= sys::KFI_DATATYPE_LAST || op >= sys::KFI_ATOMIC_OP_LAST {
+                    return Err(EINVAL);
+                }
+                let f = slot!(e.atomic, sys::kfi_ops_atomic, $slot)?;
+                // SAFETY: The provider is pinned by the open endpoint.
+                kernel::error::to_result(unsafe { f(ep, datatype, op, count) })
+            })())
+        }
+    };
+}
+
+valid_call!(
+    /// `kfi_atomicvalid`.
+    kfi_atomicvalid => writevalid
+);
+valid_call!(
+    /// `kfi_fetch_atomicvalid`.
+    kfi_fetch_atomicvalid => readwritevalid
+);
+valid_call!(
+    /// `kfi_compare_atomicvalid`.
+    kfi_compare_atomicvalid => compwritevalid
+);

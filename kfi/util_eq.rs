@@ -1,0 +1,464 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The util event queue: connection and other events with up to
+//! `KFI_EQ_DATA_MAX` bytes of private data, in fixed slots allocated at open
+//! so that providers can post from any context but hard interrupt.
+//!
+//! A `KFI_CONNREQ` event carries a `kfi_info` its reader owns; one still
+//! queued when the EQ is closed is freed with it.
+
+use core::{pin::Pin, ptr::NonNull};
+use kernel::{
+    new_condvar, new_spinlock_irq,
+    prelude::*,
+    sync::{CondVar, SpinLockIrq},
+};
+
+use crate::{
+    info, kfi_sys as sys,
+    slot::{count, errno},
+    util_wait::Deadline,
+};
+
+/// The largest event: a CM entry with the most private data.
+const EVENT_MAX: usize = size_of::<sys::kfi_eq_cm_entry>() + sys::KFI_EQ_DATA_MAX as usize;
+/// The most events a util EQ holds.
+const MAX_EVENTS: usize = 4096;
+
+#[derive(Clone, Copy)]
+struct ErrInfo {
+    fid: *mut sys::kfid,
+    context: *mut c_void,
+    data: u64,
+    err: c_int,
+    prov_errno: c_int,
+}
+
+#[derive(Clone, Copy)]
+struct Slot {
+    event: u32,
+    len: usize,
+    bytes: [u8; EVENT_MAX],
+    err: Option<ErrInfo>,
+}
+
+impl Default for Slot {
+    fn default() -> Self {
+        Self {
+            event: 0,
+            len: 0,
+            bytes: [0; EVENT_MAX],
+            err: None,
+        }
+    }
+}
+
+impl Slot {
+    /// The `kfi_info` a queued CONNREQ owns, if any.
+    fn connreq_info(&self) -> *mut sys::kfi_info {
+        if self.err.is_some()
+            || self.event != sys::KFI_CONNREQ
+            || self.len < size_of::<sys::kfi_eq_cm_entry>()
+        {
+            return core::ptr::null_mut();
+        }
+        // SAFETY: A CONNREQ event starts with a `kfi_eq_cm_entry`; the bytes
+        // are read unaligned.
+        unsafe {
+            self.bytes
+                .as_ptr()
+                .cast::<sys::kfi_eq_cm_entry>()
+                .read_unaligned()
+        }
+        .info
+    }
+}
+
+struct Ring {
+    slots: KVec<Slot>,
+    head: usize,
+    len: usize,
+    /// The private data of the last error entry read (its `err_data`
+    /// points here until the next read of an error).
+    last_err_data: [u8; sys::KFI_EQ_DATA_MAX as usize],
+}
+
+impl Ring {
+    fn push(&mut self, slot: Slot) -> Result {
+        let cap = self.slots.len();
+        if self.len == cap {
+            return Err(ENOSPC);
+        }
+        let tail = (self.head + self.len) % cap;
+        self.slots[tail] = slot;
+        self.len += 1;
+        Ok(())
+    }
+
+    fn front(&self) -> Option<&Slot> {
+        (self.len > 0).then(|| &self.slots[self.head])
+    }
+
+    fn pop(&mut self) {
+        self.head = (self.head + 1) % self.slots.len();
+        self.len -= 1;
+    }
+}
+
+/// A util EQ; its `kfid_eq` comes first.
+///
+/// # Invariants
+///
+/// `eq.ops` is `&EQ_OPS` and `eq.fid.ops` is `&FID_OPS`.
+#[repr(C)]
+#[pin_data]
+struct UtilEq {
+    eq: sys::kfid_eq,
+    handler: sys::kfi_event_handler,
+    #[pin]
+    ring: SpinLockIrq<Ring>,
+    #[pin]
+    wait: CondVar,
+}
+
+// SAFETY: The raw pointers are static ops tables, the ULP's context and
+// object pointers that are only handed back; the ring is locked.
+unsafe impl Send for UtilEq {}
+// SAFETY: See `Send`.
+unsafe impl Sync for UtilEq {}
+
+static FID_OPS: sys::kfi_ops = sys::kfi_ops {
+    size: size_of::<sys::kfi_ops>(),
+    close: Some(eq_close),
+    bind: None,
+    control: None,
+};
+
+static EQ_OPS: sys::kfi_ops_eq = sys::kfi_ops_eq {
+    size: size_of::<sys::kfi_ops_eq>(),
+    read: Some(eq_read),
+    readerr: Some(eq_readerr),
+    write: Some(eq_write),
+    sread: Some(eq_sread),
+};
+
+/// The util EQ behind `eq`, if it is one.
+///
+/// # Safety
+///
+/// `eq` is NULL or a valid EQ header.
+unsafe fn util<'a>(eq: *mut sys::kfid_eq) -> Result<&'a UtilEq> {
+    let e = NonNull::new(eq).ok_or(EINVAL)?;
+    // SAFETY: A valid EQ header (safety requirement).
+    if !core::ptr::eq(unsafe { e.as_ref() }.ops, &EQ_OPS) {
+        return Err(EINVAL);
+    }
+    // SAFETY: Only `UtilEq`s have `EQ_OPS` (type invariant); the `kfid_eq`
+    // is their first field.
+    Ok(unsafe { &*e.as_ptr().cast::<UtilEq>() })
+}
+
+/// Reads the next event with the ring locked.
+///
+/// # Safety
+///
+/// `buf` is valid for `len` bytes of writes, `event` for a write.
+unsafe fn read_locked(
+    ring: &mut Ring,
+    event: *mut u32,
+    buf: *mut c_void,
+    len: usize,
+    flags: u64,
+) -> Result<isize> {
+    let s = match ring.front() {
+        None => return Err(EAGAIN),
+        Some(s) if s.err.is_some() => return Err(EIO),
+        Some(s) => s,
+    };
+    if s.len > len {
+        return Err(EMSGSIZE);
+    }
+    let n = s.len;
+    // SAFETY: `buf` holds `len >= n` bytes, `event` is writable (safety
+    // requirement).
+    unsafe {
+        core::ptr::copy_nonoverlapping(s.bytes.as_ptr(), buf.cast::<u8>(), n);
+        *event = s.event;
+    }
+    if flags & sys::KFI_PEEK == 0 {
+        ring.pop();
+    }
+    Ok(n as isize)
+}
+
+/// The EQ's `read` op.
+///
+/// # Safety
+///
+/// Called by kfabric.ko with an open object of this type and the
+/// arguments of the kfi_* call, checked.
+unsafe extern "C" fn eq_read(
+    eq: *mut sys::kfid_eq,
+    event: *mut u32,
+    buf: *mut c_void,
+    len: usize,
+    flags: u64,
+) -> isize {
+    count((|| {
+        // SAFETY: kfabric.ko passes an open EQ.
+        let u = unsafe { util(eq) }?;
+        // SAFETY: The C contract of kfi_eq_read.
+        unsafe { read_locked(&mut u.ring.lock(), event, buf, len, flags) }
+    })())
+}
+
+/// The EQ's `sread` op.
+///
+/// # Safety
+///
+/// Called by kfabric.ko with an open object of this type and the
+/// arguments of the kfi_* call, checked.
+unsafe extern "C" fn eq_sread(
+    eq: *mut sys::kfid_eq,
+    event: *mut u32,
+    buf: *mut c_void,
+    len: usize,
+    timeout: c_int,
+    flags: u64,
+) -> isize {
+    count((|| {
+        // SAFETY: kfabric.ko passes an open EQ.
+        let u = unsafe { util(eq) }?;
+        let mut deadline = Deadline::new(timeout);
+        let mut ring = u.ring.lock();
+        loop {
+            // SAFETY: The C contract of kfi_eq_sread.
+            match unsafe { read_locked(&mut ring, event, buf, len, flags) } {
+                Err(e) if e == EAGAIN => {}
+                r => return r,
+            }
+            deadline.wait(&u.wait, &mut ring)?;
+        }
+    })())
+}
+
+/// The EQ's `readerr` op.
+///
+/// # Safety
+///
+/// Called by kfabric.ko with an open object of this type and the
+/// arguments of the kfi_* call, checked.
+unsafe extern "C" fn eq_readerr(
+    eq: *mut sys::kfid_eq,
+    buf: *mut sys::kfi_eq_err_entry,
+    _flags: u64,
+) -> isize {
+    count((|| {
+        // SAFETY: kfabric.ko passes an open EQ.
+        let u = unsafe { util(eq) }?;
+        let mut ring = u.ring.lock();
+        let Some(&Slot {
+            len,
+            bytes,
+            err: Some(info),
+            ..
+        }) = ring.front()
+        else {
+            return Err(EAGAIN);
+        };
+        ring.last_err_data[..len].copy_from_slice(&bytes[..len]);
+        let err_data = if len > 0 {
+            ring.last_err_data.as_mut_ptr().cast()
+        } else {
+            core::ptr::null_mut()
+        };
+        ring.pop();
+        // SAFETY: `buf` is valid for writes (checked non-NULL by kfabric.ko).
+        unsafe {
+            buf.write(sys::kfi_eq_err_entry {
+                fid: info.fid,
+                context: info.context,
+                data: info.data,
+                err: info.err,
+                prov_errno: info.prov_errno,
+                err_data,
+                err_data_size: len,
+            })
+        };
+        Ok(1)
+    })())
+}
+
+/// Queues `slot` and tells the ULP.
+fn post(u: &UtilEq, slot: Slot) -> Result {
+    let r = u.ring.lock().push(slot);
+    if r.is_ok() {
+        u.wait.notify_all();
+        if let Some(h) = u.handler {
+            // SAFETY: The ULP's handler for this EQ, given at open.
+            unsafe { h((&raw const u.eq).cast_mut(), u.eq.fid.context) };
+        }
+    }
+    r
+}
+
+/// The EQ's `write` op.
+///
+/// # Safety
+///
+/// Called by kfabric.ko with an open object of this type and the
+/// arguments of the kfi_* call, checked.
+unsafe extern "C" fn eq_write(
+    eq: *mut sys::kfid_eq,
+    event: u32,
+    buf: *const c_void,
+    len: usize,
+    _flags: u64,
+) -> isize {
+    count((|| {
+        // SAFETY: kfabric.ko passes an open EQ.
+        let u = unsafe { util(eq) }?;
+        if len > EVENT_MAX {
+            return Err(EINVAL);
+        }
+        let mut slot = Slot {
+            event,
+            len,
+            ..Default::default()
+        };
+        if len > 0 {
+            // SAFETY: `buf` holds `len` bytes (C contract; checked non-NULL
+            // by kfabric.ko when `len` is non-zero).
+            slot.bytes[..len]
+                .copy_from_slice(unsafe { core::slice::from_raw_parts(buf.cast::<u8>(), len) });
+        }
+        post(u, slot)?;
+        Ok(len as isize)
+    })())
+}
+
+/// The EQ's `close` op.
+///
+/// # Safety
+///
+/// Called by kfabric.ko with an open object of this type and the
+/// arguments of the kfi_* call, checked.
+unsafe extern "C" fn eq_close(fid: *mut sys::kfid) -> c_int {
+    // SAFETY: kfabric.ko closes an open util EQ once.
+    match unsafe { util(fid.cast()) } {
+        Ok(u) => {
+            {
+                let mut ring = u.ring.lock();
+                while let Some(s) = ring.front() {
+                    info::free_list(s.connreq_info());
+                    ring.pop();
+                }
+            }
+            let p: *const UtilEq = u;
+            // SAFETY: Made by `KBox::pin_init` in `kfi_util_eq_open`; unused
+            // from now on.
+            drop(unsafe { Pin::new_unchecked(KBox::from_raw(p.cast_mut())) });
+            0
+        }
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// `kfi_util_eq_open`: a util EQ for a provider's `eq_open`.
+///
+/// # Safety
+///
+/// The C contract: NULL or valid pointers.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn kfi_util_eq_open(
+    _fabric: *mut sys::kfid_fabric,
+    attr: *mut sys::kfi_eq_attr,
+    eq: *mut *mut sys::kfid_eq,
+    context: *mut c_void,
+) -> c_int {
+    errno((|| {
+        kernel::task::might_sleep();
+        if attr.is_null() || eq.is_null() {
+            return Err(EINVAL);
+        }
+        // SAFETY: Non-NULL, valid for reads (C contract).
+        let a = unsafe { &*attr };
+        if a.size == 0 || a.size > MAX_EVENTS || a.flags != 0 {
+            return Err(EINVAL);
+        }
+        let mut slots = KVec::with_capacity(a.size, GFP_KERNEL)?;
+        slots.resize(a.size, Slot::default(), GFP_KERNEL)?;
+        let u = KBox::pin_init(
+            // INVARIANT: the ops tables are the util EQ's.
+            try_pin_init!(UtilEq {
+                eq: sys::kfid_eq {
+                    fid: sys::kfid {
+                        fclass: sys::KFI_CLASS_EQ,
+                        context,
+                        ops: &FID_OPS,
+                        core: core::ptr::null_mut(),
+                    },
+                    ops: &EQ_OPS,
+                },
+                handler: a.event_handler,
+                ring <- new_spinlock_irq!(Ring {
+                    slots,
+                    head: 0,
+                    len: 0,
+                    last_err_data: [0; sys::KFI_EQ_DATA_MAX as usize],
+                }),
+                wait <- new_condvar!(),
+            }),
+            GFP_KERNEL,
+        )?;
+        // SAFETY: The box is never moved out of; `eq_close` rebuilds it.
+        let raw = KBox::into_raw(unsafe { Pin::into_inner_unchecked(u) });
+        // SAFETY: `eq` is valid for writes (C contract).
+        unsafe { *eq = raw.cast() };
+        Ok(())
+    })())
+}
+
+/// `kfi_util_eq_write_err`: a provider reports a failed asynchronous
+/// operation (its `err_data` is copied).
+///
+/// # Safety
+///
+/// The C contract: NULL or valid pointers.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn kfi_util_eq_write_err(
+    eq: *mut sys::kfid_eq,
+    err: *const sys::kfi_eq_err_entry,
+) -> c_int {
+    errno((|| {
+        // SAFETY: The C contract.
+        let u = unsafe { util(eq) }?;
+        if err.is_null() {
+            return Err(EINVAL);
+        }
+        // SAFETY: Non-NULL, valid (C contract).
+        let e = unsafe { &*err };
+        let len = e.err_data_size.min(sys::KFI_EQ_DATA_MAX as usize);
+        if e.err <= 0 || (len > 0 && e.err_data.is_null()) {
+            return Err(EINVAL);
+        }
+        let mut slot = Slot {
+            len,
+            err: Some(ErrInfo {
+                fid: e.fid,
+                context: e.context,
+                data: e.data,
+                err: e.err,
+                prov_errno: e.prov_errno,
+            }),
+            ..Default::default()
+        };
+        if len > 0 {
+            // SAFETY: `err_data` holds `err_data_size >= len` bytes.
+            slot.bytes[..len].copy_from_slice(unsafe {
+                core::slice::from_raw_parts(e.err_data.cast::<u8>(), len)
+            });
+        }
+        post(u, slot)
+    })())
+}

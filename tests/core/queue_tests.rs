@@ -1,0 +1,364 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! KUnit suite `kfi_queues`: the util completion queue, event queue and
+//! counter kfabric.ko gives providers, driven as a provider (the
+//! `kfi_util_*` calls) and as a ULP (the `kfi_*` calls).
+
+use kernel::prelude::*;
+
+#[kunit_tests(kfi_queues)]
+mod tests {
+    use crate::{
+        kfi::{kfabric::*, kfi_sys as sys},
+        tree::{cq_attr, Tree},
+        KfiTestCore,
+    };
+    use core::sync::atomic::{AtomicUsize, Ordering};
+    use kernel::{error::code::*, prelude::*, ModuleMetadata};
+
+    const THIS_MODULE: &ThisModule = &KfiTestCore::THIS_MODULE;
+    const EAVAIL: isize = -(sys::KFI_EAVAIL as isize);
+
+    fn neg(e: Error) -> isize {
+        e.to_errno() as isize
+    }
+
+    fn open_cq(
+        t: &Tree,
+        attr: &mut sys::kfi_cq_attr,
+        ctx: *mut c_void,
+    ) -> Result<Owned<sys::kfid_cq>> {
+        // SAFETY: Open domain, valid attributes.
+        Owned::open(|o| unsafe { sys::kfi_cq_open(t.domain.as_ptr(), attr, o, ctx) })
+    }
+
+    fn entry(ctx: usize, len: usize) -> sys::kfi_cq_tagged_entry {
+        sys::kfi_cq_tagged_entry {
+            op_context: ctx as *mut c_void,
+            flags: sys::KFI_SEND,
+            len,
+            data: ctx as u64,
+            ..Default::default()
+        }
+    }
+
+    fn write(cq: &Owned<sys::kfid_cq>, e: &sys::kfi_cq_tagged_entry) -> i32 {
+        // SAFETY: An open util CQ, a valid entry.
+        unsafe { sys::kfi_util_cq_write(cq.as_ptr(), e) }
+    }
+
+    fn readerr(cq: &Owned<sys::kfid_cq>, e: &mut sys::kfi_cq_err_entry) -> isize {
+        // SAFETY: An open CQ, a writable entry.
+        unsafe { sys::kfi_cq_readerr(cq.as_ptr(), e, 0) }
+    }
+
+    fn read(cq: &Owned<sys::kfid_cq>, out: &mut [sys::kfi_cq_data_entry]) -> isize {
+        // SAFETY: An open CQ of DATA format; `out` holds that many entries.
+        unsafe { sys::kfi_cq_read(cq.as_ptr(), out.as_mut_ptr().cast(), out.len()) }
+    }
+
+    #[test]
+    fn cq_orders_entries_and_errors() -> Result {
+        let t = Tree::new(THIS_MODULE)?;
+        let cq = open_cq(
+            &t,
+            &mut cq_attr(8, sys::KFI_CQ_FORMAT_DATA),
+            core::ptr::null_mut(),
+        )?;
+        let mut out = [sys::kfi_cq_data_entry::default(); 4];
+        assert_eq!(read(&cq, &mut out), neg(EAGAIN));
+        assert_eq!(write(&cq, &entry(1, 10)), 0);
+        let err = sys::kfi_cq_err_entry {
+            op_context: 2 as *mut c_void,
+            flags: sys::KFI_RECV,
+            olen: 5,
+            err: 90,
+            ..Default::default()
+        };
+        // SAFETY: An open util CQ, a valid error entry.
+        assert_eq!(unsafe { sys::kfi_util_cq_write_err(cq.as_ptr(), &err) }, 0);
+        assert_eq!(write(&cq, &entry(3, 30)), 0);
+        // The read stops at the error entry.
+        assert_eq!(read(&cq, &mut out), 1);
+        assert_eq!(
+            (out[0].op_context as usize, out[0].len, out[0].data),
+            (1, 10, 1)
+        );
+        assert_eq!(read(&cq, &mut out), EAVAIL);
+        let mut e = sys::kfi_cq_err_entry::default();
+        assert_eq!(readerr(&cq, &mut e), 1);
+        assert_eq!((e.op_context as usize, e.olen, e.err), (2, 5, 90));
+        assert_eq!(readerr(&cq, &mut e), neg(EAGAIN));
+        assert_eq!(read(&cq, &mut out), 1);
+        assert_eq!(out[0].op_context as usize, 3);
+        // An error entry with no error is refused.
+        // SAFETY: Open CQ, valid entry.
+        let bad =
+            unsafe { sys::kfi_util_cq_write_err(cq.as_ptr(), &sys::kfi_cq_err_entry::default()) };
+        assert_eq!(bad, EINVAL.to_errno());
+        Ok(())
+    }
+
+    #[test]
+    fn cq_overflow_is_reported() -> Result {
+        let t = Tree::new(THIS_MODULE)?;
+        let cq = open_cq(
+            &t,
+            &mut cq_attr(2, sys::KFI_CQ_FORMAT_DATA),
+            core::ptr::null_mut(),
+        )?;
+        assert_eq!(write(&cq, &entry(1, 1)), 0);
+        assert_eq!(write(&cq, &entry(2, 2)), 0);
+        assert_eq!(write(&cq, &entry(3, 3)), ENOSPC.to_errno());
+        let mut out = [sys::kfi_cq_data_entry::default(); 4];
+        assert_eq!(read(&cq, &mut out), 2);
+        assert_eq!(read(&cq, &mut out), EAVAIL);
+        let mut e = sys::kfi_cq_err_entry::default();
+        assert_eq!(readerr(&cq, &mut e), 1);
+        assert_eq!(e.err, -EOVERFLOW.to_errno());
+        assert_eq!(read(&cq, &mut out), neg(EAGAIN));
+        Ok(())
+    }
+
+    #[test]
+    fn cq_formats_and_bad_attributes() -> Result {
+        let t = Tree::new(THIS_MODULE)?;
+        let cq = open_cq(
+            &t,
+            &mut cq_attr(4, sys::KFI_CQ_FORMAT_CONTEXT),
+            core::ptr::null_mut(),
+        )?;
+        assert_eq!(write(&cq, &entry(5, 1)), 0);
+        assert_eq!(write(&cq, &entry(6, 1)), 0);
+        let mut out = [sys::kfi_cq_entry::default(); 3];
+        // SAFETY: Open CQ of CONTEXT format, three entries of room.
+        let n = unsafe { sys::kfi_cq_read(cq.as_ptr(), out.as_mut_ptr().cast(), 3) };
+        assert_eq!(n, 2);
+        assert_eq!(
+            (out[0].op_context as usize, out[1].op_context as usize),
+            (5, 6)
+        );
+        assert!(out[2].op_context.is_null());
+        for mut bad in [cq_attr(0, 0), cq_attr(4, 99), cq_attr(1 << 20, 0)] {
+            assert_eq!(
+                open_cq(&t, &mut bad, core::ptr::null_mut()).map_or_else(|e| e.to_errno(), |_| 0),
+                EINVAL.to_errno()
+            );
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn cq_sread_timeout_signal_and_wakeup() -> Result {
+        let t = Tree::new(THIS_MODULE)?;
+        let cq = open_cq(
+            &t,
+            &mut cq_attr(4, sys::KFI_CQ_FORMAT_DATA),
+            core::ptr::null_mut(),
+        )?;
+        let mut out = [sys::kfi_cq_data_entry::default(); 1];
+        let sread = |out: &mut [sys::kfi_cq_data_entry], ms| {
+            // SAFETY: Open CQ; `out` holds one entry.
+            unsafe {
+                sys::kfi_cq_sread(
+                    cq.as_ptr(),
+                    out.as_mut_ptr().cast(),
+                    1,
+                    core::ptr::null(),
+                    ms,
+                )
+            }
+        };
+        assert_eq!(sread(&mut out, 20), neg(ETIMEDOUT));
+        // SAFETY: Open CQ.
+        assert_eq!(unsafe { sys::kfi_cq_signal(cq.as_ptr()) }, 0);
+        assert_eq!(sread(&mut out, 1000), neg(ECANCELED));
+        assert_eq!(write(&cq, &entry(9, 9)), 0);
+        assert_eq!(sread(&mut out, -1), 1);
+        assert_eq!(out[0].op_context as usize, 9);
+        Ok(())
+    }
+
+    static HANDLED: AtomicUsize = AtomicUsize::new(0);
+    static HANDLED_CTX: AtomicUsize = AtomicUsize::new(0);
+
+    /// # Safety
+    ///
+    /// Called by a util queue with its own pointer and context.
+    unsafe extern "C" fn cq_handler(_cq: *mut sys::kfid_cq, context: *mut c_void) {
+        HANDLED.fetch_add(1, Ordering::Relaxed);
+        HANDLED_CTX.store(context as usize, Ordering::Relaxed);
+    }
+
+    /// # Safety
+    ///
+    /// Called by a util queue with its own pointer and context.
+    unsafe extern "C" fn eq_handler(_eq: *mut sys::kfid_eq, context: *mut c_void) {
+        HANDLED.fetch_add(1, Ordering::Relaxed);
+        HANDLED_CTX.store(context as usize, Ordering::Relaxed);
+    }
+
+    #[test]
+    fn handlers_run_on_new_entries() -> Result {
+        let t = Tree::new(THIS_MODULE)?;
+        let mut a = cq_attr(4, sys::KFI_CQ_FORMAT_MSG);
+        a.comp_handler = Some(cq_handler);
+        let cq = open_cq(&t, &mut a, 0x77 as *mut c_void)?;
+        let before = HANDLED.load(Ordering::Relaxed);
+        assert_eq!(write(&cq, &entry(1, 1)), 0);
+        assert_eq!(HANDLED.load(Ordering::Relaxed), before + 1);
+        assert_eq!(HANDLED_CTX.load(Ordering::Relaxed), 0x77);
+        let mut ea = sys::kfi_eq_attr {
+            size: 4,
+            event_handler: Some(eq_handler),
+            ..Default::default()
+        };
+        // SAFETY: Open fabric, valid attributes.
+        let eq = Owned::open(|o| unsafe {
+            sys::kfi_eq_open(t.fabric.as_ptr(), &mut ea, o, 0x88 as *mut c_void)
+        })?;
+        // SAFETY: Open EQ; an event without data.
+        let n = unsafe { sys::kfi_eq_write(eq.as_ptr(), sys::KFI_NOTIFY, core::ptr::null(), 0, 0) };
+        assert_eq!(n, 0);
+        assert_eq!(HANDLED.load(Ordering::Relaxed), before + 2);
+        assert_eq!(HANDLED_CTX.load(Ordering::Relaxed), 0x88);
+        Ok(())
+    }
+
+    #[test]
+    fn eq_events_and_errors() -> Result {
+        let t = Tree::new(THIS_MODULE)?;
+        let mut ea = sys::kfi_eq_attr {
+            size: 4,
+            ..Default::default()
+        };
+        // SAFETY: Open fabric, valid attributes.
+        let eq = Owned::open(|o| unsafe {
+            sys::kfi_eq_open(t.fabric.as_ptr(), &mut ea, o, core::ptr::null_mut())
+        })?;
+        let ev = sys::kfi_eq_entry {
+            fid: t.domain.fid(),
+            data: 1234,
+            ..Default::default()
+        };
+        let size = size_of::<sys::kfi_eq_entry>();
+        let mut got = sys::kfi_eq_entry::default();
+        let mut event = 0u32;
+        let err_data = *b"rejected: no";
+        let err = sys::kfi_eq_err_entry {
+            err: 111,
+            err_data: err_data.as_ptr().cast_mut().cast(),
+            err_data_size: err_data.len(),
+            ..Default::default()
+        };
+        let mut e = sys::kfi_eq_err_entry::default();
+        // SAFETY: An open EQ; every buffer is valid for the length given.
+        unsafe {
+            let eqp = eq.as_ptr();
+            let out: *mut c_void = (&raw mut got).cast();
+            assert_eq!(sys::kfi_eq_read(eqp, &mut event, out, size, 0), neg(EAGAIN));
+            assert_eq!(
+                sys::kfi_eq_write(eqp, sys::KFI_CONNECTED, (&raw const ev).cast(), size, 0),
+                size as isize
+            );
+            assert_eq!(
+                sys::kfi_eq_read(eqp, &mut event, out, size - 1, 0),
+                neg(EMSGSIZE)
+            );
+            assert_eq!(
+                sys::kfi_eq_read(eqp, &mut event, out, size, sys::KFI_PEEK),
+                size as isize
+            );
+            assert_eq!(
+                sys::kfi_eq_read(eqp, &mut event, out, size, 0),
+                size as isize
+            );
+            assert_eq!(
+                (event, got.fid, got.data),
+                (sys::KFI_CONNECTED, t.domain.fid(), 1234)
+            );
+            assert_eq!(
+                sys::kfi_eq_sread(eqp, &mut event, out, size, 20, 0),
+                neg(ETIMEDOUT)
+            );
+            assert_eq!(sys::kfi_util_eq_write_err(eqp, &err), 0);
+            assert_eq!(sys::kfi_eq_read(eqp, &mut event, out, size, 0), EAVAIL);
+            assert_eq!(sys::kfi_eq_readerr(eqp, &mut e, 0), 1);
+            assert_eq!((e.err, e.err_data_size), (111, err_data.len()));
+            let copied = core::slice::from_raw_parts(e.err_data.cast::<u8>(), e.err_data_size);
+            assert_eq!(copied, &err_data[..]);
+            // Too large an event is refused.
+            let big = [0u8; 512];
+            assert_eq!(
+                sys::kfi_eq_write(eqp, sys::KFI_NOTIFY, big.as_ptr().cast(), big.len(), 0),
+                neg(EINVAL)
+            );
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn eq_close_frees_unread_connreq_info() -> Result {
+        let t = Tree::new(THIS_MODULE)?;
+        let mut ea = sys::kfi_eq_attr {
+            size: 2,
+            ..Default::default()
+        };
+        // SAFETY: Open fabric, valid attributes.
+        let eq = Owned::open(|o| unsafe {
+            sys::kfi_eq_open(t.fabric.as_ptr(), &mut ea, o, core::ptr::null_mut())
+        })?;
+        // SAFETY: No arguments.
+        let info = unsafe { sys::kfi_allocinfo() };
+        assert!(!info.is_null());
+        let cm = sys::kfi_eq_cm_entry {
+            fid: t.fabric.fid(),
+            info,
+            ..Default::default()
+        };
+        // SAFETY: Open EQ; the entry owns `info` from now on.
+        let n = unsafe {
+            sys::kfi_eq_write(
+                eq.as_ptr(),
+                sys::KFI_CONNREQ,
+                (&raw const cm).cast(),
+                size_of::<sys::kfi_eq_cm_entry>(),
+                0,
+            )
+        };
+        assert_eq!(n, size_of::<sys::kfi_eq_cm_entry>() as isize);
+        // Closing the EQ frees `info`; kmemleak (debug kernel) checks it.
+        drop(eq);
+        Ok(())
+    }
+
+    #[test]
+    fn counters_count_and_wait() -> Result {
+        let t = Tree::new(THIS_MODULE)?;
+        let mut a = sys::kfi_cntr_attr::default();
+        // SAFETY: Open domain, valid attributes.
+        let c = Owned::open(|o| unsafe {
+            sys::kfi_cntr_open(t.domain.as_ptr(), &mut a, o, core::ptr::null_mut())
+        })?;
+        // SAFETY: An open counter.
+        unsafe {
+            let cp = c.as_ptr();
+            assert_eq!(sys::kfi_cntr_add(cp, 3), 0);
+            assert_eq!(sys::kfi_cntr_read(cp), 3);
+            assert_eq!(sys::kfi_cntr_set(cp, 10), 0);
+            assert_eq!(sys::kfi_cntr_adderr(cp, 2), 0);
+            assert_eq!(sys::kfi_cntr_readerr(cp), 2);
+            assert_eq!(sys::kfi_cntr_wait(cp, 10, 0), 0);
+            assert_eq!(sys::kfi_cntr_wait(cp, 11, 20), ETIMEDOUT.to_errno());
+            assert_eq!(sys::kfi_cntr_seterr(cp, 0), 0);
+            assert_eq!(sys::kfi_cntr_readerr(cp), 0);
+            // A counter that is not one reads as 0 and refuses changes.
+            assert_eq!(sys::kfi_cntr_read(core::ptr::null_mut()), 0);
+            assert_eq!(
+                sys::kfi_cntr_add(t.tx.as_ptr().cast(), 1),
+                EINVAL.to_errno()
+            );
+        }
+        Ok(())
+    }
+}
