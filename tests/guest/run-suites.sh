@@ -33,10 +33,13 @@ for ko in "$top"/tests/*/kfi_test_*.ko; do
 		echo "KFABRIC_GUEST_ERROR: $name did not load"
 		continue
 	fi
+	found=0
 	for suite in $(ls /sys/kernel/debug/kunit); do
 		echo "$before" | grep -qx "$suite" && continue
 		cp "/sys/kernel/debug/kunit/$suite/results" "$out/kunit-$suite.ktap"
+		found=$((found + 1))
 	done
+	[ $found -gt 0 ] || echo "KFABRIC_GUEST_ERROR: $name ran no KUnit suite"
 	rmmod "$name" || echo "KFABRIC_GUEST_ERROR: $name did not unload"
 done
 rmmod kfabric || echo "KFABRIC_GUEST_ERROR: kfabric did not unload"
