@@ -8,6 +8,8 @@
 #ifndef _KFABRIC_KFI_ENDPOINT_INLINE_H
 #define _KFABRIC_KFI_ENDPOINT_INLINE_H
 
+#include <linux/bvec.h>
+#include <linux/scatterlist.h>
 #include <linux/uio.h>
 
 /* One buffer list of any type into a message. */
@@ -227,6 +229,71 @@ static inline int kfi_inject_write(struct kfid_ep *ep, const void *buf,
 						 dest_addr, NULL, 0), &rma);
 
 	return kfi_writemsg(ep, &r, KFI_INJECT);
+}
+
+static inline size_t kfi__bvec_len(const struct bio_vec *bv, size_t count)
+{
+	size_t len = 0;
+
+	while (count--)
+		len += bv[count].bv_len;
+	return len;
+}
+
+static inline size_t kfi__sgl_len(struct scatterlist *sgl, size_t count)
+{
+	struct scatterlist *sg;
+	size_t len = 0;
+	int i;
+
+	for_each_sg(sgl, sg, count, i)
+		len += sg->length;
+	return len;
+}
+
+/* RMA from and into pages (bio_vec) and scatterlists: one remote range. */
+static inline int kfi_readbv(struct kfid_ep *ep, const struct bio_vec *bvec,
+			     void **desc, size_t count, kfi_addr_t src_addr,
+			     u64 addr, u64 key, void *context)
+{
+	struct kfi_rma_iov rma = { .addr = addr, .len = kfi__bvec_len(bvec, count), .key = key };
+	struct kfi_msg_rma r = kfi__rma(kfi__msg(KFI_BVEC, bvec, desc, count,
+						 src_addr, context, 0), &rma);
+
+	return kfi_readmsg(ep, &r, KFI_COMPLETION);
+}
+
+static inline int kfi_writebv(struct kfid_ep *ep, const struct bio_vec *bvec,
+			      void **desc, size_t count, kfi_addr_t dest_addr,
+			      u64 addr, u64 key, void *context)
+{
+	struct kfi_rma_iov rma = { .addr = addr, .len = kfi__bvec_len(bvec, count), .key = key };
+	struct kfi_msg_rma r = kfi__rma(kfi__msg(KFI_BVEC, bvec, desc, count,
+						 dest_addr, context, 0), &rma);
+
+	return kfi_writemsg(ep, &r, KFI_COMPLETION);
+}
+
+static inline int kfi_readsgl(struct kfid_ep *ep, struct scatterlist *sgl,
+			      void **desc, size_t count, kfi_addr_t src_addr,
+			      u64 addr, u64 key, void *context)
+{
+	struct kfi_rma_iov rma = { .addr = addr, .len = kfi__sgl_len(sgl, count), .key = key };
+	struct kfi_msg_rma r = kfi__rma(kfi__msg(KFI_SGL, sgl, desc, count,
+						 src_addr, context, 0), &rma);
+
+	return kfi_readmsg(ep, &r, KFI_COMPLETION);
+}
+
+static inline int kfi_writesgl(struct kfid_ep *ep, struct scatterlist *sgl,
+			       void **desc, size_t count, kfi_addr_t dest_addr,
+			       u64 addr, u64 key, void *context)
+{
+	struct kfi_rma_iov rma = { .addr = addr, .len = kfi__sgl_len(sgl, count), .key = key };
+	struct kfi_msg_rma r = kfi__rma(kfi__msg(KFI_SGL, sgl, desc, count,
+						 dest_addr, context, 0), &rma);
+
+	return kfi_writemsg(ep, &r, KFI_COMPLETION);
 }
 
 /* Tagged messages. */

@@ -18,7 +18,8 @@
     clippy::all,
     clippy::undocumented_unsafe_blocks,
     clippy::ptr_as_ptr,
-    clippy::ref_as_ptr
+    clippy::ref_as_ptr,
+    clippy::pedantic
 )]
 
 // The kernel types the declarations use (struct module, kvec, u32_, ...).

@@ -9,7 +9,10 @@
  */
 #include <kunit/test.h>
 #include <linux/bvec.h>
+#include <linux/completion.h>
 #include <linux/module.h>
+#include <linux/timer.h>
+#include <linux/scatterlist.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/string.h>
@@ -390,12 +393,18 @@ static void c_send_recv_spellings(struct kunit *test)
 static void c_errors_are_errnos(struct kunit *test)
 {
 	u64 result = 0;
+	struct scatterlist sg;
+	struct bio_vec bv;
 	struct ulp u;
 
 	KUNIT_ASSERT_EQ(test, ulp_open(test, &u), 0);
 	KUNIT_EXPECT_EQ(test, kfi_send(NULL, "a", 1, NULL, 0, NULL), -EINVAL);
 	KUNIT_EXPECT_EQ(test, kfi_write(u.ep, "a", 1, NULL, 0, 0, 1, NULL), -EOPNOTSUPP);
 	KUNIT_EXPECT_EQ(test, kfi_tsend(u.ep, "a", 1, NULL, 0, 7, NULL), -EOPNOTSUPP);
+	sg_init_one(&sg, &result, sizeof(result));
+	bvec_set_virt(&bv, &result, sizeof(result));
+	KUNIT_EXPECT_EQ(test, kfi_writebv(u.ep, &bv, NULL, 1, 0, 0, 1, NULL), -EOPNOTSUPP);
+	KUNIT_EXPECT_EQ(test, kfi_readsgl(u.ep, &sg, NULL, 1, 0, 0, 1, NULL), -EOPNOTSUPP);
 	KUNIT_EXPECT_EQ(test, kfi_fetch_atomic(u.ep, &result, 1, NULL, &result, NULL, 0, 0, 1,
 					       KFI_UINT64, KFI_SUM, NULL), -EOPNOTSUPP);
 	/* The fabric cannot close under its domain; the provider cannot go. */
@@ -405,7 +414,57 @@ static void c_errors_are_errnos(struct kunit *test)
 	ulp_close(test, &u);
 }
 
+/* What the timer callback did, in softirq context. */
+struct softirq_post {
+	struct timer_list timer;
+	struct completion done;
+	struct ulp *u;
+	char rbuf[8];
+	int in_softirq, recv, send, rx, tx;
+};
+
+static void softirq_post_fn(struct timer_list *t)
+{
+	struct softirq_post *p = timer_container_of(p, t, timer);
+	struct kfi_cq_entry e;
+
+	p->in_softirq = in_serving_softirq();
+	p->recv = kfi_recv(p->u->ep, p->rbuf, sizeof(p->rbuf), NULL, 0, NULL);
+	p->send = kfi_send(p->u->ep, "bh", 2, NULL, 0, NULL);
+	p->rx = kfi_cq_read(p->u->rx, &e, 1);
+	p->tx = kfi_cq_read(p->u->tx, &e, 1);
+	complete(&p->done);
+}
+
+/*
+ * Block-layer completion paths post the next I/O from softirq context: the
+ * data path and CQ polling must work there (and, on the debug kernel,
+ * DEBUG_ATOMIC_SLEEP reports any sleep on the way).
+ */
+static void c_post_from_softirq(struct kunit *test)
+{
+	struct softirq_post p = {};
+	struct ulp u;
+
+	KUNIT_ASSERT_EQ(test, ulp_open(test, &u), 0);
+	p.u = &u;
+	init_completion(&p.done);
+	timer_setup_on_stack(&p.timer, softirq_post_fn, 0);
+	mod_timer(&p.timer, jiffies + 1);
+	wait_for_completion(&p.done);
+	timer_delete_sync(&p.timer);
+	timer_destroy_on_stack(&p.timer);
+	KUNIT_EXPECT_TRUE(test, p.in_softirq);
+	KUNIT_EXPECT_EQ(test, p.recv, 0);
+	KUNIT_EXPECT_EQ(test, p.send, 0);
+	KUNIT_EXPECT_EQ(test, p.rx, 1);
+	KUNIT_EXPECT_EQ(test, p.tx, 1);
+	KUNIT_EXPECT_MEMEQ(test, p.rbuf, "bh", 2);
+	ulp_close(test, &u);
+}
+
 static struct kunit_case kfi_c_abi_cases[] = {
+	KUNIT_CASE(c_post_from_softirq),
 	KUNIT_CASE(c_getinfo_names_the_provider),
 	KUNIT_CASE(c_send_recv_spellings),
 	KUNIT_CASE(c_errors_are_errnos),
