@@ -8,3 +8,5 @@
 #[allow(dead_code)]
 pub(crate) mod kfabric;
 pub(crate) mod kfi_sys;
+#[allow(dead_code)]
+pub(crate) mod provider;

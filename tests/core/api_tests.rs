@@ -99,16 +99,8 @@ mod tests {
         Ok(out)
     }
 
-    fn both() -> Result<(Registration, Registration)> {
-        Ok((
-            Registration::register(&LOOP, THIS_MODULE)?,
-            Registration::register(&TAG, THIS_MODULE)?,
-        ))
-    }
-
     #[test]
     fn getinfo_lists_every_provider() -> Result {
-        let _regs = both()?;
         let mut h = Hints::new()?;
         h.get().mode = TAG_MODE;
         assert_eq!(&listed(Some(&h))?[..], &[&b"loop"[..], &b"tag"[..]]);
@@ -128,7 +120,6 @@ mod tests {
 
     #[test]
     fn getinfo_filters_by_hints() -> Result {
-        let _regs = both()?;
         let mut h = Hints::new()?;
         // Without the mode bit it requires, the tag provider is left out.
         assert_eq!(&listed(Some(&h))?[..], &[&b"loop"[..]]);
@@ -156,7 +147,6 @@ mod tests {
 
     #[test]
     fn getinfo_unknown_provider_matches_nothing() -> Result {
-        let _regs = both()?;
         let mut h = Hints::new()?;
         h.get().mode = TAG_MODE;
         h.set_prov_name(c"kfi_test_none")?;
@@ -166,7 +156,6 @@ mod tests {
 
     #[test]
     fn getinfo_bad_arguments() -> Result {
-        let _regs = both()?;
         let mut out: *mut sys::kfi_info = core::ptr::null_mut();
         let null = core::ptr::null();
         let nohints: *const sys::kfi_info = core::ptr::null();
@@ -195,7 +184,6 @@ mod tests {
 
     #[test]
     fn dupinfo_copies_deeply() -> Result {
-        let _regs = both()?;
         let list = getinfo(None, 0)?;
         let first = list.first();
         // SAFETY: A valid entry.

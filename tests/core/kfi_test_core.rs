@@ -26,11 +26,19 @@ module! {
     license: "GPL",
 }
 
-struct KfiTestCore;
+/// The test providers of the `kfi_api` and `kfi_queues` suites stay
+/// registered while the module is loaded (the suites run after `init`).
+struct KfiTestCore {
+    _loop: kfi::provider::Registration<loop_provider::Loop>,
+    _tag: kfi::provider::Registration<loop_provider::Tag>,
+}
 
 impl kernel::Module for KfiTestCore {
-    fn init(_module: &'static ThisModule) -> Result<Self> {
-        Ok(Self)
+    fn init(module: &'static ThisModule) -> Result<Self> {
+        Ok(Self {
+            _loop: kfi::provider::Registration::register(module)?,
+            _tag: kfi::provider::Registration::register(module)?,
+        })
     }
 }
 
@@ -39,10 +47,6 @@ impl Drop for KfiTestCore {
         // A test that failed half-way (KUnit aborts it without unwinding)
         // may have left a provider registered that points into this module.
         tests::deregister_leftovers();
-        for p in [&loop_provider::LOOP, &loop_provider::TAG] {
-            // SAFETY: A valid description; -ENOENT when not registered.
-            unsafe { sys::kfi_provider_deregister(p.as_ptr()) };
-        }
     }
 }
 

@@ -2,14 +2,11 @@
 
 //! An object tree of the loop provider, opened the way a ULP opens one:
 //! getinfo, fabric, domain, two CQs, an endpoint bound to them. Dropping it
-//! closes everything, children first, then deregisters the provider.
+//! closes everything, children first.
 
 use kernel::{prelude::*, ThisModule};
 
-use crate::{
-    kfi::{kfabric::*, kfi_sys as sys},
-    loop_provider::LOOP,
-};
+use crate::kfi::{kfabric::*, kfi_sys as sys};
 
 /// A CQ attribute set.
 pub(crate) fn cq_attr(size: usize, format: u32) -> sys::kfi_cq_attr {
@@ -21,7 +18,7 @@ pub(crate) fn cq_attr(size: usize, format: u32) -> sys::kfi_cq_attr {
 }
 
 /// Fields drop in order: the endpoint before what it is bound to, the
-/// domain before the fabric, the registration last.
+/// domain before the fabric.
 pub(crate) struct Tree {
     pub(crate) ep: Option<Owned<sys::kfid_ep>>,
     pub(crate) tx: Owned<sys::kfid_cq>,
@@ -29,14 +26,12 @@ pub(crate) struct Tree {
     pub(crate) domain: Owned<sys::kfid_domain>,
     pub(crate) fabric: Owned<sys::kfid_fabric>,
     pub(crate) _info: InfoList,
-    pub(crate) _reg: Registration,
 }
 
 impl Tree {
-    /// Registers the loop provider and opens a tree (the endpoint bound to
-    /// both CQs, not enabled).
-    pub(crate) fn new(module: &'static ThisModule) -> Result<Self> {
-        let reg = Registration::register(&LOOP, module)?;
+    /// Opens a tree of the loop provider (the endpoint bound to both CQs,
+    /// not enabled).
+    pub(crate) fn new(_module: &'static ThisModule) -> Result<Self> {
         // SAFETY: No arguments; NULL or a fresh entry.
         let hints = unsafe { sys::kfi_allocinfo() };
         if hints.is_null() {
@@ -93,7 +88,6 @@ impl Tree {
             domain,
             fabric,
             _info: info,
-            _reg: reg,
         })
     }
 
