@@ -314,6 +314,28 @@ pub(crate) unsafe extern "C" fn kfi_pep_bind(
     errno(unsafe { bind_to(pep.cast(), sys::KFI_CLASS_PEP, bfid, flags) })
 }
 
+/// `kfi_bind`: `kfi_ep_bind` or `kfi_pep_bind` by the class of `fid`.
+///
+/// # Safety
+///
+/// The C contract: NULL or valid objects.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn kfi_bind(
+    fid: *mut sys::kfid,
+    bfid: *mut sys::kfid,
+    flags: u64,
+) -> c_int {
+    errno((|| {
+        // SAFETY: The C contract.
+        let class = unsafe { class_of(fid) }?;
+        if class != sys::KFI_CLASS_EP && class != sys::KFI_CLASS_PEP {
+            return Err(EINVAL);
+        }
+        // SAFETY: The C contract; the class is one `bind_to` takes.
+        unsafe { bind_to(fid, class, bfid, flags) }
+    })())
+}
+
 /// `kfi_control`.
 ///
 /// # Safety

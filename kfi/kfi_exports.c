@@ -36,6 +36,7 @@ EXPORT_SYMBOL_GPL(kfi_control);
 EXPORT_SYMBOL_GPL(kfi_strerror);
 
 /* Endpoints and connection management. */
+EXPORT_SYMBOL_GPL(kfi_bind);
 EXPORT_SYMBOL_GPL(kfi_ep_bind);
 EXPORT_SYMBOL_GPL(kfi_pep_bind);
 EXPORT_SYMBOL_GPL(kfi_enable);

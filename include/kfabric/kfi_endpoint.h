@@ -359,6 +359,14 @@ int kfi_passive_ep(struct kfid_fabric *fabric, struct kfi_info *info,
  */
 int kfi_ep_bind(struct kfid_ep *ep, struct kfid *bfid, u64 flags);
 int kfi_pep_bind(struct kfid_pep *pep, struct kfid *bfid, u64 flags);
+/**
+ * kfi_bind() - bind @bfid to the endpoint or passive endpoint @fid (the
+ * class-independent spelling of kfi_ep_bind() and kfi_pep_bind())
+ * @fid: an endpoint's or passive endpoint's kfid
+ * @bfid: the object to bind
+ * @flags: as for kfi_ep_bind()
+ */
+int kfi_bind(struct kfid *fid, struct kfid *bfid, u64 flags);
 int kfi_enable(struct kfid_ep *ep);
 int kfi_cancel(struct kfid *fid, void *context);
 int kfi_getopt(struct kfid *fid, int level, int optname, void *optval,

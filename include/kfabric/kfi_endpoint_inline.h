@@ -388,6 +388,69 @@ static inline int kfi_atomic(struct kfid_ep *ep, const void *buf, size_t count,
 	return kfi_atomicmsg(ep, &a, KFI_COMPLETION);
 }
 
+static inline int kfi_atomicv(struct kfid_ep *ep, const struct kfi_ioc *iov,
+			      void **desc, size_t count, kfi_addr_t dest_addr,
+			      u64 addr, u64 key, u32 datatype, u32 op,
+			      void *context)
+{
+	struct kfi_rma_ioc rma = { .addr = addr, .key = key };
+	struct kfi_msg_atomic a = {
+		.msg_iov = iov, .desc = desc, .iov_count = count,
+		.addr = dest_addr, .rma_iov = &rma, .rma_iov_count = 1,
+		.datatype = datatype, .op = op, .context = context,
+	};
+	size_t i;
+
+	for (i = 0; i < count; i++)
+		rma.count += iov[i].count;
+	return kfi_atomicmsg(ep, &a, KFI_COMPLETION);
+}
+
+static inline int kfi_fetch_atomicv(struct kfid_ep *ep, const struct kfi_ioc *iov,
+				    void **desc, size_t count,
+				    struct kfi_ioc *resultv, void **result_desc,
+				    size_t result_count, kfi_addr_t dest_addr,
+				    u64 addr, u64 key, u32 datatype, u32 op,
+				    void *context)
+{
+	struct kfi_rma_ioc rma = { .addr = addr, .key = key };
+	struct kfi_msg_atomic a = {
+		.msg_iov = iov, .desc = desc, .iov_count = count,
+		.addr = dest_addr, .rma_iov = &rma, .rma_iov_count = 1,
+		.datatype = datatype, .op = op, .context = context,
+	};
+	size_t i;
+
+	for (i = 0; i < count; i++)
+		rma.count += iov[i].count;
+	return kfi_fetch_atomicmsg(ep, &a, resultv, result_desc, result_count,
+				   KFI_COMPLETION);
+}
+
+static inline int kfi_compare_atomicv(struct kfid_ep *ep,
+				      const struct kfi_ioc *iov, void **desc,
+				      size_t count, const struct kfi_ioc *comparev,
+				      void **compare_desc, size_t compare_count,
+				      struct kfi_ioc *resultv, void **result_desc,
+				      size_t result_count, kfi_addr_t dest_addr,
+				      u64 addr, u64 key, u32 datatype, u32 op,
+				      void *context)
+{
+	struct kfi_rma_ioc rma = { .addr = addr, .key = key };
+	struct kfi_msg_atomic a = {
+		.msg_iov = iov, .desc = desc, .iov_count = count,
+		.addr = dest_addr, .rma_iov = &rma, .rma_iov_count = 1,
+		.datatype = datatype, .op = op, .context = context,
+	};
+	size_t i;
+
+	for (i = 0; i < count; i++)
+		rma.count += iov[i].count;
+	return kfi_compare_atomicmsg(ep, &a, comparev, compare_desc,
+				     compare_count, resultv, result_desc,
+				     result_count, KFI_COMPLETION);
+}
+
 static inline int kfi_inject_atomic(struct kfid_ep *ep, const void *buf,
 				    size_t count, kfi_addr_t dest_addr,
 				    u64 addr, u64 key, u32 datatype, u32 op)

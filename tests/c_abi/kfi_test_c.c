@@ -312,7 +312,7 @@ static int ulp_open(struct kunit *test, struct ulp *u)
 	if (!ret)
 		ret = kfi_ep_bind(u->ep, &u->tx->fid, KFI_TRANSMIT);
 	if (!ret)
-		ret = kfi_ep_bind(u->ep, &u->rx->fid, KFI_RECV);
+		ret = kfi_bind(&u->ep->fid, &u->rx->fid, KFI_RECV);
 	if (!ret)
 		ret = kfi_enable(u->ep);
 	return ret;
@@ -405,6 +405,7 @@ static void c_errors_are_errnos(struct kunit *test)
 	bvec_set_virt(&bv, &result, sizeof(result));
 	KUNIT_EXPECT_EQ(test, kfi_writebv(u.ep, &bv, NULL, 1, 0, 0, 1, NULL), -EOPNOTSUPP);
 	KUNIT_EXPECT_EQ(test, kfi_readsgl(u.ep, &sg, NULL, 1, 0, 0, 1, NULL), -EOPNOTSUPP);
+	KUNIT_EXPECT_EQ(test, kfi_bind(&u.tx->fid, &u.rx->fid, 0), -EINVAL);
 	KUNIT_EXPECT_EQ(test, kfi_fetch_atomic(u.ep, &result, 1, NULL, &result, NULL, 0, 0, 1,
 					       KFI_UINT64, KFI_SUM, NULL), -EOPNOTSUPP);
 	/* The fabric cannot close under its domain; the provider cannot go. */
