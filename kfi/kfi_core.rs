@@ -28,6 +28,7 @@ mod strerror;
 mod util_cntr;
 mod util_cq;
 mod util_eq;
+mod util_ring;
 mod util_wait;
 
 module! {

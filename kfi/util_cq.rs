@@ -19,6 +19,7 @@ use kernel::{
 use crate::{
     kfi_sys as sys,
     slot::{count, errno},
+    util_ring,
     util_wait::Deadline,
 };
 
@@ -39,34 +40,30 @@ struct Slot {
     err: Option<ErrInfo>,
 }
 
+/// The CQ's state, under its lock.
 struct Ring {
-    slots: KVec<Slot>,
-    head: usize,
-    len: usize,
+    slots: util_ring::Ring<Slot>,
+    /// A completion was refused since the ULP last heard of one.
     overflow: bool,
+    /// `kfi_cq_signal` was called and no waiter saw it yet.
     signaled: bool,
 }
 
 impl Ring {
     fn push(&mut self, slot: Slot) -> Result {
-        let cap = self.slots.len();
-        if self.len == cap {
+        let r = self.slots.push(slot);
+        if r.is_err() {
             self.overflow = true;
-            return Err(ENOSPC);
         }
-        let tail = (self.head + self.len) % cap;
-        self.slots[tail] = slot;
-        self.len += 1;
-        Ok(())
+        r
     }
 
     fn front(&self) -> Option<&Slot> {
-        (self.len > 0).then(|| &self.slots[self.head])
+        self.slots.front()
     }
 
     fn pop(&mut self) {
-        self.head = (self.head + 1) % self.slots.len();
-        self.len -= 1;
+        self.slots.pop();
     }
 }
 
@@ -354,8 +351,7 @@ pub(crate) unsafe extern "C" fn kfi_util_cq_open(
         {
             return Err(EINVAL);
         }
-        let mut slots = KVec::with_capacity(a.size, GFP_KERNEL)?;
-        slots.resize(a.size, Slot::default(), GFP_KERNEL)?;
+        let slots = util_ring::Ring::new(a.size)?;
         let format = if a.format == sys::KFI_CQ_FORMAT_UNSPEC {
             sys::KFI_CQ_FORMAT_CONTEXT
         } else {
@@ -375,7 +371,7 @@ pub(crate) unsafe extern "C" fn kfi_util_cq_open(
                 },
                 format,
                 handler: a.comp_handler,
-                ring <- new_spinlock_irq!(Ring { slots, head: 0, len: 0, overflow: false, signaled: false }),
+                ring <- new_spinlock_irq!(Ring { slots, overflow: false, signaled: false }),
                 wait <- new_condvar!(),
             }),
             GFP_KERNEL,

@@ -17,6 +17,7 @@ use kernel::{
 use crate::{
     info, kfi_sys as sys,
     slot::{count, errno},
+    util_ring,
     util_wait::Deadline,
 };
 
@@ -74,10 +75,9 @@ impl Slot {
     }
 }
 
+/// The EQ's state, under its lock.
 struct Ring {
-    slots: KVec<Slot>,
-    head: usize,
-    len: usize,
+    slots: util_ring::Ring<Slot>,
     /// The private data of the last error entry read (its `err_data`
     /// points here until the next read of an error).
     last_err_data: [u8; sys::KFI_EQ_DATA_MAX as usize],
@@ -85,23 +85,15 @@ struct Ring {
 
 impl Ring {
     fn push(&mut self, slot: Slot) -> Result {
-        let cap = self.slots.len();
-        if self.len == cap {
-            return Err(ENOSPC);
-        }
-        let tail = (self.head + self.len) % cap;
-        self.slots[tail] = slot;
-        self.len += 1;
-        Ok(())
+        self.slots.push(slot)
     }
 
     fn front(&self) -> Option<&Slot> {
-        (self.len > 0).then(|| &self.slots[self.head])
+        self.slots.front()
     }
 
     fn pop(&mut self) {
-        self.head = (self.head + 1) % self.slots.len();
-        self.len -= 1;
+        self.slots.pop();
     }
 }
 
@@ -386,8 +378,7 @@ pub(crate) unsafe extern "C" fn kfi_util_eq_open(
         if a.size == 0 || a.size > MAX_EVENTS || a.flags != 0 {
             return Err(EINVAL);
         }
-        let mut slots = KVec::with_capacity(a.size, GFP_KERNEL)?;
-        slots.resize(a.size, Slot::default(), GFP_KERNEL)?;
+        let slots = util_ring::Ring::new(a.size)?;
         let u = KBox::pin_init(
             // INVARIANT: the ops tables are the util EQ's.
             try_pin_init!(UtilEq {
@@ -401,10 +392,8 @@ pub(crate) unsafe extern "C" fn kfi_util_eq_open(
                     ops: &EQ_OPS,
                 },
                 handler: a.event_handler,
-                ring <- new_spinlock_irq!(Ring {
+                 ring <- new_spinlock_irq!(Ring {
                     slots,
-                    head: 0,
-                    len: 0,
                     last_err_data: [0; sys::KFI_EQ_DATA_MAX as usize],
                 }),
                 wait <- new_condvar!(),
