@@ -1,0 +1,267 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Kernel TCP sockets, safely: the one place where kfi_sockets calls the
+//! kernel's socket API (`sock_create_kern`, `kernel_*`, `sock_release`).
+//!
+//! Every call here may sleep: process context only.
+
+use core::ptr::NonNull;
+use kernel::{bindings, error::to_result, prelude::*};
+
+/// An IPv4 or IPv6 socket address.
+#[derive(Clone, Copy)]
+pub(crate) enum SockAddr {
+    /// `struct sockaddr_in`.
+    V4(bindings::sockaddr_in),
+    /// `struct sockaddr_in6`.
+    V6(bindings::sockaddr_in6),
+}
+
+impl SockAddr {
+    /// The IPv4 address `a.b.c.d:port`.
+    pub(crate) fn v4(ip: [u8; 4], port: u16) -> Self {
+        Self::V4(bindings::sockaddr_in {
+            sin_family: bindings::AF_INET as u16,
+            sin_port: port.to_be(),
+            sin_addr: bindings::in_addr {
+                s_addr: u32::from_ne_bytes(ip),
+            },
+            ..Default::default()
+        })
+    }
+
+    /// The IPv6 address `[ip]:port`.
+    pub(crate) fn v6(ip: [u8; 16], port: u16) -> Self {
+        let mut a = bindings::sockaddr_in6 {
+            sin6_family: bindings::AF_INET6 as u16,
+            sin6_port: port.to_be(),
+            ..Default::default()
+        };
+        // Writing a union field is safe; every member views the same bytes.
+        a.sin6_addr.in6_u.u6_addr8 = ip;
+        Self::V6(a)
+    }
+
+    /// Reads a `sockaddr_in` or `sockaddr_in6` from `bytes` (as kfabric
+    /// addresses are passed), by its family field.
+    pub(crate) fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        let family =
+            u16::from_ne_bytes([*bytes.first().ok_or(EINVAL)?, *bytes.get(1).ok_or(EINVAL)?]);
+        match u32::from(family) {
+            bindings::AF_INET if bytes.len() >= size_of::<bindings::sockaddr_in>() => {
+                // SAFETY: Long enough; any bytes are a valid sockaddr_in.
+                Ok(Self::V4(unsafe {
+                    bytes
+                        .as_ptr()
+                        .cast::<bindings::sockaddr_in>()
+                        .read_unaligned()
+                }))
+            }
+            bindings::AF_INET6 if bytes.len() >= size_of::<bindings::sockaddr_in6>() => {
+                // SAFETY: Long enough; any bytes are a valid sockaddr_in6.
+                Ok(Self::V6(unsafe {
+                    bytes
+                        .as_ptr()
+                        .cast::<bindings::sockaddr_in6>()
+                        .read_unaligned()
+                }))
+            }
+            _ => Err(EAFNOSUPPORT),
+        }
+    }
+
+    /// The raw bytes of the address.
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        let (p, n): (*const u8, usize) = match self {
+            Self::V4(a) => (
+                core::ptr::from_ref(a).cast(),
+                size_of::<bindings::sockaddr_in>(),
+            ),
+            Self::V6(a) => (
+                core::ptr::from_ref(a).cast(),
+                size_of::<bindings::sockaddr_in6>(),
+            ),
+        };
+        // SAFETY: `p` points to `n` bytes of `self`, borrowed as long.
+        unsafe { core::slice::from_raw_parts(p, n) }
+    }
+
+    /// The port, host byte order.
+    pub(crate) fn port(&self) -> u16 {
+        match self {
+            Self::V4(a) => u16::from_be(a.sin_port),
+            Self::V6(a) => u16::from_be(a.sin6_port),
+        }
+    }
+
+    fn family(&self) -> c_int {
+        match self {
+            Self::V4(_) => bindings::AF_INET as c_int,
+            Self::V6(_) => bindings::AF_INET6 as c_int,
+        }
+    }
+
+    /// Pointer and length for the `kernel_*` calls, which do not write
+    /// through it.
+    fn raw(&self) -> (*mut bindings::sockaddr_unsized, c_int) {
+        let b = self.as_bytes();
+        (b.as_ptr().cast_mut().cast(), b.len() as c_int)
+    }
+}
+
+/// A kernel TCP socket; released when dropped.
+///
+/// # Invariants
+///
+/// `sock` came from `sock_create_kern` or `kernel_accept` and is not
+/// released.
+pub(crate) struct Socket {
+    sock: NonNull<bindings::socket>,
+}
+
+// SAFETY: Kernel sockets are used from any thread; the socket layer locks
+// what it needs.
+unsafe impl Send for Socket {}
+// SAFETY: See `Send`; the `kernel_*` calls may run concurrently.
+unsafe impl Sync for Socket {}
+
+impl Socket {
+    /// A TCP socket of the family of `like`, in the initial network
+    /// namespace.
+    pub(crate) fn tcp(like: &SockAddr) -> Result<Self> {
+        let mut sock: *mut bindings::socket = core::ptr::null_mut();
+        // SAFETY: `init_net` lives forever; `sock` is valid for writes.
+        to_result(unsafe {
+            bindings::sock_create_kern(
+                &raw mut bindings::init_net,
+                like.family(),
+                bindings::sock_type_SOCK_STREAM as c_int,
+                bindings::IPPROTO_TCP as c_int,
+                &mut sock,
+            )
+        })?;
+        // INVARIANT: created just now.
+        Ok(Self {
+            sock: NonNull::new(sock).ok_or(ENOMEM)?,
+        })
+    }
+
+    /// `bind`.
+    pub(crate) fn bind(&self, addr: &SockAddr) -> Result {
+        let (a, n) = addr.raw();
+        // SAFETY: A live socket; `a` holds `n` bytes.
+        to_result(unsafe { bindings::kernel_bind(self.sock.as_ptr(), a, n) })
+    }
+
+    /// `listen`.
+    pub(crate) fn listen(&self, backlog: i32) -> Result {
+        // SAFETY: A live socket.
+        to_result(unsafe { bindings::kernel_listen(self.sock.as_ptr(), backlog) })
+    }
+
+    /// `accept`: waits for a connection, or `EAGAIN` with `nonblock`.
+    pub(crate) fn accept(&self, nonblock: bool) -> Result<Socket> {
+        let mut new: *mut bindings::socket = core::ptr::null_mut();
+        let flags = if nonblock {
+            bindings::O_NONBLOCK as c_int
+        } else {
+            0
+        };
+        // SAFETY: A live listening socket; `new` is valid for writes.
+        to_result(unsafe { bindings::kernel_accept(self.sock.as_ptr(), &mut new, flags) })?;
+        // INVARIANT: accepted just now.
+        Ok(Socket {
+            sock: NonNull::new(new).ok_or(ENOMEM)?,
+        })
+    }
+
+    /// `connect`, waiting for the handshake.
+    pub(crate) fn connect(&self, addr: &SockAddr) -> Result {
+        let (a, n) = addr.raw();
+        // SAFETY: A live socket; `a` holds `n` bytes.
+        to_result(unsafe { bindings::kernel_connect(self.sock.as_ptr(), a, n, 0) })
+    }
+
+    /// Sends all of `bufs`, in order; returns the bytes sent.
+    pub(crate) fn send(&self, bufs: &[&[u8]]) -> Result<usize> {
+        let mut iov = KVec::with_capacity(bufs.len(), GFP_KERNEL)?;
+        let mut total = 0;
+        for b in bufs {
+            iov.push(
+                bindings::kvec {
+                    iov_base: b.as_ptr().cast_mut().cast(),
+                    iov_len: b.len(),
+                },
+                GFP_KERNEL,
+            )?;
+            total += b.len();
+        }
+        let mut msg = bindings::msghdr {
+            msg_flags: bindings::MSG_NOSIGNAL as c_uint,
+            ..Default::default()
+        };
+        // SAFETY: A live socket; the kvecs describe the borrowed buffers,
+        // which the call only reads.
+        let n = unsafe {
+            bindings::kernel_sendmsg(
+                self.sock.as_ptr(),
+                &mut msg,
+                iov.as_mut_ptr(),
+                iov.len(),
+                total,
+            )
+        };
+        to_result(n.min(0))?;
+        Ok(n as usize)
+    }
+
+    /// Receives into `buf`: all of it with `wait_all` (fewer bytes only at
+    /// the end of the stream), else what is there (waiting for some).
+    pub(crate) fn recv(&self, buf: &mut [u8], wait_all: bool) -> Result<usize> {
+        let mut iov = bindings::kvec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        let mut msg = bindings::msghdr::default();
+        let flags = if wait_all {
+            bindings::MSG_WAITALL as c_int
+        } else {
+            0
+        };
+        // SAFETY: A live socket; `iov` describes `buf`, borrowed mutably.
+        let n = unsafe {
+            bindings::kernel_recvmsg(self.sock.as_ptr(), &mut msg, &mut iov, 1, buf.len(), flags)
+        };
+        to_result(n.min(0))?;
+        Ok(n as usize)
+    }
+
+    /// The local address.
+    pub(crate) fn local_addr(&self) -> Result<SockAddr> {
+        let mut a = [0u8; size_of::<bindings::sockaddr_in6>()];
+        // SAFETY: A live socket; `a` is large enough for IPv4 and IPv6.
+        let ret =
+            unsafe { bindings::kernel_getsockname(self.sock.as_ptr(), a.as_mut_ptr().cast()) };
+        to_result(ret.min(0))?;
+        SockAddr::from_bytes(&a)
+    }
+
+    /// Ends both directions; a peer's receive sees the end of the stream
+    /// and our blocked receives return.
+    pub(crate) fn shutdown(&self) {
+        // SAFETY: A live socket.
+        unsafe {
+            bindings::kernel_sock_shutdown(
+                self.sock.as_ptr(),
+                bindings::sock_shutdown_cmd_SHUT_RDWR,
+            )
+        };
+    }
+}
+
+impl Drop for Socket {
+    fn drop(&mut self) {
+        // SAFETY: Live (type invariant), released once here.
+        unsafe { bindings::sock_release(self.sock.as_ptr()) };
+    }
+}
