@@ -57,14 +57,6 @@ impl Ring {
         }
         r
     }
-
-    fn front(&self) -> Option<&Slot> {
-        self.slots.front()
-    }
-
-    fn pop(&mut self) {
-        self.slots.pop();
-    }
 }
 
 /// A util CQ; its `kfid_cq` comes first so that the pointer is the CQ's.
@@ -169,11 +161,11 @@ unsafe fn store(buf: *mut c_void, i: usize, format: u32, e: &sys::kfi_cq_tagged_
 unsafe fn read_locked(ring: &mut Ring, buf: *mut c_void, n: usize, format: u32) -> Result<isize> {
     let mut done = 0;
     while done < n {
-        match ring.front() {
+        match ring.slots.front() {
             Some(s) if s.err.is_none() => {
                 // SAFETY: `done < n` (safety requirement).
                 unsafe { store(buf, done, format, &s.entry) };
-                ring.pop();
+                ring.slots.pop();
                 done += 1;
             }
             _ => break,
@@ -182,7 +174,7 @@ unsafe fn read_locked(ring: &mut Ring, buf: *mut c_void, n: usize, format: u32) 
     if done > 0 {
         return Ok(done as isize);
     }
-    if ring.front().is_some() || ring.overflow {
+    if ring.slots.front().is_some() || ring.overflow {
         Err(EIO)
     } else {
         Err(EAGAIN)
@@ -220,7 +212,7 @@ unsafe extern "C" fn cq_readerr(
         // SAFETY: kfabric.ko passes an open CQ.
         let u = unsafe { util(cq) }?;
         let mut ring = u.ring.lock();
-        let out = match ring.front() {
+        let out = match ring.slots.front() {
             Some(Slot {
                 entry: e,
                 err: Some(info),
@@ -237,7 +229,7 @@ unsafe extern "C" fn cq_readerr(
                     prov_errno: info.prov_errno,
                     ..Default::default()
                 };
-                ring.pop();
+                ring.slots.pop();
                 out
             }
             None if ring.overflow => {

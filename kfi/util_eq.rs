@@ -83,20 +83,6 @@ struct Ring {
     last_err_data: [u8; sys::KFI_EQ_DATA_MAX as usize],
 }
 
-impl Ring {
-    fn push(&mut self, slot: Slot) -> Result {
-        self.slots.push(slot)
-    }
-
-    fn front(&self) -> Option<&Slot> {
-        self.slots.front()
-    }
-
-    fn pop(&mut self) {
-        self.slots.pop();
-    }
-}
-
 /// A util EQ; its `kfid_eq` comes first.
 ///
 /// # Invariants
@@ -162,7 +148,7 @@ unsafe fn read_locked(
     len: usize,
     flags: u64,
 ) -> Result<isize> {
-    let s = match ring.front() {
+    let s = match ring.slots.front() {
         None => return Err(EAGAIN),
         Some(s) if s.err.is_some() => return Err(EIO),
         Some(s) => s,
@@ -178,7 +164,7 @@ unsafe fn read_locked(
         *event = s.event;
     }
     if flags & sys::KFI_PEEK == 0 {
-        ring.pop();
+        ring.slots.pop();
     }
     Ok(n as isize)
 }
@@ -254,7 +240,7 @@ unsafe extern "C" fn eq_readerr(
             bytes,
             err: Some(info),
             ..
-        }) = ring.front()
+        }) = ring.slots.front()
         else {
             return Err(EAGAIN);
         };
@@ -264,7 +250,7 @@ unsafe extern "C" fn eq_readerr(
         } else {
             core::ptr::null_mut()
         };
-        ring.pop();
+        ring.slots.pop();
         // SAFETY: `buf` is valid for writes (checked non-NULL by kfabric.ko).
         unsafe {
             buf.write(sys::kfi_eq_err_entry {
@@ -283,7 +269,7 @@ unsafe extern "C" fn eq_readerr(
 
 /// Queues `slot` and tells the ULP.
 fn post(u: &UtilEq, slot: Slot) -> Result {
-    let r = u.ring.lock().push(slot);
+    let r = u.ring.lock().slots.push(slot);
     if r.is_ok() {
         u.wait.notify_all();
         if let Some(h) = u.handler {
@@ -341,9 +327,9 @@ unsafe extern "C" fn eq_close(fid: *mut sys::kfid) -> c_int {
         Ok(u) => {
             {
                 let mut ring = u.ring.lock();
-                while let Some(s) = ring.front() {
+                while let Some(s) = ring.slots.front() {
                     info::free_list(s.connreq_info());
-                    ring.pop();
+                    ring.slots.pop();
                 }
             }
             let p: *const UtilEq = u;
