@@ -137,6 +137,9 @@ impl Pending {
     pub(crate) fn child(parent: &ObjectCore, class: u32) -> Result<Self> {
         let pref = parent.pref.try_clone()?;
         let me = Self::new(pref, class, Some(NonNull::from(parent)))?;
+        // Under GRAPH, so that a concurrent close of the parent either sees
+        // this child (-EBUSY) or finished before it.
+        let _guard = GRAPH.lock();
         parent.users.add(1, Relaxed);
         Ok(me)
     }
@@ -277,6 +280,9 @@ pub(crate) unsafe fn fabric_open(
 }
 
 /// `kfi_close`: closes any object and drops its provider reference.
+///
+/// The provider's `close` runs under the object graph lock: it must not
+/// open, bind or close kfabric objects itself.
 ///
 /// # Safety
 ///
