@@ -2,12 +2,15 @@
 
 //! kfi_test_sockets.ko: KUnit suites for the building blocks of
 //! kfi_sockets: `kfi_sockets_wire` (the wire header's encoding and its
-//! checks against garbage) and `kfi_ksock` (the kernel socket layer over
-//! loopback TCP, IPv4 and IPv6). The provider's sources are included by
+//! checks against garbage), `kfi_ksock` (the kernel socket layer over
+//! loopback TCP, IPv4 and IPv6) and `kfi_sockets_frame` (framing and the
+//! connection handshake over loopback). The provider's sources are included by
 //! path, so the tests exercise the very code the provider runs.
 
 use kernel::prelude::*;
 
+#[path = "../../prov/sockets/frame.rs"]
+mod frame;
 #[path = "../../prov/sockets/ksock.rs"]
 mod ksock;
 #[path = "../../prov/sockets/wire.rs"]
@@ -248,6 +251,122 @@ mod ksock_tests {
         assert!(SockAddr::from_bytes(&[2u8]).is_err());
         let back = SockAddr::from_bytes(addr.as_bytes())?;
         assert_eq!(back.as_bytes(), addr.as_bytes());
+        Ok(())
+    }
+}
+
+#[kunit_tests(kfi_sockets_frame)]
+mod frame_tests {
+    use super::{frame::*, ksock::*, wire::*};
+    use kernel::prelude::*;
+
+    /// A listener on 127.0.0.1 (any port) and its address.
+    fn listener() -> Result<(Socket, SockAddr)> {
+        let any = SockAddr::v4([127, 0, 0, 1], 0);
+        let l = Socket::tcp(&any)?;
+        l.bind(&any)?;
+        l.listen(8)?;
+        let a = l.local_addr()?;
+        Ok((l, a))
+    }
+
+    #[test]
+    fn handshake_accept_carries_private_data() -> Result {
+        let (l, a) = listener()?;
+        let c = connect_start(&a, b"hello from the client")?;
+        let s = l.accept(true)?;
+        assert_eq!(&read_connreq(&s)?[..], b"hello from the client");
+        accept(&s, b"welcome")?;
+        match connect_finish(&c)? {
+            Answer::Accepted(d) => assert_eq!(&d[..], b"welcome"),
+            Answer::Rejected(_) => return Err(EINVAL),
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn handshake_reject_carries_private_data() -> Result {
+        let (l, a) = listener()?;
+        let c = connect_start(&a, &[])?;
+        let s = l.accept(true)?;
+        assert_eq!(read_connreq(&s)?.len(), 0);
+        reject(s, b"no room")?;
+        match connect_finish(&c)? {
+            Answer::Rejected(d) => assert_eq!(&d[..], b"no room"),
+            Answer::Accepted(_) => return Err(EINVAL),
+        }
+        // Too much private data is refused before anything is sent.
+        let big = [0u8; CM_DATA_MAX as usize + 1];
+        assert_eq!(
+            connect_start(&a, &big).err().map(|e| e.to_errno()),
+            Some(EINVAL.to_errno())
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn frames_carry_descriptors_and_payload() -> Result {
+        let (l, a) = listener()?;
+        let c = Socket::tcp(&a)?;
+        c.connect(&a)?;
+        let s = l.accept(true)?;
+        let rma = [
+            RmaDesc {
+                addr: 4096,
+                len: 10,
+                key: 7,
+            },
+            RmaDesc {
+                addr: 8192,
+                len: 3,
+                key: 7,
+            },
+        ];
+        let mut h = Hdr::new(Op::Write, 42, 0);
+        h.flags = flags::DELIVERY_COMPLETE;
+        send_frame(&c, &h, &rma, &[b"0123456789", b"abc"])?;
+        let got = recv_hdr(&s)?;
+        assert_eq!(
+            (got.op, got.id, got.len, got.rma_count),
+            (Op::Write, 42, 13, 2)
+        );
+        assert_eq!(&recv_rma(&s, &got)?[..], &rma[..]);
+        let mut payload = [0u8; 13];
+        recv_exact(&s, &mut payload)?;
+        assert_eq!(&payload, b"0123456789abc");
+        Ok(())
+    }
+
+    #[test]
+    fn garbage_and_eof_are_errors() -> Result {
+        let (l, a) = listener()?;
+        let c = Socket::tcp(&a)?;
+        c.connect(&a)?;
+        let s = l.accept(true)?;
+        // A peer sending garbage instead of a header.
+        let junk = [0x5au8; HDR_LEN];
+        c.send(&[&junk])?;
+        assert_eq!(
+            recv_hdr(&s).err().map(|e| e.to_errno()),
+            Some(EPROTO.to_errno())
+        );
+        // A peer that goes away in the middle of a header.
+        c.send(&[&Hdr::new(Op::Msg, 1, 0).encode()[..10]])?;
+        c.shutdown();
+        assert_eq!(
+            recv_hdr(&s).err().map(|e| e.to_errno()),
+            Some(ECONNRESET.to_errno())
+        );
+        // A connection request that is not one.
+        let (l2, a2) = listener()?;
+        let c2 = Socket::tcp(&a2)?;
+        c2.connect(&a2)?;
+        let s2 = l2.accept(true)?;
+        send_frame(&c2, &Hdr::new(Op::Msg, 1, 0), &[], &[b"hi"])?;
+        assert_eq!(
+            read_connreq(&s2).err().map(|e| e.to_errno()),
+            Some(EPROTO.to_errno())
+        );
         Ok(())
     }
 }

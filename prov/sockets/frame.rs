@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Framed messages and the connection handshake of kfi_sockets, over a
+//! [`Socket`]: the header of `wire.rs`, then descriptors and payload.
+//!
+//! Handshake: the client connects and sends `ConnReq` with its private
+//! data; the server answers `Accept` or `Reject`, each with private data,
+//! and closes after a reject. Process context: everything here sleeps.
+
+use kernel::prelude::*;
+
+use super::{
+    ksock::{SockAddr, Socket},
+    wire::{Hdr, Op, RmaDesc, CM_DATA_MAX, HDR_LEN, RMA_DESC_LEN, RMA_IOV_MAX},
+};
+
+/// Receives exactly `buf.len()` bytes; the end of the stream before that
+/// is `ECONNRESET`.
+pub(crate) fn recv_exact(sock: &Socket, buf: &mut [u8]) -> Result {
+    let mut got = 0;
+    while got < buf.len() {
+        let n = sock.recv(&mut buf[got..], true)?;
+        if n == 0 {
+            return Err(ECONNRESET);
+        }
+        got += n;
+    }
+    Ok(())
+}
+
+/// Receives and checks the next header (`EPROTO` for garbage).
+pub(crate) fn recv_hdr(sock: &Socket) -> Result<Hdr> {
+    let mut b = [0u8; HDR_LEN];
+    recv_exact(sock, &mut b)?;
+    Hdr::decode(&b)
+}
+
+/// Receives the descriptors a checked header announces.
+pub(crate) fn recv_rma(sock: &Socket, hdr: &Hdr) -> Result<KVec<RmaDesc>> {
+    let mut out = KVec::with_capacity(RMA_IOV_MAX, GFP_KERNEL)?;
+    for _ in 0..hdr.rma_count {
+        let mut b = [0u8; RMA_DESC_LEN];
+        recv_exact(sock, &mut b)?;
+        out.push(RmaDesc::decode(&b), GFP_KERNEL)?;
+    }
+    Ok(out)
+}
+
+/// Sends one frame: `hdr` (its `rma_count` and `len` are set from `rma`
+/// and `payload`), the descriptors, then the payload pieces.
+pub(crate) fn send_frame(sock: &Socket, hdr: &Hdr, rma: &[RmaDesc], payload: &[&[u8]]) -> Result {
+    if rma.len() > RMA_IOV_MAX {
+        return Err(EINVAL);
+    }
+    let mut h = *hdr;
+    h.rma_count = rma.len() as u8;
+    h.len = payload.iter().map(|p| p.len() as u64).sum();
+    let head = h.encode();
+    let mut descs = [[0u8; RMA_DESC_LEN]; RMA_IOV_MAX];
+    let mut parts: KVec<&[u8]> = KVec::with_capacity(1 + rma.len() + payload.len(), GFP_KERNEL)?;
+    parts.push(&head, GFP_KERNEL)?;
+    for (d, r) in descs.iter_mut().zip(rma) {
+        *d = r.encode();
+    }
+    for d in &descs[..rma.len()] {
+        parts.push(d, GFP_KERNEL)?;
+    }
+    for p in payload {
+        parts.push(p, GFP_KERNEL)?;
+    }
+    let total: usize = parts.iter().map(|p| p.len()).sum();
+    if sock.send(&parts)? != total {
+        return Err(EPIPE);
+    }
+    Ok(())
+}
+
+/// Receives the private data of a connection message.
+fn recv_cm_data(sock: &Socket, hdr: &Hdr) -> Result<KVec<u8>> {
+    let n = hdr.len as usize;
+    let mut data = KVec::with_capacity(n, GFP_KERNEL)?;
+    data.resize(n, 0, GFP_KERNEL)?;
+    recv_exact(sock, &mut data)?;
+    Ok(data)
+}
+
+fn check_cm_data(param: &[u8]) -> Result {
+    if param.len() as u64 > CM_DATA_MAX {
+        return Err(EINVAL);
+    }
+    Ok(())
+}
+
+/// Client, first half: connects to `addr` and sends the request.
+pub(crate) fn connect_start(addr: &SockAddr, param: &[u8]) -> Result<Socket> {
+    check_cm_data(param)?;
+    let sock = Socket::tcp(addr)?;
+    sock.connect(addr)?;
+    send_frame(&sock, &Hdr::new(Op::ConnReq, 0, 0), &[], &[param])?;
+    Ok(sock)
+}
+
+/// The server's answer to a connection request.
+pub(crate) enum Answer {
+    /// Accepted, with the server's private data.
+    Accepted(KVec<u8>),
+    /// Rejected, with the server's private data.
+    Rejected(KVec<u8>),
+}
+
+/// Client, second half: waits for the server's answer.
+pub(crate) fn connect_finish(sock: &Socket) -> Result<Answer> {
+    let h = recv_hdr(sock)?;
+    let data = recv_cm_data(sock, &h)?;
+    match h.op {
+        Op::Accept => Ok(Answer::Accepted(data)),
+        Op::Reject => Ok(Answer::Rejected(data)),
+        _ => Err(EPROTO),
+    }
+}
+
+/// Server: reads the request of a freshly accepted connection.
+pub(crate) fn read_connreq(sock: &Socket) -> Result<KVec<u8>> {
+    let h = recv_hdr(sock)?;
+    if h.op != Op::ConnReq {
+        return Err(EPROTO);
+    }
+    recv_cm_data(sock, &h)
+}
+
+/// Server: accepts, with private data.
+pub(crate) fn accept(sock: &Socket, param: &[u8]) -> Result {
+    check_cm_data(param)?;
+    send_frame(sock, &Hdr::new(Op::Accept, 0, 0), &[], &[param])
+}
+
+/// Server: rejects, with private data, and closes.
+pub(crate) fn reject(sock: Socket, param: &[u8]) -> Result {
+    check_cm_data(param)?;
+    let r = send_frame(&sock, &Hdr::new(Op::Reject, 0, 0), &[], &[param]);
+    sock.shutdown();
+    r
+}
