@@ -42,6 +42,18 @@ impl SockAddr {
         Self::V6(a)
     }
 
+    /// Parses a numeric host (`192.0.2.1`, `::1`, `fe80::1:2`) and a
+    /// decimal port, as `kfi_getinfo` gets them (no name lookups in the
+    /// kernel). Any context.
+    pub(crate) fn parse(host: &[u8], port: &[u8]) -> Result<Self> {
+        let port = parse_port(port)?;
+        if host.contains(&b':') {
+            Ok(Self::v6(parse_ipv6(host)?, port))
+        } else {
+            Ok(Self::v4(parse_ipv4(host)?, port))
+        }
+    }
+
     /// Reads a `sockaddr_in` or `sockaddr_in6` from `bytes` (as kfabric
     /// addresses are passed), by its family field.
     pub(crate) fn from_bytes(bytes: &[u8]) -> Result<Self> {
@@ -107,6 +119,92 @@ impl SockAddr {
         let b = self.as_bytes();
         (b.as_ptr().cast_mut().cast(), b.len() as c_int)
     }
+}
+
+/// A decimal number below `limit`, without sign or spaces.
+fn parse_dec(s: &[u8], limit: u32) -> Result<u32> {
+    if s.is_empty() || s.len() > 5 {
+        return Err(EINVAL);
+    }
+    let mut v: u32 = 0;
+    for &c in s {
+        if !c.is_ascii_digit() {
+            return Err(EINVAL);
+        }
+        v = v * 10 + u32::from(c - b'0');
+    }
+    if v >= limit {
+        return Err(EINVAL);
+    }
+    Ok(v)
+}
+
+fn parse_port(s: &[u8]) -> Result<u16> {
+    Ok(parse_dec(s, 1 << 16)? as u16)
+}
+
+fn parse_ipv4(s: &[u8]) -> Result<[u8; 4]> {
+    let mut out = [0u8; 4];
+    let mut parts = s.split(|&c| c == b'.');
+    for o in out.iter_mut() {
+        *o = parse_dec(parts.next().ok_or(EINVAL)?, 256)? as u8;
+    }
+    if parts.next().is_some() {
+        return Err(EINVAL);
+    }
+    Ok(out)
+}
+
+/// One group of up to four hex digits.
+fn parse_hex16(s: &[u8]) -> Result<u16> {
+    if s.is_empty() || s.len() > 4 {
+        return Err(EINVAL);
+    }
+    let mut v: u16 = 0;
+    for &c in s {
+        let d = match c {
+            b'0'..=b'9' => c - b'0',
+            b'a'..=b'f' => c - b'a' + 10,
+            b'A'..=b'F' => c - b'A' + 10,
+            _ => return Err(EINVAL),
+        };
+        v = (v << 4) | u16::from(d);
+    }
+    Ok(v)
+}
+
+/// Eight 16-bit groups, one run of zero groups written `::` at most.
+fn parse_ipv6(s: &[u8]) -> Result<[u8; 16]> {
+    let (head, tail): (&[u8], Option<&[u8]>) = match s.windows(2).position(|w| w == b"::") {
+        Some(i) => (&s[..i], Some(&s[i + 2..])),
+        None => (s, None),
+    };
+    let groups = |part: &[u8]| -> Result<KVec<u16>> {
+        let mut v = KVec::new();
+        if !part.is_empty() {
+            for g in part.split(|&c| c == b':') {
+                v.push(parse_hex16(g)?, GFP_ATOMIC)?;
+            }
+        }
+        Ok(v)
+    };
+    let h = groups(head)?;
+    let t = match tail {
+        Some(t) => groups(t)?,
+        None => KVec::new(),
+    };
+    let n = h.len() + t.len();
+    if (tail.is_none() && n != 8) || (tail.is_some() && n > 7) {
+        return Err(EINVAL);
+    }
+    let mut all = [0u16; 8];
+    all[..h.len()].copy_from_slice(&h);
+    all[8 - t.len()..].copy_from_slice(&t);
+    let mut out = [0u8; 16];
+    for (i, g) in all.iter().enumerate() {
+        out[2 * i..2 * i + 2].copy_from_slice(&g.to_be_bytes());
+    }
+    Ok(out)
 }
 
 /// A kernel TCP socket; released when dropped.

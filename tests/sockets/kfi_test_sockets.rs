@@ -224,6 +224,49 @@ mod ksock_tests {
     }
 
     #[test]
+    fn numeric_addresses_parse() -> Result {
+        let a = SockAddr::parse(b"192.0.2.10", b"7471")?;
+        assert_eq!(a.as_bytes(), SockAddr::v4([192, 0, 2, 10], 7471).as_bytes());
+        let mut lo = [0u8; 16];
+        lo[15] = 1;
+        assert_eq!(
+            SockAddr::parse(b"::1", b"0")?.as_bytes(),
+            SockAddr::v6(lo, 0).as_bytes()
+        );
+        let mut ll = [0u8; 16];
+        ll[0] = 0xfe;
+        ll[1] = 0x80;
+        ll[13] = 1;
+        ll[15] = 2;
+        assert_eq!(
+            SockAddr::parse(b"fe80::1:2", b"65535")?.as_bytes(),
+            SockAddr::v6(ll, 65535).as_bytes()
+        );
+        let full = SockAddr::parse(b"1:2:3:4:5:6:7:8", b"1")?;
+        assert_eq!(
+            full.as_bytes(),
+            SockAddr::parse(b"1:2:3:4:5:6:7:8", b"1")?.as_bytes()
+        );
+        for (host, port) in [
+            (&b"256.0.0.1"[..], &b"1"[..]),
+            (b"1.2.3", b"1"),
+            (b"1.2.3.4.5", b"1"),
+            (b"1.2.3.4", b"65536"),
+            (b"1.2.3.4", b"-1"),
+            (b"1.2.3.4", b""),
+            (b"::1::2", b"1"),
+            (b"1:2:3:4:5:6:7", b"1"),
+            (b"1:2:3:4:5:6:7:8:9", b"1"),
+            (b"12345::", b"1"),
+            (b"g::1", b"1"),
+            (b"", b"1"),
+        ] {
+            assert!(SockAddr::parse(host, port).is_err());
+        }
+        Ok(())
+    }
+
+    #[test]
     fn errors_are_errnos() -> Result {
         let addr = SockAddr::v4([127, 0, 0, 1], 0);
         // A port nobody listens on: bind one, then close it.
