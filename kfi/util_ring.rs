@@ -24,27 +24,39 @@ impl<S: Clone + Default> Ring<S> {
         })
     }
 
+    /// The index `n` slots after the head (`n` below the capacity).
+    fn wrap(&self, n: usize) -> usize {
+        let i = self.head + n;
+        if i >= self.slots.len() {
+            i - self.slots.len()
+        } else {
+            i
+        }
+    }
+
     /// Appends `slot`; `ENOSPC` when full.
     pub(crate) fn push(&mut self, slot: S) -> Result {
-        let cap = self.slots.len();
-        if self.len == cap {
+        if self.len == self.slots.len() {
             return Err(ENOSPC);
         }
-        let tail = (self.head + self.len) % cap;
-        self.slots[tail] = slot;
+        let tail = self.wrap(self.len);
+        *self.slots.get_mut(tail).ok_or(ENOSPC)? = slot;
         self.len += 1;
         Ok(())
     }
 
     /// The oldest slot.
     pub(crate) fn front(&self) -> Option<&S> {
-        (self.len > 0).then(|| &self.slots[self.head])
+        if self.len == 0 {
+            return None;
+        }
+        self.slots.get(self.head)
     }
 
     /// Drops the oldest slot (if any).
     pub(crate) fn pop(&mut self) {
         if self.len > 0 {
-            self.head = (self.head + 1) % self.slots.len();
+            self.head = self.wrap(1);
             self.len -= 1;
         }
     }

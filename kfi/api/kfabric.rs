@@ -207,6 +207,33 @@ pub(crate) fn getinfo(hints: Option<&sys::kfi_info>, flags: u64) -> Result<InfoL
     Ok(InfoList { head })
 }
 
+/// `kfi_getinfo` for `node`/`service` with `hints`.
+///
+/// Context: process context; may sleep.
+pub(crate) fn getinfo_at(
+    node: &CStr,
+    service: &CStr,
+    flags: u64,
+    hints: Option<&sys::kfi_info>,
+) -> Result<InfoList> {
+    let mut out: *mut sys::kfi_info = core::ptr::null_mut();
+    let h = hints.map_or(core::ptr::null(), core::ptr::from_ref);
+    // SAFETY: Valid strings and entry for the call; `out` is writable.
+    to_result(unsafe {
+        sys::kfi_getinfo(
+            API_VERSION,
+            node.as_char_ptr(),
+            service.as_char_ptr(),
+            flags,
+            h,
+            &mut out,
+        )
+    })?;
+    let head = NonNull::new(out).ok_or(EIO)?;
+    // INVARIANT: a non-empty list from kfi_getinfo.
+    Ok(InfoList { head })
+}
+
 /// An object of kfabric (a `#[repr(C)]` struct starting with its `kfid`).
 ///
 /// # Safety

@@ -297,6 +297,27 @@ pub(crate) enum Bound {
     Other(*mut sys::kfid),
 }
 
+/// The header of an open object of this provider, as events name it.
+///
+/// # Invariants
+///
+/// Points to the header of an object that is open; providers keep it only
+/// in the object's own value (so it lives exactly as long).
+#[derive(Clone, Copy)]
+pub(crate) struct FidRef(NonNull<sys::kfid>);
+
+// SAFETY: Only the address is used (to name the object in events).
+unsafe impl Send for FidRef {}
+// SAFETY: See `Send`.
+unsafe impl Sync for FidRef {}
+
+impl FidRef {
+    /// The raw header, for event entries.
+    pub(crate) fn as_ptr(&self) -> *mut sys::kfid {
+        self.0.as_ptr()
+    }
+}
+
 /// A util CQ an endpoint reports to.
 ///
 /// # Invariants
@@ -426,6 +447,9 @@ pub(crate) trait Endpoint: Send + Sync + Sized + 'static {
     /// Its limits, read once when it is opened.
     fn attr(&self) -> EndpointAttr;
 
+    /// The endpoint's header, once it exists (before the ULP sees it).
+    fn opened(&self, _fid: FidRef) {}
+
     /// Something was bound to it (process context).
     fn bind(&self, _what: Bound) -> Result {
         build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
@@ -503,6 +527,9 @@ pub(crate) trait Endpoint: Send + Sync + Sized + 'static {
 /// A passive endpoint.
 #[vtable]
 pub(crate) trait PassiveEndpoint: Send + Sync + Sized + 'static {
+    /// The passive endpoint's header, once it exists.
+    fn opened(&self, _fid: FidRef) {}
+
     /// The EQ for its connection requests was bound.
     fn bind_eq(&self, _eq: EqRef) -> Result {
         build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
@@ -843,7 +870,14 @@ impl<P: Provider> Tables<P> {
                 cm: &Self::PEP_CM,
             };
             // SAFETY: `out` is valid for writes.
-            unsafe { hand_out(hdr, p, out) }
+            unsafe { hand_out(hdr, p, out) }?;
+            // SAFETY: Just handed out: a live object of `P`.
+            unsafe {
+                if let Some(f) = NonNull::new((*out).cast::<sys::kfid>()) {
+                    Self::pep(*out).opened(FidRef(f));
+                }
+            }
+            Ok(0)
         })
     }
 
@@ -876,7 +910,14 @@ impl<P: Provider> Tables<P> {
                 inject_size: a.inject_size,
             };
             // SAFETY: `out` is valid for writes.
-            unsafe { hand_out(hdr, e, out) }
+            unsafe { hand_out(hdr, e, out) }?;
+            // SAFETY: Just handed out: a live object of `P`.
+            unsafe {
+                if let Some(f) = NonNull::new((*out).cast::<sys::kfid>()) {
+                    Self::ep(*out).opened(FidRef(f));
+                }
+            }
+            Ok(0)
         })
     }
 

@@ -91,13 +91,11 @@ fn check_cm_data(param: &[u8]) -> Result {
     Ok(())
 }
 
-/// Client, first half: connects to `addr` and sends the request.
-pub(crate) fn connect_start(addr: &SockAddr, param: &[u8]) -> Result<Socket> {
+/// Client, first half: connects `sock` to `addr` and sends the request.
+pub(crate) fn connect_start(sock: &Socket, addr: &SockAddr, param: &[u8]) -> Result {
     check_cm_data(param)?;
-    let sock = Socket::tcp(addr)?;
     sock.connect(addr)?;
-    send_frame(&sock, &Hdr::new(Op::ConnReq, 0, 0), &[], &[param])?;
-    Ok(sock)
+    send_frame(sock, &Hdr::new(Op::ConnReq, 0, 0), &[], &[param])
 }
 
 /// The server's answer to a connection request.
@@ -135,9 +133,9 @@ pub(crate) fn accept(sock: &Socket, param: &[u8]) -> Result {
 }
 
 /// Server: rejects, with private data, and closes.
-pub(crate) fn reject(sock: Socket, param: &[u8]) -> Result {
+pub(crate) fn reject(sock: &Socket, param: &[u8]) -> Result {
     check_cm_data(param)?;
-    let r = send_frame(&sock, &Hdr::new(Op::Reject, 0, 0), &[], &[param]);
+    let r = send_frame(sock, &Hdr::new(Op::Reject, 0, 0), &[], &[param]);
     sock.shutdown();
     r
 }

@@ -25,6 +25,10 @@ tap_end
 # 2. The KUnit suites: each test module runs its suites at insmod; their
 # results are copied from debugfs before the module goes away again.
 insmod "$top/kfi/kfabric.ko" || echo "KFABRIC_GUEST_ERROR: kfabric.ko did not load"
+# The providers, for the suites that run over them.
+for ko in "$top"/prov/*/kfi_*.ko; do
+	insmod "$ko" || echo "KFABRIC_GUEST_ERROR: $(basename "$ko") did not load"
+done
 for ko in "$top"/tests/*/kfi_test_*.ko; do
 	[ -f "$ko" ] || continue
 	name=$(basename "$ko" .ko)
@@ -41,6 +45,9 @@ for ko in "$top"/tests/*/kfi_test_*.ko; do
 	done
 	[ $found -gt 0 ] || echo "KFABRIC_GUEST_ERROR: $name ran no KUnit suite"
 	rmmod "$name" || echo "KFABRIC_GUEST_ERROR: $name did not unload"
+done
+for ko in "$top"/prov/*/kfi_*.ko; do
+	rmmod "$(basename "$ko" .ko)" || echo "KFABRIC_GUEST_ERROR: $(basename "$ko") did not unload"
 done
 rmmod kfabric || echo "KFABRIC_GUEST_ERROR: kfabric did not unload"
 

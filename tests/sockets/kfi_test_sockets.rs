@@ -4,13 +4,17 @@
 //! kfi_sockets: `kfi_sockets_wire` (the wire header's encoding and its
 //! checks against garbage), `kfi_ksock` (the kernel socket layer over
 //! loopback TCP, IPv4 and IPv6) and `kfi_sockets_frame` (framing and the
-//! connection handshake over loopback). The provider's sources are included by
-//! path, so the tests exercise the very code the provider runs.
+//! connection handshake over loopback), and `kfi_sockets_msg`: the
+//! provider itself, through kfabric.ko, over loopback (the VM runner loads
+//! kfi_sockets.ko first). The provider's sources are included by path, so
+//! the building-block tests exercise the very code the provider runs.
 
 use kernel::prelude::*;
 
 #[path = "../../prov/sockets/frame.rs"]
 mod frame;
+#[path = "../../kfi/api/mod.rs"]
+mod kfi;
 #[path = "../../prov/sockets/ksock.rs"]
 mod ksock;
 #[path = "../../prov/sockets/wire.rs"]
@@ -316,7 +320,8 @@ mod frame_tests {
     #[test]
     fn handshake_accept_carries_private_data() -> Result {
         let (l, a) = listener()?;
-        let c = connect_start(&a, b"hello from the client")?;
+        let c = Socket::tcp(&a)?;
+        connect_start(&c, &a, b"hello from the client")?;
         let s = l.accept(true)?;
         assert_eq!(&read_connreq(&s)?[..], b"hello from the client");
         accept(&s, b"welcome")?;
@@ -330,20 +335,20 @@ mod frame_tests {
     #[test]
     fn handshake_reject_carries_private_data() -> Result {
         let (l, a) = listener()?;
-        let c = connect_start(&a, &[])?;
+        let c = Socket::tcp(&a)?;
+        connect_start(&c, &a, &[])?;
         let s = l.accept(true)?;
         assert_eq!(read_connreq(&s)?.len(), 0);
-        reject(s, b"no room")?;
+        reject(&s, b"no room")?;
         match connect_finish(&c)? {
             Answer::Rejected(d) => assert_eq!(&d[..], b"no room"),
             Answer::Accepted(_) => return Err(EINVAL),
         }
         // Too much private data is refused before anything is sent.
         let big = [0u8; CM_DATA_MAX as usize + 1];
-        assert_eq!(
-            connect_start(&a, &big).err().map(|e| e.to_errno()),
-            Some(EINVAL.to_errno())
-        );
+        let c3 = Socket::tcp(&a)?;
+        let r = connect_start(&c3, &a, &big);
+        assert_eq!(r.err().map(|e| e.to_errno()), Some(EINVAL.to_errno()));
         Ok(())
     }
 
@@ -410,6 +415,382 @@ mod frame_tests {
             read_connreq(&s2).err().map(|e| e.to_errno()),
             Some(EPROTO.to_errno())
         );
+        Ok(())
+    }
+}
+
+#[kunit_tests(kfi_sockets_msg)]
+mod msg_tests {
+    use super::kfi::{kfabric::*, kfi_sys as sys};
+    use core::ffi::CStr;
+    use kernel::{bindings, prelude::*};
+
+    const WAIT_MS: i32 = 20000;
+    const CM: usize = size_of::<sys::kfi_eq_cm_entry>();
+
+    /// Hints that select the sockets provider.
+    struct Hints(*mut sys::kfi_info);
+
+    impl Hints {
+        fn sockets() -> Result<Self> {
+            // SAFETY: No arguments.
+            let p = unsafe { sys::kfi_allocinfo() };
+            if p.is_null() {
+                return Err(ENOMEM);
+            }
+            let h = Self(p);
+            let name = c"sockets".to_bytes_with_nul();
+            let mut v = KVec::with_capacity(name.len(), GFP_KERNEL)?;
+            v.extend_from_slice(name, GFP_KERNEL)?;
+            let (n, _, _) = v.into_raw_parts();
+            // SAFETY: The entry's own attributes; the name is kmalloc'ed.
+            unsafe { (*(*p).fabric_attr).prov_name = n.cast() };
+            Ok(h)
+        }
+
+        fn get(&self) -> &sys::kfi_info {
+            // SAFETY: A valid entry owned by `self`.
+            unsafe { &*self.0 }
+        }
+    }
+
+    impl Drop for Hints {
+        fn drop(&mut self) {
+            // SAFETY: Made by kfi_allocinfo, freed once.
+            unsafe { sys::kfi_freeinfo(self.0) };
+        }
+    }
+
+    /// One fabric/domain/EQ for a test, with servers' and clients' CQs.
+    /// Fields drop in order: children before the fabric.
+    struct Net {
+        eq: Owned<sys::kfid_eq>,
+        domain: Owned<sys::kfid_domain>,
+        fabric: Owned<sys::kfid_fabric>,
+        src: InfoList,
+        dst: InfoList,
+    }
+
+    fn net(port: &CStr) -> Result<Net> {
+        let h = Hints::sockets()?;
+        let src = getinfo_at(c"127.0.0.1", port, sys::KFI_SOURCE, Some(h.get()))?;
+        let dst = getinfo_at(c"127.0.0.1", port, 0, Some(h.get()))?;
+        let fi = src.first();
+        // SAFETY: A valid entry.
+        let fabric = Owned::open(|o| unsafe {
+            sys::kfi_fabric((*fi).fabric_attr, o, core::ptr::null_mut())
+        })?;
+        // SAFETY: Open fabric, valid entry.
+        let domain = Owned::open(|o| unsafe {
+            sys::kfi_domain(fabric.as_ptr(), fi, o, core::ptr::null_mut())
+        })?;
+        let mut a = sys::kfi_eq_attr {
+            size: 16,
+            ..Default::default()
+        };
+        // SAFETY: Open fabric, valid attributes.
+        let eq = Owned::open(|o| unsafe {
+            sys::kfi_eq_open(fabric.as_ptr(), &mut a, o, core::ptr::null_mut())
+        })?;
+        Ok(Net {
+            eq,
+            domain,
+            fabric,
+            src,
+            dst,
+        })
+    }
+
+    fn cq(n: &Net) -> Result<Owned<sys::kfid_cq>> {
+        let mut a = sys::kfi_cq_attr {
+            size: 16,
+            format: sys::KFI_CQ_FORMAT_DATA,
+            ..Default::default()
+        };
+        // SAFETY: Open domain, valid attributes.
+        Owned::open(|o| unsafe {
+            sys::kfi_cq_open(n.domain.as_ptr(), &mut a, o, core::ptr::null_mut())
+        })
+    }
+
+    /// An endpoint for `info`, bound to `cq` both ways and to the EQ.
+    fn endpoint(
+        n: &Net,
+        info: *mut sys::kfi_info,
+        cq: &Owned<sys::kfid_cq>,
+    ) -> Result<Owned<sys::kfid_ep>> {
+        // SAFETY: Open domain, valid entry.
+        let ep = Owned::open(|o| unsafe {
+            sys::kfi_endpoint(n.domain.as_ptr(), info, o, core::ptr::null_mut())
+        })?;
+        // SAFETY: Open objects.
+        unsafe {
+            kernel::error::to_result(sys::kfi_ep_bind(
+                ep.as_ptr(),
+                cq.fid(),
+                sys::KFI_TRANSMIT | sys::KFI_RECV,
+            ))?;
+            kernel::error::to_result(sys::kfi_ep_bind(ep.as_ptr(), n.eq.fid(), 0))?;
+            kernel::error::to_result(sys::kfi_enable(ep.as_ptr()))?;
+        }
+        Ok(ep)
+    }
+
+    fn listen(n: &Net) -> Result<Owned<sys::kfid_pep>> {
+        // SAFETY: Open fabric, valid entry.
+        let pep = Owned::open(|o| unsafe {
+            sys::kfi_passive_ep(n.fabric.as_ptr(), n.src.first(), o, core::ptr::null_mut())
+        })?;
+        // SAFETY: Open objects.
+        unsafe {
+            kernel::error::to_result(sys::kfi_pep_bind(pep.as_ptr(), n.eq.fid(), 0))?;
+            kernel::error::to_result(sys::kfi_listen(pep.as_ptr()))?;
+        }
+        Ok(pep)
+    }
+
+    /// Waits for the next event: (event, entry bytes).
+    fn event(n: &Net) -> Result<(u32, [u8; CM + 256], usize)> {
+        let mut buf = [0u8; CM + 256];
+        let mut ev = 0u32;
+        // SAFETY: Open EQ; `buf` is large enough for any event.
+        let r = unsafe {
+            sys::kfi_eq_sread(
+                n.eq.as_ptr(),
+                &mut ev,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                WAIT_MS,
+                0,
+            )
+        };
+        if r < 0 {
+            return Err(Error::from_errno(r as i32));
+        }
+        Ok((ev, buf, r as usize))
+    }
+
+    fn cm_entry(buf: &[u8]) -> sys::kfi_eq_cm_entry {
+        // SAFETY: A CM event starts with a kfi_eq_cm_entry (read unaligned).
+        unsafe { buf.as_ptr().cast::<sys::kfi_eq_cm_entry>().read_unaligned() }
+    }
+
+    fn msg(iov: &bindings::kvec, ctx: usize, data: u64) -> sys::kfi_msg {
+        let mut m = sys::kfi_msg {
+            iov_type: sys::KFI_KVEC,
+            iov_count: 1,
+            context: ctx as *mut c_void,
+            data,
+            ..Default::default()
+        };
+        m.__bindgen_anon_1.msg_iov = iov;
+        m
+    }
+
+    fn kvec_mut(b: &mut [u8]) -> bindings::kvec {
+        bindings::kvec {
+            iov_base: b.as_mut_ptr().cast(),
+            iov_len: b.len(),
+        }
+    }
+
+    fn kvec(b: &[u8]) -> bindings::kvec {
+        bindings::kvec {
+            iov_base: b.as_ptr().cast_mut().cast(),
+            iov_len: b.len(),
+        }
+    }
+
+    fn sread(cq: &Owned<sys::kfid_cq>, e: &mut sys::kfi_cq_data_entry) -> isize {
+        // SAFETY: Open CQ of DATA format, one entry of room.
+        unsafe {
+            sys::kfi_cq_sread(
+                cq.as_ptr(),
+                core::ptr::from_mut(e).cast(),
+                1,
+                core::ptr::null(),
+                WAIT_MS,
+            )
+        }
+    }
+
+    #[test]
+    fn connect_accept_send_receive() -> Result {
+        let n = net(c"7471")?;
+        let pep = listen(&n)?;
+        let (ccq, scq) = (cq(&n)?, cq(&n)?);
+        let cep = endpoint(&n, n.dst.first(), &ccq)?;
+        // SAFETY: An open, bound endpoint; the private data lives across the call.
+        let ret =
+            unsafe { sys::kfi_connect(cep.as_ptr(), core::ptr::null(), b"hi".as_ptr().cast(), 2) };
+        assert_eq!(ret, 0);
+        let (ev, buf, len) = event(&n)?;
+        assert_eq!(ev, sys::KFI_CONNREQ);
+        assert_eq!(&buf[CM..len], b"hi");
+        let req = cm_entry(&buf);
+        assert_eq!(req.fid, pep.fid());
+        let sep = endpoint(&n, req.info, &scq);
+        // SAFETY: The request's info is ours to free.
+        unsafe { sys::kfi_freeinfo(req.info) };
+        let sep = sep?;
+        // SAFETY: An open endpoint made for the request.
+        let ret = unsafe { sys::kfi_accept(sep.as_ptr(), b"yo".as_ptr().cast(), 2) };
+        assert_eq!(ret, 0);
+        let mut seen = 0;
+        for _ in 0..2 {
+            let (ev, buf, len) = event(&n)?;
+            assert_eq!(ev, sys::KFI_CONNECTED);
+            let e = cm_entry(&buf);
+            if e.fid == cep.fid() {
+                assert_eq!(&buf[CM..len], b"yo");
+                seen |= 1;
+            } else if e.fid == sep.fid() {
+                seen |= 2;
+            }
+        }
+        assert_eq!(seen, 3);
+
+        // A message with remote CQ data, placed straight into the receive.
+        let mut rbuf = [0u8; 64];
+        let r = kvec_mut(&mut rbuf);
+        let text = b"hello over kernel TCP";
+        let t = kvec(text);
+        // SAFETY: Open endpoints; the buffers outlive the completions read below.
+        unsafe {
+            assert_eq!(
+                sys::kfi_recvmsg(sep.as_ptr(), &msg(&r, 11, 0), sys::KFI_COMPLETION),
+                0
+            );
+            assert_eq!(
+                sys::kfi_sendmsg(
+                    cep.as_ptr(),
+                    &msg(&t, 22, 99),
+                    sys::KFI_COMPLETION | sys::KFI_REMOTE_CQ_DATA
+                ),
+                0
+            );
+        }
+        let mut e = sys::kfi_cq_data_entry::default();
+        assert_eq!(sread(&scq, &mut e), 1);
+        assert_eq!((e.op_context as usize, e.len, e.data), (11, text.len(), 99));
+        assert_eq!(e.flags & sys::KFI_RECV, sys::KFI_RECV);
+        assert_eq!(&rbuf[..text.len()], &text[..]);
+        assert_eq!(sread(&ccq, &mut e), 1);
+        assert_eq!(
+            (e.op_context as usize, e.flags & sys::KFI_SEND),
+            (22, sys::KFI_SEND)
+        );
+
+        // Too long for the receive: what fits, then a truncation error.
+        let mut small = [0u8; 4];
+        let sr = kvec_mut(&mut small);
+        // SAFETY: As above.
+        unsafe {
+            assert_eq!(sys::kfi_recvmsg(sep.as_ptr(), &msg(&sr, 33, 0), 0), 0);
+            assert_eq!(sys::kfi_sendmsg(cep.as_ptr(), &msg(&t, 44, 0), 0), 0);
+        }
+        assert_eq!(sread(&scq, &mut e), -(sys::KFI_EAVAIL as isize));
+        let mut err = sys::kfi_cq_err_entry::default();
+        // SAFETY: Open CQ, writable entry.
+        assert_eq!(unsafe { sys::kfi_cq_readerr(scq.as_ptr(), &mut err, 0) }, 1);
+        assert_eq!(
+            (err.op_context as usize, err.len, err.olen),
+            (33, 4, text.len() - 4)
+        );
+        assert_eq!(err.err, -EMSGSIZE.to_errno());
+        assert_eq!(&small, &text[..4]);
+        assert_eq!(sread(&ccq, &mut e), 1);
+
+        // An inject: no completion on the sender.
+        // SAFETY: As above.
+        unsafe {
+            assert_eq!(sys::kfi_recvmsg(sep.as_ptr(), &msg(&r, 55, 0), 0), 0);
+            assert_eq!(
+                sys::kfi_sendmsg(cep.as_ptr(), &msg(&kvec(b"inj"), 0, 0), sys::KFI_INJECT),
+                0
+            );
+        }
+        assert_eq!(sread(&scq, &mut e), 1);
+        assert_eq!((e.op_context as usize, e.len), (55, 3));
+        // SAFETY: Open CQ; nothing to read.
+        let none = unsafe { sys::kfi_cq_read(ccq.as_ptr(), (&raw mut e).cast(), 1) };
+        assert_eq!(none, EAGAIN.to_errno() as isize);
+
+        // The client goes away: the server hears of it.
+        drop(cep);
+        let (ev, buf, _) = event(&n)?;
+        assert_eq!(ev, sys::KFI_SHUTDOWN);
+        assert_eq!(cm_entry(&buf).fid, sep.fid());
+        drop(sep);
+        drop(pep);
+        Ok(())
+    }
+
+    #[test]
+    fn reject_and_nobody_listening() -> Result {
+        let n = net(c"7472")?;
+        let pep = listen(&n)?;
+        let c = cq(&n)?;
+        let cep = endpoint(&n, n.dst.first(), &c)?;
+        let please = b"please";
+        // SAFETY: An open, bound endpoint; the data lives across the call.
+        let ret =
+            unsafe { sys::kfi_connect(cep.as_ptr(), core::ptr::null(), please.as_ptr().cast(), 6) };
+        assert_eq!(ret, 0);
+        let (ev, buf, _) = event(&n)?;
+        assert_eq!(ev, sys::KFI_CONNREQ);
+        let req = cm_entry(&buf);
+        // SAFETY: Open passive endpoint; the handle of its request; then the
+        // request's info is ours to free.
+        unsafe {
+            let handle = (*req.info).handle;
+            assert_eq!(
+                sys::kfi_reject(pep.as_ptr(), handle, b"no".as_ptr().cast(), 2),
+                0
+            );
+            // Answered already: the handle is stale now.
+            assert_eq!(
+                sys::kfi_reject(pep.as_ptr(), handle, core::ptr::null(), 0),
+                EINVAL.to_errno()
+            );
+            sys::kfi_freeinfo(req.info);
+        }
+        assert_eq!(
+            event(&n).err().map(|e| e.to_errno()),
+            Some(-(sys::KFI_EAVAIL as i32))
+        );
+        let mut err = sys::kfi_eq_err_entry::default();
+        // SAFETY: Open EQ, writable entry.
+        let ret = unsafe { sys::kfi_eq_readerr(n.eq.as_ptr(), &mut err, 0) };
+        assert_eq!(ret, 1);
+        assert_eq!((err.fid, err.err), (cep.fid(), -ECONNREFUSED.to_errno()));
+        // SAFETY: The error data lives until the next error read.
+        let data =
+            unsafe { core::slice::from_raw_parts(err.err_data.cast::<u8>(), err.err_data_size) };
+        assert_eq!(data, b"no");
+        drop(cep);
+        drop(pep);
+
+        // Nobody listens on the next port.
+        let n2 = net(c"7473")?;
+        let c2 = cq(&n2)?;
+        let lonely = endpoint(&n2, n2.dst.first(), &c2)?;
+        // SAFETY: An open, bound endpoint.
+        let ret =
+            unsafe { sys::kfi_connect(lonely.as_ptr(), core::ptr::null(), core::ptr::null(), 0) };
+        assert_eq!(ret, 0);
+        assert_eq!(
+            event(&n2).err().map(|e| e.to_errno()),
+            Some(-(sys::KFI_EAVAIL as i32))
+        );
+        // SAFETY: Open EQ, writable entry.
+        let ret = unsafe { sys::kfi_eq_readerr(n2.eq.as_ptr(), &mut err, 0) };
+        assert_eq!(ret, 1);
+        assert_eq!(err.err, -ECONNREFUSED.to_errno());
+        // Sending on an endpoint that never connected.
+        // SAFETY: Open endpoint, valid message.
+        let r = unsafe { sys::kfi_sendmsg(lonely.as_ptr(), &msg(&kvec(b"x"), 0, 0), 0) };
+        assert_eq!(r, ENOTCONN.to_errno());
         Ok(())
     }
 }

@@ -1,0 +1,189 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Passive endpoints of kfi_sockets: a listening socket and an acceptor
+//! worker. Each accepted connection's request is read on a worker of its
+//! own (a silent peer holds up nobody else) and becomes a `KFI_CONNREQ`
+//! event whose info names the request's handle.
+
+use kernel::{
+    new_condvar, new_mutex,
+    prelude::*,
+    sync::{Arc, CondVar, Mutex},
+    workqueue,
+};
+
+use crate::{
+    events, frame, handles,
+    kfi::{
+        kfi_sys as sys,
+        provider::{EqRef, FidRef},
+    },
+    ksock::{SockAddr, Socket},
+    request_info,
+};
+
+struct State {
+    fid: Option<FidRef>,
+    eq: Option<EqRef>,
+    listener: Option<Arc<Socket>>,
+    closing: bool,
+    workers: u32,
+}
+
+#[pin_data]
+pub(crate) struct Shared {
+    #[pin]
+    state: Mutex<State>,
+    #[pin]
+    idle: CondVar,
+    src: SockAddr,
+}
+
+/// A passive endpoint.
+pub(crate) struct SockPep(Arc<Shared>);
+
+/// Runs `f` on a worker, counted so that close can wait for it.
+fn spawn(sh: &Arc<Shared>, f: impl FnOnce(&Arc<Shared>) + Send + 'static) -> Result {
+    sh.state.lock().workers += 1;
+    let mine = sh.clone();
+    let r = workqueue::system_long().try_spawn(GFP_KERNEL, move || {
+        f(&mine);
+        mine.state.lock().workers -= 1;
+        mine.idle.notify_all();
+    });
+    if r.is_err() {
+        sh.state.lock().workers -= 1;
+        return Err(ENOMEM);
+    }
+    Ok(())
+}
+
+fn acceptor(sh: &Arc<Shared>) {
+    let Some(l) = sh.state.lock().listener.clone() else {
+        return;
+    };
+    while let Ok(s) = l.accept(false) {
+        let Ok(s) = Arc::new(s, GFP_KERNEL) else {
+            continue;
+        };
+        let s2 = s.clone();
+        if spawn(sh, move |sh| handshake(sh, s2)).is_err() {
+            s.shutdown();
+        }
+    }
+}
+
+/// Reads a request and reports it.
+fn handshake(sh: &Arc<Shared>, s: Arc<Socket>) {
+    let Ok(data) = frame::read_connreq(&s) else {
+        s.shutdown();
+        return;
+    };
+    let (eq, fid) = {
+        let st = sh.state.lock();
+        if st.closing {
+            s.shutdown();
+            return;
+        }
+        (st.eq, st.fid)
+    };
+    let (Some(eq), Some(fid)) = (eq, fid) else {
+        s.shutdown();
+        return;
+    };
+    let key = Arc::as_ptr(sh) as usize;
+    let Ok(handle) = handles::insert(s.clone(), key) else {
+        s.shutdown();
+        return;
+    };
+    let posted = request_info(&sh.src, handle).and_then(|info| {
+        let raw = info.into_raw();
+        let r = events::post_cm(eq, sys::KFI_CONNREQ, fid, raw, &data);
+        if r.is_err() {
+            // SAFETY: Not handed to anybody: the event was not queued.
+            unsafe { sys::kfi_freeinfo(raw) };
+        }
+        r
+    });
+    if posted.is_err() {
+        if let Ok(s) = handles::take(handle) {
+            s.shutdown();
+        }
+    }
+}
+
+impl SockPep {
+    /// A passive endpoint for the source address of `info`.
+    pub(crate) fn new(info: &sys::kfi_info) -> Result<Self> {
+        if info.src_addr.is_null() {
+            return Err(EINVAL);
+        }
+        // SAFETY: An entry's address holds `src_addrlen` bytes.
+        let b =
+            unsafe { core::slice::from_raw_parts(info.src_addr.cast::<u8>(), info.src_addrlen) };
+        let src = SockAddr::from_bytes(b)?;
+        let sh = Arc::pin_init(
+            try_pin_init!(Shared {
+                state <- new_mutex!(State {
+                    fid: None,
+                    eq: None,
+                    listener: None,
+                    closing: false,
+                    workers: 0,
+                }),
+                idle <- new_condvar!(),
+                src,
+            }),
+            GFP_KERNEL,
+        )?;
+        Ok(Self(sh))
+    }
+
+    pub(crate) fn opened(&self, fid: FidRef) {
+        self.0.state.lock().fid = Some(fid);
+    }
+
+    pub(crate) fn bind_eq(&self, eq: EqRef) -> Result {
+        self.0.state.lock().eq = Some(eq);
+        Ok(())
+    }
+
+    /// `kfi_listen`.
+    pub(crate) fn listen(&self) -> Result {
+        let l = Socket::tcp(&self.0.src)?;
+        l.bind(&self.0.src)?;
+        l.listen(64)?;
+        {
+            let mut s = self.0.state.lock();
+            if s.eq.is_none() || s.listener.is_some() {
+                return Err(EINVAL);
+            }
+            s.listener = Some(Arc::new(l, GFP_KERNEL)?);
+        }
+        spawn(&self.0, acceptor)
+    }
+
+    /// `kfi_reject`.
+    pub(crate) fn reject(&self, handle: *mut sys::kfid, param: &[u8]) -> Result {
+        let s = handles::take(handle)?;
+        frame::reject(&s, param)
+    }
+}
+
+impl Drop for SockPep {
+    fn drop(&mut self) {
+        let l = {
+            let mut s = self.0.state.lock();
+            s.closing = true;
+            s.listener.clone()
+        };
+        if let Some(l) = l {
+            l.shutdown();
+        }
+        handles::drop_all(Some(Arc::as_ptr(&self.0) as usize));
+        let mut s = self.0.state.lock();
+        while s.workers > 0 {
+            self.0.idle.wait(&mut s);
+        }
+    }
+}
