@@ -421,7 +421,12 @@ mod frame_tests {
 
 #[kunit_tests(kfi_sockets_msg)]
 mod msg_tests {
-    use super::kfi::{kfabric::*, kfi_sys as sys};
+    use super::{
+        frame,
+        kfi::{kfabric::*, kfi_sys as sys},
+        ksock::{SockAddr, Socket},
+        wire::{Hdr, Op, HDR_LEN},
+    };
     use core::ffi::CStr;
     use kernel::{bindings, prelude::*};
 
@@ -791,6 +796,82 @@ mod msg_tests {
         // SAFETY: Open endpoint, valid message.
         let r = unsafe { sys::kfi_sendmsg(lonely.as_ptr(), &msg(&kvec(b"x"), 0, 0), 0) };
         assert_eq!(r, ENOTCONN.to_errno());
+        Ok(())
+    }
+
+    /// A peer that is no kfabric endpoint: raw kernel sockets sending
+    /// garbage, before and after the handshake.
+    #[test]
+    fn garbage_from_the_peer_ends_only_its_connection() -> Result {
+        let n = net(c"7474")?;
+        let pep = listen(&n)?;
+        let addr = SockAddr::v4([127, 0, 0, 1], 7474);
+
+        // Garbage instead of a connection request: dropped, no event.
+        let junk = Socket::tcp(&addr)?;
+        junk.connect(&addr)?;
+        junk.send(&[&[0xa5u8; HDR_LEN]])?;
+        let mut b = [0u8; 1];
+        // The listener hangs up on it.
+        assert_eq!(junk.recv(&mut b, false)?, 0);
+
+        // A well-formed request from a raw peer still gets through.
+        let raw = Socket::tcp(&addr)?;
+        frame::connect_start(&raw, &addr, b"raw")?;
+        let (ev, buf, len) = event(&n)?;
+        assert_eq!(ev, sys::KFI_CONNREQ);
+        assert_eq!(&buf[CM..len], b"raw");
+        let req = cm_entry(&buf);
+        let scq = cq(&n)?;
+        let sep = endpoint(&n, req.info, &scq);
+        // SAFETY: The request's info is ours to free.
+        unsafe { sys::kfi_freeinfo(req.info) };
+        let sep = sep?;
+        // SAFETY: An open endpoint made for the request.
+        let ret = unsafe { sys::kfi_accept(sep.as_ptr(), core::ptr::null(), 0) };
+        assert_eq!(ret, 0);
+        let (ev, _, _) = event(&n)?;
+        assert_eq!(ev, sys::KFI_CONNECTED);
+        match frame::connect_finish(&raw)? {
+            frame::Answer::Accepted(d) => assert_eq!(d.len(), 0),
+            frame::Answer::Rejected(_) => return Err(EINVAL),
+        }
+
+        // A receive is posted; the peer sends a bad header instead of a
+        // message: the endpoint reports EPROTO and the end of the
+        // connection, and fails the posted receive.
+        let mut rbuf = [0u8; 16];
+        let r = kvec_mut(&mut rbuf);
+        // SAFETY: Open endpoint; the buffer outlives the completion.
+        let ret = unsafe { sys::kfi_recvmsg(sep.as_ptr(), &msg(&r, 77, 0), 0) };
+        assert_eq!(ret, 0);
+        let mut bad = Hdr::new(Op::Msg, 0, 0).encode();
+        bad[3] = 200;
+        raw.send(&[&bad])?;
+        assert_eq!(
+            event(&n).err().map(|e| e.to_errno()),
+            Some(-(sys::KFI_EAVAIL as i32))
+        );
+        let mut err = sys::kfi_eq_err_entry::default();
+        // SAFETY: Open EQ, writable entry.
+        let ret = unsafe { sys::kfi_eq_readerr(n.eq.as_ptr(), &mut err, 0) };
+        assert_eq!(ret, 1);
+        assert_eq!((err.fid, err.err), (sep.fid(), -EPROTO.to_errno()));
+        let (ev, _, _) = event(&n)?;
+        assert_eq!(ev, sys::KFI_SHUTDOWN);
+        let mut e = sys::kfi_cq_data_entry::default();
+        assert_eq!(sread(&scq, &mut e), -(sys::KFI_EAVAIL as isize));
+        let mut ce = sys::kfi_cq_err_entry::default();
+        // SAFETY: Open CQ, writable entry.
+        assert_eq!(unsafe { sys::kfi_cq_readerr(scq.as_ptr(), &mut ce, 0) }, 1);
+        assert_eq!(
+            (ce.op_context as usize, ce.err),
+            (77, -ECANCELED.to_errno())
+        );
+        // The peer sees the connection end.
+        assert_eq!(raw.recv(&mut b, false)?, 0);
+        drop(sep);
+        drop(pep);
         Ok(())
     }
 }
