@@ -64,18 +64,26 @@ pub(crate) fn take(handle: *mut sys::kfid) -> Result<Arc<Socket>> {
     Ok(p.sock.clone())
 }
 
-/// Drops every request of passive endpoint `owner` (at its close), or all
-/// of them (`None`, at module unload).
-pub(crate) fn drop_all(owner: Option<usize>) {
+/// Drops every request of passive endpoint `owner` (at its close).
+pub(crate) fn drop_owned_by(owner: usize) {
     let mut t = TABLE.lock();
     let mut i = 0;
     while i < t.len() {
-        if owner.is_none_or(|o| t[i].owner == o) {
+        if t[i].owner == owner {
             if let Ok(p) = t.remove(i) {
                 p.sock.shutdown();
             }
         } else {
             i += 1;
         }
+    }
+}
+
+/// Drops every request and the table's memory (at module unload: a static
+/// is never dropped).
+pub(crate) fn release() {
+    let old = core::mem::take(&mut *TABLE.lock());
+    for p in old.iter() {
+        p.sock.shutdown();
     }
 }

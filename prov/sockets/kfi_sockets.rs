@@ -61,7 +61,7 @@ impl kernel::Module for KfiSockets {
 
 impl Drop for KfiSockets {
     fn drop(&mut self) {
-        handles::drop_all(None);
+        handles::release();
     }
 }
 

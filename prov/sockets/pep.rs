@@ -180,7 +180,7 @@ impl Drop for SockPep {
         if let Some(l) = l {
             l.shutdown();
         }
-        handles::drop_all(Some(Arc::as_ptr(&self.0) as usize));
+        handles::drop_owned_by(Arc::as_ptr(&self.0) as usize);
         let mut s = self.0.state.lock();
         while s.workers > 0 {
             self.0.idle.wait(&mut s);
