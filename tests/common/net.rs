@@ -1,0 +1,198 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Helpers for modules that drive a provider over loopback the way a ULP
+//! does (the kfi_sockets suites and the demo): getinfo for an address, a
+//! fabric/domain/EQ, bound endpoints, a listener, events and messages.
+//! Included with `#[path]` next to `kfi` (kfi/api/mod.rs).
+
+use core::ffi::CStr;
+use kernel::{bindings, prelude::*};
+
+use super::kfi::{kfabric::*, kfi_sys as sys};
+
+pub(crate) const WAIT_MS: i32 = 20000;
+pub(crate) const CM: usize = size_of::<sys::kfi_eq_cm_entry>();
+
+/// Hints that select the sockets provider.
+pub(crate) struct Hints(*mut sys::kfi_info);
+
+impl Hints {
+    pub(crate) fn sockets() -> Result<Self> {
+        // SAFETY: No arguments.
+        let p = unsafe { sys::kfi_allocinfo() };
+        if p.is_null() {
+            return Err(ENOMEM);
+        }
+        let h = Self(p);
+        let name = c"sockets".to_bytes_with_nul();
+        let mut v = KVec::with_capacity(name.len(), GFP_KERNEL)?;
+        v.extend_from_slice(name, GFP_KERNEL)?;
+        let (n, _, _) = v.into_raw_parts();
+        // SAFETY: The entry's own attributes; the name is kmalloc'ed.
+        unsafe { (*(*p).fabric_attr).prov_name = n.cast() };
+        Ok(h)
+    }
+
+    pub(crate) fn get(&self) -> &sys::kfi_info {
+        // SAFETY: A valid entry owned by `self`.
+        unsafe { &*self.0 }
+    }
+}
+
+impl Drop for Hints {
+    fn drop(&mut self) {
+        // SAFETY: Made by kfi_allocinfo, freed once.
+        unsafe { sys::kfi_freeinfo(self.0) };
+    }
+}
+
+/// One fabric, domain and EQ for a test or demo.
+/// Fields drop in order: children before the fabric.
+pub(crate) struct Net {
+    pub(crate) eq: Owned<sys::kfid_eq>,
+    pub(crate) domain: Owned<sys::kfid_domain>,
+    pub(crate) fabric: Owned<sys::kfid_fabric>,
+    pub(crate) src: InfoList,
+    pub(crate) dst: InfoList,
+}
+
+pub(crate) fn net(port: &CStr) -> Result<Net> {
+    let h = Hints::sockets()?;
+    let src = getinfo_at(c"127.0.0.1", port, sys::KFI_SOURCE, Some(h.get()))?;
+    let dst = getinfo_at(c"127.0.0.1", port, 0, Some(h.get()))?;
+    let fi = src.first();
+    // SAFETY: A valid entry.
+    let fabric =
+        Owned::open(|o| unsafe { sys::kfi_fabric((*fi).fabric_attr, o, core::ptr::null_mut()) })?;
+    // SAFETY: Open fabric, valid entry.
+    let domain =
+        Owned::open(|o| unsafe { sys::kfi_domain(fabric.as_ptr(), fi, o, core::ptr::null_mut()) })?;
+    let mut a = sys::kfi_eq_attr {
+        size: 16,
+        ..Default::default()
+    };
+    // SAFETY: Open fabric, valid attributes.
+    let eq = Owned::open(|o| unsafe {
+        sys::kfi_eq_open(fabric.as_ptr(), &mut a, o, core::ptr::null_mut())
+    })?;
+    Ok(Net {
+        eq,
+        domain,
+        fabric,
+        src,
+        dst,
+    })
+}
+
+pub(crate) fn cq(n: &Net) -> Result<Owned<sys::kfid_cq>> {
+    let mut a = sys::kfi_cq_attr {
+        size: 16,
+        format: sys::KFI_CQ_FORMAT_DATA,
+        ..Default::default()
+    };
+    // SAFETY: Open domain, valid attributes.
+    Owned::open(|o| unsafe {
+        sys::kfi_cq_open(n.domain.as_ptr(), &mut a, o, core::ptr::null_mut())
+    })
+}
+
+/// An endpoint for `info`, bound to `cq` both ways and to the EQ.
+pub(crate) fn endpoint(
+    n: &Net,
+    info: *mut sys::kfi_info,
+    cq: &Owned<sys::kfid_cq>,
+) -> Result<Owned<sys::kfid_ep>> {
+    // SAFETY: Open domain, valid entry.
+    let ep = Owned::open(|o| unsafe {
+        sys::kfi_endpoint(n.domain.as_ptr(), info, o, core::ptr::null_mut())
+    })?;
+    // SAFETY: Open objects.
+    unsafe {
+        kernel::error::to_result(sys::kfi_ep_bind(
+            ep.as_ptr(),
+            cq.fid(),
+            sys::KFI_TRANSMIT | sys::KFI_RECV,
+        ))?;
+        kernel::error::to_result(sys::kfi_ep_bind(ep.as_ptr(), n.eq.fid(), 0))?;
+        kernel::error::to_result(sys::kfi_enable(ep.as_ptr()))?;
+    }
+    Ok(ep)
+}
+
+pub(crate) fn listen(n: &Net) -> Result<Owned<sys::kfid_pep>> {
+    // SAFETY: Open fabric, valid entry.
+    let pep = Owned::open(|o| unsafe {
+        sys::kfi_passive_ep(n.fabric.as_ptr(), n.src.first(), o, core::ptr::null_mut())
+    })?;
+    // SAFETY: Open objects.
+    unsafe {
+        kernel::error::to_result(sys::kfi_pep_bind(pep.as_ptr(), n.eq.fid(), 0))?;
+        kernel::error::to_result(sys::kfi_listen(pep.as_ptr()))?;
+    }
+    Ok(pep)
+}
+
+/// Waits for the next event: (event, entry bytes).
+pub(crate) fn event(n: &Net) -> Result<(u32, [u8; CM + 256], usize)> {
+    let mut buf = [0u8; CM + 256];
+    let mut ev = 0u32;
+    // SAFETY: Open EQ; `buf` is large enough for any event.
+    let r = unsafe {
+        sys::kfi_eq_sread(
+            n.eq.as_ptr(),
+            &mut ev,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            WAIT_MS,
+            0,
+        )
+    };
+    if r < 0 {
+        return Err(Error::from_errno(r as i32));
+    }
+    Ok((ev, buf, r as usize))
+}
+
+pub(crate) fn cm_entry(buf: &[u8]) -> sys::kfi_eq_cm_entry {
+    // SAFETY: A CM event starts with a kfi_eq_cm_entry (read unaligned).
+    unsafe { buf.as_ptr().cast::<sys::kfi_eq_cm_entry>().read_unaligned() }
+}
+
+pub(crate) fn msg(iov: &bindings::kvec, ctx: usize, data: u64) -> sys::kfi_msg {
+    let mut m = sys::kfi_msg {
+        iov_type: sys::KFI_KVEC,
+        iov_count: 1,
+        context: ctx as *mut c_void,
+        data,
+        ..Default::default()
+    };
+    m.__bindgen_anon_1.msg_iov = iov;
+    m
+}
+
+pub(crate) fn kvec_mut(b: &mut [u8]) -> bindings::kvec {
+    bindings::kvec {
+        iov_base: b.as_mut_ptr().cast(),
+        iov_len: b.len(),
+    }
+}
+
+pub(crate) fn kvec(b: &[u8]) -> bindings::kvec {
+    bindings::kvec {
+        iov_base: b.as_ptr().cast_mut().cast(),
+        iov_len: b.len(),
+    }
+}
+
+pub(crate) fn sread(cq: &Owned<sys::kfid_cq>, e: &mut sys::kfi_cq_data_entry) -> isize {
+    // SAFETY: Open CQ of DATA format, one entry of room.
+    unsafe {
+        sys::kfi_cq_sread(
+            cq.as_ptr(),
+            core::ptr::from_mut(e).cast(),
+            1,
+            core::ptr::null(),
+            WAIT_MS,
+        )
+    }
+}
