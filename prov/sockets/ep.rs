@@ -111,18 +111,66 @@ pub(crate) struct Shared {
 /// An endpoint: the ULP's handle on [`Shared`].
 pub(crate) struct SockEp(Arc<Shared>);
 
-/// The kvec list of a message as buffers (other list types: EOPNOTSUPP).
+// Only pointers cross; `struct page` behind them ends in zero-size arrays,
+// which the lint cannot tell from by-value use.
+#[allow(improper_ctypes)]
+extern "C" {
+    /// `kfi_sockets_mem.c`: the kernel address of a bio_vec's bytes.
+    fn kfi_sockets_bvec_addr(bv: *const kernel::bindings::bio_vec) -> *mut c_void;
+    /// `kfi_sockets_mem.c`: address and length of a scatterlist entry's
+    /// bytes; returns the next entry.
+    fn kfi_sockets_sg_buf(
+        sg: *mut kernel::bindings::scatterlist,
+        addr: *mut *mut c_void,
+        len: *mut c_uint,
+    ) -> *mut kernel::bindings::scatterlist;
+}
+
+/// A message's buffer list (kvec, bio_vec or scatterlist) as kernel
+/// virtual buffers.
 fn bufs_of(m: &sys::kfi_msg) -> Result<([Buf; IOV_MAX], usize)> {
-    if m.iov_type != sys::KFI_KVEC || m.iov_count > IOV_MAX {
-        return Err(EOPNOTSUPP);
+    if m.iov_count > IOV_MAX {
+        return Err(EINVAL);
     }
     let mut b = [Buf::default(); IOV_MAX];
+    // SAFETY: All union members are pointers to a list of `iov_count`
+    // entries of the type `iov_type` names (checked by kfabric.ko).
+    let list = unsafe { m.__bindgen_anon_1.msg_iov };
+    let mut sg: *mut kernel::bindings::scatterlist = list.cast_mut().cast();
     for (i, slot) in b.iter_mut().enumerate().take(m.iov_count) {
-        // SAFETY: A kvec list of `iov_count` entries (checked by kfabric.ko).
-        let v = unsafe { *m.__bindgen_anon_1.msg_iov.add(i) };
-        *slot = Buf {
-            base: v.iov_base as usize,
-            len: v.iov_len,
+        *slot = match m.iov_type {
+            sys::KFI_KVEC => {
+                // SAFETY: A kvec list of `iov_count` entries.
+                let v = unsafe { *list.add(i) };
+                Buf {
+                    base: v.iov_base as usize,
+                    len: v.iov_len,
+                }
+            }
+            sys::KFI_BVEC => {
+                // SAFETY: A bio_vec list of `iov_count` entries.
+                let bv = unsafe { list.cast::<kernel::bindings::bio_vec>().add(i) };
+                Buf {
+                    // SAFETY: A valid bio_vec of lowmem pages.
+                    base: unsafe { kfi_sockets_bvec_addr(bv) } as usize,
+                    // SAFETY: As above.
+                    len: unsafe { (*bv).bv_len } as usize,
+                }
+            }
+            sys::KFI_SGL => {
+                if sg.is_null() {
+                    return Err(EINVAL);
+                }
+                let mut addr: *mut c_void = core::ptr::null_mut();
+                let mut len: c_uint = 0;
+                // SAFETY: A scatterlist with at least `iov_count` entries.
+                sg = unsafe { kfi_sockets_sg_buf(sg, &mut addr, &mut len) };
+                Buf {
+                    base: addr as usize,
+                    len: len as usize,
+                }
+            }
+            _ => return Err(EINVAL),
         };
     }
     Ok((b, m.iov_count))

@@ -464,7 +464,94 @@ static void c_post_from_softirq(struct kunit *test)
 	ulp_close(test, &u);
 }
 
+/* Waits for the next event on @eq; returns its type or a negative errno. */
+static int c_event(struct kfid_eq *eq, struct kfi_eq_cm_entry *e, size_t len)
+{
+	u32 ev;
+	ssize_t n = kfi_eq_sread(eq, &ev, e, len, 20000, 0);
+
+	return n < 0 ? (int)n : (int)ev;
+}
+
+/*
+ * A C ULP on the sockets provider (loaded by the VM runner): a connection
+ * over loopback, then a message sent from a scatterlist into a scatterlist.
+ */
+static void c_sockets_scatterlists(struct kunit *test)
+{
+	struct kfi_cq_attr cq_attr = { .size = 8, .format = KFI_CQ_FORMAT_DATA };
+	struct kfi_eq_attr eq_attr = { .size = 8 };
+	struct {
+		struct kfi_eq_cm_entry e;
+		u8 data[64];
+	} ev;
+	struct kfi_info *hints, *src = NULL, *dst = NULL;
+	struct kfid_fabric *fabric = NULL;
+	struct kfid_domain *domain = NULL;
+	struct kfid_eq *eq = NULL;
+	struct kfid_cq *ccq = NULL, *scq = NULL;
+	struct kfid_pep *pep = NULL;
+	struct kfid_ep *cep = NULL, *sep = NULL;
+	struct kfi_cq_data_entry ce;
+	struct scatterlist ssg[2], rsg;
+	char a[] = "scatter", b[] = "list", out[32] = {};
+
+	hints = kfi_allocinfo();
+	KUNIT_ASSERT_NOT_NULL(test, hints);
+	hints->fabric_attr->prov_name = kstrdup("sockets", GFP_KERNEL);
+	KUNIT_ASSERT_EQ(test, kfi_getinfo(KFI_API_VERSION, "127.0.0.1", "7476",
+					  KFI_SOURCE, hints, &src), 0);
+	KUNIT_ASSERT_EQ(test, kfi_getinfo(KFI_API_VERSION, "127.0.0.1", "7476",
+					  0, hints, &dst), 0);
+	kfi_freeinfo(hints);
+	KUNIT_ASSERT_EQ(test, kfi_fabric(src->fabric_attr, &fabric, NULL), 0);
+	KUNIT_ASSERT_EQ(test, kfi_domain(fabric, src, &domain, NULL), 0);
+	KUNIT_ASSERT_EQ(test, kfi_eq_open(fabric, &eq_attr, &eq, NULL), 0);
+	KUNIT_ASSERT_EQ(test, kfi_cq_open(domain, &cq_attr, &ccq, NULL), 0);
+	KUNIT_ASSERT_EQ(test, kfi_cq_open(domain, &cq_attr, &scq, NULL), 0);
+	KUNIT_ASSERT_EQ(test, kfi_passive_ep(fabric, src, &pep, NULL), 0);
+	KUNIT_ASSERT_EQ(test, kfi_pep_bind(pep, &eq->fid, 0), 0);
+	KUNIT_ASSERT_EQ(test, kfi_listen(pep), 0);
+	KUNIT_ASSERT_EQ(test, kfi_endpoint(domain, dst, &cep, NULL), 0);
+	KUNIT_ASSERT_EQ(test, kfi_ep_bind(cep, &ccq->fid, KFI_TRANSMIT | KFI_RECV), 0);
+	KUNIT_ASSERT_EQ(test, kfi_ep_bind(cep, &eq->fid, 0), 0);
+	KUNIT_ASSERT_EQ(test, kfi_enable(cep), 0);
+	KUNIT_ASSERT_EQ(test, kfi_connect(cep, NULL, NULL, 0), 0);
+	KUNIT_ASSERT_EQ(test, c_event(eq, &ev.e, sizeof(ev)), KFI_CONNREQ);
+	KUNIT_ASSERT_EQ(test, kfi_endpoint(domain, ev.e.info, &sep, NULL), 0);
+	kfi_freeinfo(ev.e.info);
+	KUNIT_ASSERT_EQ(test, kfi_ep_bind(sep, &scq->fid, KFI_TRANSMIT | KFI_RECV), 0);
+	KUNIT_ASSERT_EQ(test, kfi_ep_bind(sep, &eq->fid, 0), 0);
+	KUNIT_ASSERT_EQ(test, kfi_enable(sep), 0);
+	KUNIT_ASSERT_EQ(test, kfi_accept(sep, NULL, 0), 0);
+	KUNIT_ASSERT_EQ(test, c_event(eq, &ev.e, sizeof(ev)), KFI_CONNECTED);
+	KUNIT_ASSERT_EQ(test, c_event(eq, &ev.e, sizeof(ev)), KFI_CONNECTED);
+
+	sg_init_table(ssg, 2);
+	sg_set_buf(&ssg[0], a, 7);
+	sg_set_buf(&ssg[1], b, 4);
+	sg_init_one(&rsg, out, sizeof(out));
+	KUNIT_EXPECT_EQ(test, kfi_recvsgl(sep, &rsg, NULL, 1, 0, &rsg), 0);
+	KUNIT_EXPECT_EQ(test, kfi_sendsgl(cep, ssg, NULL, 2, 0, ssg), 0);
+	KUNIT_EXPECT_EQ(test, kfi_cq_sread(scq, &ce, 1, NULL, 20000), 1);
+	KUNIT_EXPECT_EQ(test, ce.len, 11);
+	KUNIT_EXPECT_MEMEQ(test, out, "scatterlist", 11);
+	KUNIT_EXPECT_EQ(test, kfi_cq_sread(ccq, &ce, 1, NULL, 20000), 1);
+
+	KUNIT_EXPECT_EQ(test, kfi_close(&cep->fid), 0);
+	KUNIT_EXPECT_EQ(test, kfi_close(&sep->fid), 0);
+	KUNIT_EXPECT_EQ(test, kfi_close(&pep->fid), 0);
+	KUNIT_EXPECT_EQ(test, kfi_close(&ccq->fid), 0);
+	KUNIT_EXPECT_EQ(test, kfi_close(&scq->fid), 0);
+	KUNIT_EXPECT_EQ(test, kfi_close(&eq->fid), 0);
+	KUNIT_EXPECT_EQ(test, kfi_close(&domain->fid), 0);
+	KUNIT_EXPECT_EQ(test, kfi_close(&fabric->fid), 0);
+	kfi_freeinfo(src);
+	kfi_freeinfo(dst);
+}
+
 static struct kunit_case kfi_c_abi_cases[] = {
+	KUNIT_CASE(c_sockets_scatterlists),
 	KUNIT_CASE(c_post_from_softirq),
 	KUNIT_CASE(c_getinfo_names_the_provider),
 	KUNIT_CASE(c_send_recv_spellings),

@@ -56,10 +56,17 @@ pub(crate) struct Net {
     pub(crate) dst: InfoList,
 }
 
+/// A fabric, domain and EQ of the sockets provider, with the infos of
+/// 127.0.0.1:`port` as source and destination.
 pub(crate) fn net(port: &CStr) -> Result<Net> {
+    net_at(c"127.0.0.1", port)
+}
+
+/// As [`net`], for `host`:`port`.
+pub(crate) fn net_at(host: &CStr, port: &CStr) -> Result<Net> {
     let h = Hints::sockets()?;
-    let src = getinfo_at(c"127.0.0.1", port, sys::KFI_SOURCE, Some(h.get()))?;
-    let dst = getinfo_at(c"127.0.0.1", port, 0, Some(h.get()))?;
+    let src = getinfo_at(host, port, sys::KFI_SOURCE, Some(h.get()))?;
+    let dst = getinfo_at(host, port, 0, Some(h.get()))?;
     let fi = src.first();
     // SAFETY: A valid entry.
     let fabric =

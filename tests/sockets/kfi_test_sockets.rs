@@ -427,11 +427,10 @@ mod msg_tests {
         frame,
         kfi::kfi_sys as sys,
         ksock::{SockAddr, Socket},
+        net::*,
         wire::{Hdr, Op, HDR_LEN},
     };
-    use kernel::prelude::*;
-
-    use super::net::*;
+    use kernel::{bindings, prelude::*};
 
     #[test]
     fn connect_accept_send_receive() -> Result {
@@ -685,6 +684,70 @@ mod msg_tests {
         // The peer sees the connection end.
         assert_eq!(raw.recv(&mut b, false)?, 0);
         drop(sep);
+        drop(pep);
+        Ok(())
+    }
+
+    /// Pages as a block ULP holds them (bio_vec), over IPv6.
+    #[test]
+    fn page_buffers_over_ipv6() -> Result {
+        let n = net_at(c"::1", c"7475")?;
+        let pep = listen(&n)?;
+        let (ccq, scq) = (cq(&n)?, cq(&n)?);
+        let cep = endpoint(&n, n.dst.first(), &ccq)?;
+        // SAFETY: An open, bound endpoint.
+        let ret =
+            unsafe { sys::kfi_connect(cep.as_ptr(), core::ptr::null(), core::ptr::null(), 0) };
+        assert_eq!(ret, 0);
+        let (ev, buf, _) = event(&n)?;
+        assert_eq!(ev, sys::KFI_CONNREQ);
+        let req = cm_entry(&buf);
+        let sep = endpoint(&n, req.info, &scq);
+        // SAFETY: The request's info is ours to free.
+        unsafe { sys::kfi_freeinfo(req.info) };
+        let sep = sep?;
+        // SAFETY: An open endpoint made for the request.
+        let ret = unsafe { sys::kfi_accept(sep.as_ptr(), core::ptr::null(), 0) };
+        assert_eq!(ret, 0);
+        for _ in 0..2 {
+            assert_eq!(event(&n)?.0, sys::KFI_CONNECTED);
+        }
+        let src = kernel::page::Page::alloc_page(GFP_KERNEL)?;
+        let dst = kernel::page::Page::alloc_page(GFP_KERNEL)?;
+        let pattern = [0x3cu8; 512];
+        // SAFETY: Writing 512 bytes at offset 100 of a page we own.
+        unsafe { src.write_raw(pattern.as_ptr(), 100, pattern.len()) }?;
+        let bv = |p: &kernel::page::Page, off: u32, len: u32| bindings::bio_vec {
+            bv_page: p.as_ptr(),
+            bv_len: len,
+            bv_offset: off,
+        };
+        let (sbv, rbv) = (bv(&src, 100, 512), bv(&dst, 1000, 1024));
+        let bmsg = |b: &bindings::bio_vec, ctx: usize| {
+            let mut m = sys::kfi_msg {
+                iov_type: sys::KFI_BVEC,
+                iov_count: 1,
+                context: ctx as *mut c_void,
+                ..Default::default()
+            };
+            m.__bindgen_anon_1.msg_bvec = b;
+            m
+        };
+        // SAFETY: Open endpoints; the pages outlive the completions.
+        unsafe {
+            assert_eq!(sys::kfi_recvmsg(sep.as_ptr(), &bmsg(&rbv, 1), 0), 0);
+            assert_eq!(sys::kfi_sendmsg(cep.as_ptr(), &bmsg(&sbv, 2), 0), 0);
+        }
+        let mut e = sys::kfi_cq_data_entry::default();
+        assert_eq!(sread(&scq, &mut e), 1);
+        assert_eq!((e.op_context as usize, e.len), (1, 512));
+        let mut got = [0u8; 512];
+        // SAFETY: Reading 512 bytes at offset 1000 of a page we own.
+        unsafe { dst.read_raw(got.as_mut_ptr(), 1000, got.len()) }?;
+        assert_eq!(&got[..], &pattern[..]);
+        assert_eq!(sread(&ccq, &mut e), 1);
+        drop(sep);
+        drop(cep);
         drop(pep);
         Ok(())
     }

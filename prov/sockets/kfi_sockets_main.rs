@@ -4,10 +4,10 @@
 //!
 //! Implemented so far: connected (MSG) endpoints over IPv4 and IPv6 with
 //! connection management (listen, connect, accept and reject with private
-//! data, shutdown) and messages (send/receive with kvec buffers, inject,
-//! remote CQ data), completion at inject level. The wire protocol is in
-//! Documentation/sockets-wire.rst. RMA, atomics, tagged messages, RDM
-//! endpoints, bio_vec/scatterlist buffers and the delivery/commit levels
+//! data, shutdown) and messages (send/receive with kvec, bio_vec and
+//! scatterlist buffers, inject, remote CQ data), completion at inject
+//! level. The wire protocol is in Documentation/sockets-wire.rst. RMA,
+//! atomics, tagged messages, RDM endpoints and the delivery/commit levels
 //! are not advertised and not implemented yet.
 
 use core::ffi::CStr;
