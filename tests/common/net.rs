@@ -92,8 +92,13 @@ pub(crate) fn net_at(host: &CStr, port: &CStr) -> Result<Net> {
 }
 
 pub(crate) fn cq(n: &Net) -> Result<Owned<sys::kfid_cq>> {
+    cq_sized(n, 16)
+}
+
+/// A DATA-format CQ of `size` entries.
+pub(crate) fn cq_sized(n: &Net, size: usize) -> Result<Owned<sys::kfid_cq>> {
     let mut a = sys::kfi_cq_attr {
-        size: 16,
+        size,
         format: sys::KFI_CQ_FORMAT_DATA,
         ..Default::default()
     };
