@@ -844,4 +844,53 @@ mod msg_tests {
         drop(pep);
         Ok(())
     }
+
+    /// One 16 MiB message, from vmalloc memory into vmalloc memory.
+    #[test]
+    fn sixteen_mib_message() -> Result {
+        const LEN: usize = 16 << 20;
+        let n = net(c"7478")?;
+        let pep = listen(&n)?;
+        let (ccq, scq) = (cq(&n)?, cq(&n)?);
+        let cep = endpoint(&n, n.dst.first(), &ccq)?;
+        // SAFETY: An open, bound endpoint.
+        let ret =
+            unsafe { sys::kfi_connect(cep.as_ptr(), core::ptr::null(), core::ptr::null(), 0) };
+        assert_eq!(ret, 0);
+        let (ev, buf, _) = event(&n)?;
+        assert_eq!(ev, sys::KFI_CONNREQ);
+        let req = cm_entry(&buf);
+        let sep = endpoint(&n, req.info, &scq);
+        // SAFETY: The request's info is ours to free.
+        unsafe { sys::kfi_freeinfo(req.info) };
+        let sep = sep?;
+        // SAFETY: An open endpoint made for the request.
+        let ret = unsafe { sys::kfi_accept(sep.as_ptr(), core::ptr::null(), 0) };
+        assert_eq!(ret, 0);
+        for _ in 0..2 {
+            assert_eq!(event(&n)?.0, sys::KFI_CONNECTED);
+        }
+        let mut src = KVVec::with_capacity(LEN, GFP_KERNEL)?;
+        for i in 0..LEN {
+            src.push((i % 251) as u8, GFP_KERNEL)?;
+        }
+        let mut dst = KVVec::with_capacity(LEN, GFP_KERNEL)?;
+        dst.resize(LEN, 0, GFP_KERNEL)?;
+        let r = kvec_mut(&mut dst);
+        let t = kvec(&src);
+        // SAFETY: Open endpoints; the buffers outlive the completions.
+        unsafe {
+            assert_eq!(sys::kfi_recvmsg(sep.as_ptr(), &msg(&r, 1, 0), 0), 0);
+            assert_eq!(sys::kfi_sendmsg(cep.as_ptr(), &msg(&t, 2, 0), 0), 0);
+        }
+        let mut e = sys::kfi_cq_data_entry::default();
+        assert_eq!(sread(&scq, &mut e), 1);
+        assert_eq!(e.len, LEN);
+        assert!(dst[..] == src[..]);
+        assert_eq!(sread(&ccq, &mut e), 1);
+        drop(sep);
+        drop(cep);
+        drop(pep);
+        Ok(())
+    }
 }
