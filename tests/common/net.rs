@@ -208,3 +208,35 @@ pub(crate) fn sread(cq: &Owned<sys::kfid_cq>, e: &mut sys::kfi_cq_data_entry) ->
         )
     }
 }
+
+/// A client endpoint connected to a server endpoint through the listener
+/// of `n` (no private data), both connected events consumed: (client,
+/// server).
+pub(crate) fn connected_pair(
+    n: &Net,
+    ccq: &Owned<sys::kfid_cq>,
+    scq: &Owned<sys::kfid_cq>,
+) -> Result<(Owned<sys::kfid_ep>, Owned<sys::kfid_ep>)> {
+    let cep = endpoint(n, n.dst.first(), ccq)?;
+    // SAFETY: An open, bound endpoint.
+    let ret = unsafe { sys::kfi_connect(cep.as_ptr(), core::ptr::null(), core::ptr::null(), 0) };
+    kernel::error::to_result(ret)?;
+    let (ev, buf, _) = event(n)?;
+    if ev != sys::KFI_CONNREQ {
+        return Err(EPROTO);
+    }
+    let req = cm_entry(&buf);
+    let sep = endpoint(n, req.info, scq);
+    // SAFETY: The request's info is ours to free.
+    unsafe { sys::kfi_freeinfo(req.info) };
+    let sep = sep?;
+    // SAFETY: An open endpoint made for the request.
+    let ret = unsafe { sys::kfi_accept(sep.as_ptr(), core::ptr::null(), 0) };
+    kernel::error::to_result(ret)?;
+    for _ in 0..2 {
+        if event(n)?.0 != sys::KFI_CONNECTED {
+            return Err(EPROTO);
+        }
+    }
+    Ok((cep, sep))
+}

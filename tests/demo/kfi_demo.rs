@@ -12,6 +12,8 @@ use kernel::{
 
 #[path = "../../kfi/api/mod.rs"]
 mod kfi;
+// Shared by source inclusion; each module uses a part.
+#[allow(dead_code)]
 #[path = "../common/net.rs"]
 mod net;
 

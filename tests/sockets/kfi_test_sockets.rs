@@ -17,6 +17,8 @@ mod frame;
 mod kfi;
 #[path = "../../prov/sockets/ksock.rs"]
 mod ksock;
+// Shared by source inclusion; each module uses a part.
+#[allow(dead_code)]
 #[path = "../common/net.rs"]
 mod net;
 #[path = "../../prov/sockets/wire.rs"]
@@ -694,24 +696,7 @@ mod msg_tests {
         let n = net_at(c"::1", c"7475")?;
         let pep = listen(&n)?;
         let (ccq, scq) = (cq(&n)?, cq(&n)?);
-        let cep = endpoint(&n, n.dst.first(), &ccq)?;
-        // SAFETY: An open, bound endpoint.
-        let ret =
-            unsafe { sys::kfi_connect(cep.as_ptr(), core::ptr::null(), core::ptr::null(), 0) };
-        assert_eq!(ret, 0);
-        let (ev, buf, _) = event(&n)?;
-        assert_eq!(ev, sys::KFI_CONNREQ);
-        let req = cm_entry(&buf);
-        let sep = endpoint(&n, req.info, &scq);
-        // SAFETY: The request's info is ours to free.
-        unsafe { sys::kfi_freeinfo(req.info) };
-        let sep = sep?;
-        // SAFETY: An open endpoint made for the request.
-        let ret = unsafe { sys::kfi_accept(sep.as_ptr(), core::ptr::null(), 0) };
-        assert_eq!(ret, 0);
-        for _ in 0..2 {
-            assert_eq!(event(&n)?.0, sys::KFI_CONNECTED);
-        }
+        let (cep, sep) = connected_pair(&n, &ccq, &scq)?;
         let src = kernel::page::Page::alloc_page(GFP_KERNEL)?;
         let dst = kernel::page::Page::alloc_page(GFP_KERNEL)?;
         let pattern = [0x3cu8; 512];
@@ -852,24 +837,7 @@ mod msg_tests {
         let n = net(c"7478")?;
         let pep = listen(&n)?;
         let (ccq, scq) = (cq(&n)?, cq(&n)?);
-        let cep = endpoint(&n, n.dst.first(), &ccq)?;
-        // SAFETY: An open, bound endpoint.
-        let ret =
-            unsafe { sys::kfi_connect(cep.as_ptr(), core::ptr::null(), core::ptr::null(), 0) };
-        assert_eq!(ret, 0);
-        let (ev, buf, _) = event(&n)?;
-        assert_eq!(ev, sys::KFI_CONNREQ);
-        let req = cm_entry(&buf);
-        let sep = endpoint(&n, req.info, &scq);
-        // SAFETY: The request's info is ours to free.
-        unsafe { sys::kfi_freeinfo(req.info) };
-        let sep = sep?;
-        // SAFETY: An open endpoint made for the request.
-        let ret = unsafe { sys::kfi_accept(sep.as_ptr(), core::ptr::null(), 0) };
-        assert_eq!(ret, 0);
-        for _ in 0..2 {
-            assert_eq!(event(&n)?.0, sys::KFI_CONNECTED);
-        }
+        let (cep, sep) = connected_pair(&n, &ccq, &scq)?;
         let mut src = KVVec::with_capacity(LEN, GFP_KERNEL)?;
         for i in 0..LEN {
             src.push((i % 251) as u8, GFP_KERNEL)?;
