@@ -1,198 +1,317 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Connected (MSG) endpoints of kfi_sockets.
+//! Connected (MSG) endpoints of kfi_sockets: their state, posting and
+//! connection management. The workers that move data are in `tx.rs` and
+//! `rx.rs`.
 //!
-//! Posting (`sendmsg`, `recvmsg`) may happen in any context but hard
-//! interrupt: it only queues the operation in a ring allocated when the
-//! endpoint was opened and wakes the endpoint's workers. Two workers per
-//! connection, on the long-running system workqueue, do the blocking socket
-//! work: the transmitter sends queued operations as frames, the receiver
-//! reads frames and places each message directly into the oldest posted
-//! receive. Closing the endpoint shuts the socket down, which ends both,
-//! and waits for them.
+//! Posting (messages, tagged messages, RMA, atomics) may happen in any
+//! context but hard interrupt: it only queues the operation in rings and
+//! lists allocated when the endpoint was opened and wakes the workers. Two
+//! workers per connection, on the long-running system workqueue, do the
+//! blocking socket work: the transmitter sends queued operations and the
+//! responses the receiver asks for; the receiver reads frames, places
+//! messages into posted receives, serves peers' RMA and atomics on this
+//! domain's registered memory and completes our operations when their
+//! responses arrive. Only the transmitter writes to the socket, so the
+//! receiver never blocks on a full socket and two endpoints serving each
+//! other cannot deadlock. Closing the endpoint shuts the socket down, which
+//! ends both, and waits for them.
 
 use core::ffi::c_void;
 use kernel::{
     new_condvar, new_spinlock_irq,
     prelude::*,
     sync::{Arc, CondVar, SpinLockIrq},
-    workqueue,
 };
 
 use crate::{
+    atomics::{self, ATOMIC_MAX},
+    bufs::{self, Buf},
     events,
     frame::{self, Answer},
     handles,
     kfi::{
         kfi_sys as sys,
-        provider::{Bound, CqRef, EndpointAttr, EqRef, FidRef},
+        provider::{AtomicKind, Bound, CqRef, EndpointAttr, EqRef, FidRef},
     },
     ksock::{SockAddr, Socket},
+    mr::{Access, MrTable},
+    rx, tx,
     util_ring::Ring,
-    wire::{flags, Hdr, Op},
+    wire::{Hdr, Op, RmaDesc, RMA_IOV_MAX},
+    workers::Workers,
 };
 
-/// Operations that may be queued in each direction.
+/// Operations that may be queued in each direction, and operations that
+/// may wait for their response.
 pub(crate) const QUEUE: usize = 64;
 /// Most buffers of one operation.
 pub(crate) const IOV_MAX: usize = 4;
 /// Largest inject (copied at post time).
 pub(crate) const INJECT_MAX: usize = 256;
+/// Responses the receiver queues for the transmitter before it stops
+/// reading (backpressure on a peer that asks faster than it reads).
+pub(crate) const RESP_MAX: usize = QUEUE;
+/// Most tagged messages held for receives not posted yet, and their bytes.
+pub(crate) const UNEXP_MAX: usize = QUEUE;
+pub(crate) const UNEXP_BYTES: usize = 4 << 20;
 
-/// A kernel virtual buffer of the ULP, valid until its operation completes
-/// (the ULP's side of the contract).
-#[derive(Clone, Copy, Default)]
-struct Buf {
-    base: usize,
-    len: usize,
+/// Capabilities of every endpoint (and of the provider's infos).
+pub(crate) const CAPS: u64 = sys::KFI_MSG
+    | sys::KFI_TAGGED
+    | sys::KFI_RMA
+    | sys::KFI_ATOMIC
+    | sys::KFI_SEND
+    | sys::KFI_RECV
+    | sys::KFI_READ
+    | sys::KFI_WRITE
+    | sys::KFI_REMOTE_READ
+    | sys::KFI_REMOTE_WRITE;
+/// Operation flags the endpoints honour.
+pub(crate) const OP_FLAGS: u64 = sys::KFI_INJECT
+    | sys::KFI_REMOTE_CQ_DATA
+    | sys::KFI_INJECT_COMPLETE
+    | sys::KFI_TRANSMIT_COMPLETE
+    | sys::KFI_DELIVERY_COMPLETE
+    | sys::KFI_COMMIT_COMPLETE;
+/// Flags that ask for the target's acknowledgement.
+const ACKED: u64 =
+    sys::KFI_TRANSMIT_COMPLETE | sys::KFI_DELIVERY_COMPLETE | sys::KFI_COMMIT_COMPLETE;
+
+/// What a queued operation is.
+#[derive(Clone, Copy, PartialEq, Eq, Default, Debug)]
+pub(crate) enum Kind {
+    #[default]
+    Msg,
+    Tagged,
+    Write,
+    Read,
+    Atomic,
 }
 
+/// An operation queued for the transmitter.
 #[derive(Clone, Copy)]
-struct TxOp {
-    bufs: [Buf; IOV_MAX],
-    n: usize,
-    inject: Option<usize>,
-    inject_data: [u8; INJECT_MAX],
-    context: usize,
-    flags: u64,
-    data: u64,
+pub(crate) struct TxOp {
+    pub(crate) kind: Kind,
+    /// Payload (sends, writes, atomic operands) or destination (reads).
+    pub(crate) bufs: [Buf; IOV_MAX],
+    pub(crate) n: usize,
+    /// Bytes copied at post time (`KFI_INJECT`).
+    pub(crate) inject: Option<usize>,
+    pub(crate) inject_data: [u8; INJECT_MAX],
+    pub(crate) rma: [RmaDesc; RMA_IOV_MAX],
+    pub(crate) nrma: usize,
+    /// Atomics: compare operands and the buffers for the old values.
+    pub(crate) cmp: [Buf; IOV_MAX],
+    pub(crate) ncmp: usize,
+    pub(crate) res: [Buf; IOV_MAX],
+    pub(crate) nres: usize,
+    pub(crate) datatype: u32,
+    pub(crate) atomic_op: u32,
+    pub(crate) context: usize,
+    pub(crate) flags: u64,
+    pub(crate) data: u64,
+    pub(crate) tag: u64,
 }
 
 impl Default for TxOp {
     fn default() -> Self {
         Self {
+            kind: Kind::Msg,
             bufs: [Buf::default(); IOV_MAX],
             n: 0,
             inject: None,
             inject_data: [0; INJECT_MAX],
+            rma: [RmaDesc::default(); RMA_IOV_MAX],
+            nrma: 0,
+            cmp: [Buf::default(); IOV_MAX],
+            ncmp: 0,
+            res: [Buf::default(); IOV_MAX],
+            nres: 0,
+            datatype: 0,
+            atomic_op: 0,
             context: 0,
             flags: 0,
             data: 0,
+            tag: 0,
         }
     }
 }
 
-#[derive(Clone, Copy, Default)]
-struct RxOp {
-    bufs: [Buf; IOV_MAX],
-    n: usize,
-    context: usize,
+impl TxOp {
+    /// Whether the operation completes only on the target's response:
+    /// always for RMA and atomics (the target may refuse the access), for
+    /// messages when a completion level beyond inject was asked for.
+    pub(crate) fn wants_reply(&self) -> bool {
+        !matches!(self.kind, Kind::Msg | Kind::Tagged) || self.flags & ACKED != 0
+    }
+
+    /// The flags of the operation's completion.
+    pub(crate) fn completion_flags(&self) -> u64 {
+        match self.kind {
+            Kind::Msg => sys::KFI_SEND | sys::KFI_MSG,
+            Kind::Tagged => sys::KFI_SEND | sys::KFI_TAGGED,
+            Kind::Write => sys::KFI_RMA | sys::KFI_WRITE,
+            Kind::Read => sys::KFI_RMA | sys::KFI_READ,
+            Kind::Atomic if self.nres > 0 => sys::KFI_ATOMIC | sys::KFI_READ,
+            Kind::Atomic => sys::KFI_ATOMIC | sys::KFI_WRITE,
+        }
+    }
 }
 
-struct State {
-    fid: Option<FidRef>,
-    tx_cq: Option<CqRef>,
-    rx_cq: Option<CqRef>,
-    eq: Option<EqRef>,
-    sock: Option<Arc<Socket>>,
-    connected: bool,
-    closing: bool,
-    workers: u32,
+/// A posted receive (tagged receives use `tag` and `ignore`).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct RxOp {
+    pub(crate) bufs: [Buf; IOV_MAX],
+    pub(crate) n: usize,
+    pub(crate) context: usize,
+    pub(crate) tag: u64,
+    pub(crate) ignore: u64,
+}
+
+impl RxOp {
+    /// Whether a message tagged `tag` is for this receive.
+    pub(crate) fn matches(&self, tag: u64) -> bool {
+        (tag ^ self.tag) & !self.ignore == 0
+    }
+}
+
+/// An operation sent that waits for its response.
+pub(crate) struct Pending {
+    pub(crate) id: u64,
+    pub(crate) kind: Kind,
+    pub(crate) context: usize,
+    /// The completion's flags and length.
+    pub(crate) flags: u64,
+    pub(crate) len: usize,
+    /// Where a read's data or an atomic's old values go.
+    pub(crate) bufs: [Buf; IOV_MAX],
+    pub(crate) n: usize,
+    /// Bytes the response must carry.
+    pub(crate) expect: usize,
+    /// Atomics: the element size.
+    pub(crate) elem: usize,
+    /// Inject: no completion unless it fails.
+    pub(crate) silent: bool,
+}
+
+/// A tagged message that arrived before its receive was posted.
+pub(crate) struct Unexpected {
+    pub(crate) tag: u64,
+    pub(crate) data: Option<u64>,
+    pub(crate) payload: KVec<u8>,
+}
+
+/// A response for the transmitter to send.
+pub(crate) struct Resp {
+    /// `Ack`, `ReadResp` or `AtomicResp`.
+    pub(crate) op: Op,
+    pub(crate) id: u64,
+    /// 0 or a positive errno.
+    pub(crate) status: u64,
+    /// A read's data: checked ranges of registered regions.
+    pub(crate) reads: KVec<Access>,
+    /// An atomic's old values (wire order).
+    pub(crate) old: [u8; ATOMIC_MAX],
+    pub(crate) old_len: usize,
+}
+
+impl Resp {
+    /// A response without data.
+    pub(crate) fn status(op: Op, id: u64, r: Result) -> Self {
+        Self {
+            op,
+            id,
+            status: match r {
+                Ok(()) => 0,
+                Err(e) => (-e.to_errno()) as u64,
+            },
+            reads: KVec::new(),
+            old: [0; ATOMIC_MAX],
+            old_len: 0,
+        }
+    }
+}
+
+pub(crate) struct State {
+    pub(crate) fid: Option<FidRef>,
+    pub(crate) tx_cq: Option<CqRef>,
+    pub(crate) rx_cq: Option<CqRef>,
+    pub(crate) eq: Option<EqRef>,
+    pub(crate) sock: Option<Arc<Socket>>,
+    pub(crate) connected: bool,
+    pub(crate) closing: bool,
     /// The private data of a `kfi_connect` for the connector.
     cm_param: KVec<u8>,
-    tx: Ring<TxOp>,
-    rx: Ring<RxOp>,
+    pub(crate) tx: Ring<TxOp>,
+    pub(crate) rx: Ring<RxOp>,
+    /// Posted tagged receives, oldest first.
+    pub(crate) trx: KVec<RxOp>,
+    pub(crate) unexp: KVec<Unexpected>,
+    pub(crate) unexp_bytes: usize,
+    pub(crate) pending: KVec<Pending>,
+    pub(crate) resp: KVec<Resp>,
+    pub(crate) next_id: u64,
 }
 
 /// What the endpoint and its workers share.
 #[pin_data]
 pub(crate) struct Shared {
     #[pin]
-    state: SpinLockIrq<State>,
-    /// Woken when an operation is queued or the endpoint closes.
+    pub(crate) state: SpinLockIrq<State>,
+    /// Woken when anything is queued or taken, or the endpoint closes.
     #[pin]
-    wake: CondVar,
-    /// Woken when a worker ends.
+    pub(crate) wake: CondVar,
     #[pin]
-    idle: CondVar,
+    workers: Workers,
     dest: Option<SockAddr>,
+    /// The domain's registered memory, which peers reach through us.
+    pub(crate) mrs: Arc<MrTable>,
 }
 
 /// An endpoint: the ULP's handle on [`Shared`].
 pub(crate) struct SockEp(Arc<Shared>);
 
-// Only pointers cross; `struct page` behind them ends in zero-size arrays,
-// which the lint cannot tell from by-value use.
-#[allow(improper_ctypes)]
-extern "C" {
-    /// `kfi_sockets_mem.c`: the kernel address of a bio_vec's bytes.
-    fn kfi_sockets_bvec_addr(bv: *const kernel::bindings::bio_vec) -> *mut c_void;
-    /// `kfi_sockets_mem.c`: address and length of a scatterlist entry's
-    /// bytes; returns the next entry.
-    fn kfi_sockets_sg_buf(
-        sg: *mut kernel::bindings::scatterlist,
-        addr: *mut *mut c_void,
-        len: *mut c_uint,
-    ) -> *mut kernel::bindings::scatterlist;
+/// Writes `a` into `out` (as much as fits); returns its full length.
+pub(crate) fn put_addr(a: &SockAddr, out: &mut [u8]) -> usize {
+    let b = a.as_bytes();
+    let n = b.len().min(out.len());
+    out[..n].copy_from_slice(&b[..n]);
+    b.len()
 }
 
-/// A message's buffer list (kvec, bio_vec or scatterlist) as kernel
-/// virtual buffers.
-fn bufs_of(m: &sys::kfi_msg) -> Result<([Buf; IOV_MAX], usize)> {
-    if m.iov_count > IOV_MAX {
-        return Err(EINVAL);
+/// Reports a successful completion of `ctx`.
+pub(crate) fn complete(cq: Option<CqRef>, ctx: usize, flags: u64, len: usize, data: u64, tag: u64) {
+    if let Some(cq) = cq {
+        let _ = cq.complete(&sys::kfi_cq_tagged_entry {
+            op_context: ctx as *mut c_void,
+            flags,
+            len,
+            data,
+            tag,
+            ..Default::default()
+        });
     }
-    let mut b = [Buf::default(); IOV_MAX];
-    // SAFETY: All union members are pointers to a list of `iov_count`
-    // entries of the type `iov_type` names (checked by kfabric.ko).
-    let list = unsafe { m.__bindgen_anon_1.msg_iov };
-    let mut sg: *mut kernel::bindings::scatterlist = list.cast_mut().cast();
-    for (i, slot) in b.iter_mut().enumerate().take(m.iov_count) {
-        *slot = match m.iov_type {
-            sys::KFI_KVEC => {
-                // SAFETY: A kvec list of `iov_count` entries.
-                let v = unsafe { *list.add(i) };
-                Buf {
-                    base: v.iov_base as usize,
-                    len: v.iov_len,
-                }
-            }
-            sys::KFI_BVEC => {
-                // SAFETY: A bio_vec list of `iov_count` entries.
-                let bv = unsafe { list.cast::<kernel::bindings::bio_vec>().add(i) };
-                Buf {
-                    // SAFETY: A valid bio_vec of lowmem pages.
-                    base: unsafe { kfi_sockets_bvec_addr(bv) } as usize,
-                    // SAFETY: As above.
-                    len: unsafe { (*bv).bv_len } as usize,
-                }
-            }
-            sys::KFI_SGL => {
-                if sg.is_null() {
-                    return Err(EINVAL);
-                }
-                let mut addr: *mut c_void = core::ptr::null_mut();
-                let mut len: c_uint = 0;
-                // SAFETY: A scatterlist with at least `iov_count` entries.
-                sg = unsafe { kfi_sockets_sg_buf(sg, &mut addr, &mut len) };
-                Buf {
-                    base: addr as usize,
-                    len: len as usize,
-                }
-            }
-            _ => return Err(EINVAL),
-        };
-    }
-    Ok((b, m.iov_count))
 }
 
-/// The ULP's buffer as a slice.
-///
-/// # Safety
-///
-/// `b` is a buffer of a queued operation (valid until it completes).
-unsafe fn slice<'a>(b: &Buf) -> &'a mut [u8] {
-    if b.len == 0 {
-        return &mut [];
+/// Reports a failed completion of `ctx`: `err` is a positive errno.
+pub(crate) fn fail(cq: Option<CqRef>, ctx: usize, flags: u64, err: i32, len: usize, olen: usize) {
+    if let Some(cq) = cq {
+        let _ = cq.complete_err(&sys::kfi_cq_err_entry {
+            op_context: ctx as *mut c_void,
+            flags,
+            len,
+            olen,
+            err,
+            ..Default::default()
+        });
     }
-    // SAFETY: As required.
-    unsafe { core::slice::from_raw_parts_mut(b.base as *mut u8, b.len) }
 }
 
 impl SockEp {
     /// A new endpoint for `info`: connected later by `connect`, or, for the
     /// info of a connection request, by `accept`.
-    pub(crate) fn new(info: &sys::kfi_info) -> Result<Self> {
+    pub(crate) fn new(info: &sys::kfi_info, mrs: Arc<MrTable>) -> Result<Self> {
         let sock = if info.handle.is_null() {
             None
         } else {
@@ -217,14 +336,20 @@ impl SockEp {
                     sock,
                     connected: false,
                     closing: false,
-                    workers: 0,
                     cm_param: KVec::new(),
                     tx: Ring::new(QUEUE)?,
                     rx: Ring::new(QUEUE)?,
+                    trx: KVec::with_capacity(QUEUE, GFP_KERNEL)?,
+                    unexp: KVec::with_capacity(UNEXP_MAX, GFP_KERNEL)?,
+                    unexp_bytes: 0,
+                    pending: KVec::with_capacity(QUEUE, GFP_KERNEL)?,
+                    resp: KVec::with_capacity(RESP_MAX, GFP_KERNEL)?,
+                    next_id: 1,
                 }),
                 wake <- new_condvar!(),
-                idle <- new_condvar!(),
+                workers <- Workers::new(),
                 dest,
+                mrs,
             }),
             GFP_KERNEL,
         )?;
@@ -232,211 +357,74 @@ impl SockEp {
     }
 }
 
-/// Runs `f` on a worker of the long-running system workqueue, counted in
-/// `workers` so that the endpoint's close can wait for it.
+/// Runs `f` on a worker that close waits for.
 fn spawn(sh: &Arc<Shared>, f: fn(&Arc<Shared>)) -> Result {
-    sh.state.lock().workers += 1;
-    let mine = sh.clone();
-    let r = workqueue::system_long().try_spawn(GFP_KERNEL, move || {
-        f(&mine);
-        mine.state.lock().workers -= 1;
-        mine.idle.notify_all();
-    });
-    if r.is_err() {
-        sh.state.lock().workers -= 1;
-        sh.idle.notify_all();
-        return Err(ENOMEM);
-    }
-    Ok(())
+    Workers::spawn(sh, |sh| &sh.workers, f)
 }
 
 /// The connection is up: start both workers.
 fn start(sh: &Arc<Shared>) -> Result {
     sh.state.lock().connected = true;
-    spawn(sh, rx_worker)?;
-    spawn(sh, tx_worker)
+    spawn(sh, rx::worker)?;
+    spawn(sh, tx::worker)
 }
 
-/// Fails every operation still queued with `ECANCELED`.
-fn flush(sh: &Shared) {
-    let (mut txs, mut rxs) = (KVec::new(), KVec::new());
-    let (tx_cq, rx_cq) = {
+/// The connection is gone: every operation still queued or waiting for a
+/// response fails with `ECANCELED`; held messages and responses are
+/// dropped.
+pub(crate) fn flush(sh: &Shared) {
+    let mut ops: KVec<(usize, u64, bool)> = KVec::new();
+    let (tx_cq, rx_cq, unexp, resp, pending, trx) = {
         let mut s = sh.state.lock();
         s.connected = false;
         while let Some(op) = s.tx.front().copied() {
             s.tx.pop();
-            let _ = txs.push(op.context, GFP_ATOMIC);
+            let _ = ops.push((op.context, op.completion_flags(), true), GFP_ATOMIC);
         }
         while let Some(op) = s.rx.front().copied() {
             s.rx.pop();
-            let _ = rxs.push(op.context, GFP_ATOMIC);
+            let _ = ops.push(
+                (op.context, sys::KFI_RECV | sys::KFI_MSG, false),
+                GFP_ATOMIC,
+            );
         }
-        (s.tx_cq, s.rx_cq)
+        s.unexp_bytes = 0;
+        (
+            s.tx_cq,
+            s.rx_cq,
+            core::mem::take(&mut s.unexp),
+            core::mem::take(&mut s.resp),
+            core::mem::take(&mut s.pending),
+            core::mem::take(&mut s.trx),
+        )
     };
-    let fail = |cq: Option<CqRef>, ctx: usize, op: u64| {
-        if let Some(cq) = cq {
-            let _ = cq.complete_err(&sys::kfi_cq_err_entry {
-                op_context: ctx as *mut c_void,
-                flags: op | sys::KFI_MSG,
-                err: -ECANCELED.to_errno(),
-                ..Default::default()
-            });
-        }
-    };
-    for c in txs.iter() {
-        fail(tx_cq, *c, sys::KFI_SEND);
+    drop(unexp);
+    drop(resp);
+    let canceled = -ECANCELED.to_errno();
+    for (ctx, flags, tx) in ops.iter() {
+        fail(
+            if *tx { tx_cq } else { rx_cq },
+            *ctx,
+            *flags,
+            canceled,
+            0,
+            0,
+        );
     }
-    for c in rxs.iter() {
-        fail(rx_cq, *c, sys::KFI_RECV);
+    for p in pending.iter() {
+        fail(tx_cq, p.context, p.flags, canceled, 0, 0);
     }
-}
-
-/// Reads frames and delivers messages until the connection ends.
-fn rx_worker(sh: &Arc<Shared>) {
-    let Some(sock) = sh.state.lock().sock.clone() else {
-        return;
-    };
-    let end = (|| -> Result {
-        loop {
-            let h = frame::recv_hdr(&sock)?;
-            match h.op {
-                Op::Msg => deliver(sh, &sock, &h)?,
-                Op::Shutdown => return Err(ESHUTDOWN),
-                _ => return Err(EPROTO),
-            }
-        }
-    })();
-    let (closing, eq, fid) = {
-        let s = sh.state.lock();
-        (s.closing, s.eq, s.fid)
-    };
-    // The transmitter stops too; queued operations fail.
-    sock.shutdown();
+    for r in trx.iter() {
+        fail(
+            rx_cq,
+            r.context,
+            sys::KFI_RECV | sys::KFI_TAGGED,
+            canceled,
+            0,
+            0,
+        );
+    }
     sh.wake.notify_all();
-    flush(sh);
-    if closing {
-        return;
-    }
-    if let (Some(eq), Some(fid), Err(e)) = (eq, fid, end) {
-        if e == EPROTO {
-            let _ = events::post_err(eq, fid, e, &[]);
-        }
-        let _ = events::post_cm(eq, sys::KFI_SHUTDOWN, fid, core::ptr::null_mut(), &[]);
-    }
-}
-
-/// Places one message into the oldest posted receive (waiting for one).
-fn deliver(sh: &Shared, sock: &Socket, h: &Hdr) -> Result {
-    let (op, cq) = {
-        let mut s = sh.state.lock();
-        loop {
-            if s.closing {
-                return Err(ECANCELED);
-            }
-            if let Some(op) = s.rx.front().copied() {
-                s.rx.pop();
-                break (op, s.rx_cq);
-            }
-            sh.wake.wait(&mut s);
-        }
-    };
-    let mut left = h.len as usize;
-    let mut placed = 0;
-    for b in &op.bufs[..op.n] {
-        let n = b.len.min(left);
-        // SAFETY: A posted receive's buffer, valid until it completes.
-        frame::recv_exact(sock, &mut unsafe { slice(b) }[..n])?;
-        left -= n;
-        placed += n;
-    }
-    let truncated = left;
-    let mut scratch = [0u8; 256];
-    while left > 0 {
-        let n = left.min(scratch.len());
-        frame::recv_exact(sock, &mut scratch[..n])?;
-        left -= n;
-    }
-    let cq_data = if h.flags & flags::REMOTE_CQ_DATA != 0 {
-        sys::KFI_REMOTE_CQ_DATA
-    } else {
-        0
-    };
-    let Some(cq) = cq else { return Ok(()) };
-    let first = op.bufs[0].base as *mut c_void;
-    if truncated > 0 {
-        cq.complete_err(&sys::kfi_cq_err_entry {
-            op_context: op.context as *mut c_void,
-            flags: sys::KFI_RECV | sys::KFI_MSG | cq_data,
-            len: placed,
-            buf: first,
-            data: h.data,
-            olen: truncated,
-            err: -EMSGSIZE.to_errno(),
-            ..Default::default()
-        })
-    } else {
-        cq.complete(&sys::kfi_cq_tagged_entry {
-            op_context: op.context as *mut c_void,
-            flags: sys::KFI_RECV | sys::KFI_MSG | cq_data,
-            len: placed,
-            buf: first,
-            data: if cq_data != 0 { h.data } else { 0 },
-            tag: 0,
-        })
-    }
-}
-
-/// Sends queued operations as frames until the connection ends.
-fn tx_worker(sh: &Arc<Shared>) {
-    let Some(sock) = sh.state.lock().sock.clone() else {
-        return;
-    };
-    loop {
-        let (op, cq) = {
-            let mut s = sh.state.lock();
-            loop {
-                if s.closing || !s.connected {
-                    return;
-                }
-                if let Some(op) = s.tx.front().copied() {
-                    s.tx.pop();
-                    break (op, s.tx_cq);
-                }
-                sh.wake.wait(&mut s);
-            }
-        };
-        let mut h = Hdr::new(Op::Msg, 0, 0);
-        if op.flags & sys::KFI_REMOTE_CQ_DATA != 0 {
-            h.flags |= flags::REMOTE_CQ_DATA;
-            h.data = op.data;
-        }
-        let mut parts: [&[u8]; IOV_MAX] = [&[]; IOV_MAX];
-        let r = match op.inject {
-            Some(n) => frame::send_frame(&sock, &h, &[], &[&op.inject_data[..n]]),
-            None => {
-                for (p, b) in parts.iter_mut().zip(&op.bufs[..op.n]) {
-                    // SAFETY: A queued send's buffer, valid until it completes.
-                    *p = unsafe { slice(b) };
-                }
-                frame::send_frame(&sock, &h, &[], &parts[..op.n])
-            }
-        };
-        if r.is_err() {
-            sock.shutdown();
-            sh.wake.notify_all();
-            return;
-        }
-        if op.inject.is_none() {
-            if let Some(cq) = cq {
-                let _ = cq.complete(&sys::kfi_cq_tagged_entry {
-                    op_context: op.context as *mut c_void,
-                    flags: sys::KFI_SEND | sys::KFI_MSG,
-                    len: op.bufs[..op.n].iter().map(|b| b.len).sum(),
-                    ..Default::default()
-                });
-            }
-        }
-    }
 }
 
 /// Connects: the client's half of the handshake, on a worker.
@@ -476,6 +464,26 @@ fn connector(sh: &Arc<Shared>) {
             let _ = events::post_err(eq, fid, e, &[]);
         }
     }
+}
+
+/// Remote descriptors of an RMA operation, with their total length.
+fn rma_descs(r: &sys::kfi_msg_rma, out: &mut [RmaDesc; RMA_IOV_MAX]) -> Result<(usize, u64)> {
+    if r.rma_iov_count > RMA_IOV_MAX {
+        return Err(EINVAL);
+    }
+    // SAFETY: kfabric.ko checked `rma_iov` non-NULL with `rma_iov_count`
+    // entries.
+    let list = unsafe { core::slice::from_raw_parts(r.rma_iov, r.rma_iov_count) };
+    let mut total = 0u64;
+    for (o, d) in out.iter_mut().zip(list) {
+        *o = RmaDesc {
+            addr: d.addr,
+            len: d.len as u64,
+            key: d.key,
+        };
+        total = total.checked_add(d.len as u64).ok_or(EINVAL)?;
+    }
+    Ok((list.len(), total))
 }
 
 impl SockEp {
@@ -529,13 +537,25 @@ impl SockEp {
         Ok(())
     }
 
+    /// `kfi_getname`: the local address of the connection.
+    pub(crate) fn getname(&self, out: &mut [u8]) -> Result<usize> {
+        let sock = self.0.state.lock().sock.clone().ok_or(ENOTCONN)?;
+        Ok(put_addr(&sock.local_addr()?, out))
+    }
+
+    /// `kfi_getpeer`: the peer's address.
+    pub(crate) fn getpeer(&self, out: &mut [u8]) -> Result<usize> {
+        let sock = self.0.state.lock().sock.clone().ok_or(ENOTCONN)?;
+        Ok(put_addr(&sock.peer_addr()?, out))
+    }
+
     pub(crate) fn attr(&self) -> EndpointAttr {
         EndpointAttr {
-            caps: sys::KFI_MSG | sys::KFI_SEND | sys::KFI_RECV,
-            op_flags: sys::KFI_INJECT | sys::KFI_REMOTE_CQ_DATA | sys::KFI_INJECT_COMPLETE,
+            caps: CAPS,
+            op_flags: OP_FLAGS,
             tx_iov_limit: IOV_MAX,
             rx_iov_limit: IOV_MAX,
-            rma_iov_limit: 0,
+            rma_iov_limit: RMA_IOV_MAX,
             inject_size: INJECT_MAX,
         }
     }
@@ -569,26 +589,21 @@ impl SockEp {
         Ok(())
     }
 
-    /// `kfi_sendmsg` (any context but hard interrupt).
-    pub(crate) fn sendmsg(&self, m: &sys::kfi_msg, fl: u64) -> Result {
-        let (bufs, n) = bufs_of(m)?;
-        let mut op = TxOp {
-            bufs,
-            n,
-            context: m.context as usize,
-            flags: fl,
-            data: m.data,
-            ..Default::default()
-        };
-        if fl & sys::KFI_INJECT != 0 {
-            let mut at = 0;
-            for b in &bufs[..n] {
-                // SAFETY: The ULP's buffer, valid for this call; its total
-                // is at most `INJECT_MAX` (checked by kfabric.ko).
-                op.inject_data[at..at + b.len].copy_from_slice(unsafe { slice(b) });
-                at += b.len;
-            }
-            op.inject = Some(at);
+    /// Copies the payload of an inject into the operation.
+    fn take_inject(op: &mut TxOp) -> Result {
+        let n = bufs::total(&op.bufs[..op.n]);
+        if n > INJECT_MAX {
+            return Err(EINVAL);
+        }
+        // SAFETY: The ULP's buffers, valid for this call.
+        op.inject = Some(unsafe { bufs::gather(&op.bufs[..op.n], &mut op.inject_data[..n]) });
+        Ok(())
+    }
+
+    /// Queues `op` for the transmitter.
+    fn post_tx(&self, mut op: TxOp) -> Result {
+        if op.flags & sys::KFI_INJECT != 0 {
+            Self::take_inject(&mut op)?;
         }
         let mut s = self.0.state.lock();
         if !s.connected || s.closing {
@@ -600,21 +615,170 @@ impl SockEp {
         Ok(())
     }
 
+    /// `kfi_sendmsg` (any context but hard interrupt).
+    pub(crate) fn sendmsg(&self, m: &sys::kfi_msg, fl: u64) -> Result {
+        let mut op = TxOp {
+            context: m.context as usize,
+            flags: fl,
+            data: m.data,
+            ..Default::default()
+        };
+        op.n = bufs::of_msg(m, &mut op.bufs)?;
+        self.post_tx(op)
+    }
+
+    /// `kfi_tsendmsg` (any context but hard interrupt).
+    pub(crate) fn tsendmsg(&self, t: &sys::kfi_msg_tagged, fl: u64) -> Result {
+        let mut op = TxOp {
+            kind: Kind::Tagged,
+            context: t.msg.context as usize,
+            flags: fl,
+            data: t.msg.data,
+            tag: t.tag,
+            ..Default::default()
+        };
+        op.n = bufs::of_msg(&t.msg, &mut op.bufs)?;
+        self.post_tx(op)
+    }
+
+    /// `kfi_writemsg` and `kfi_readmsg` (any context but hard interrupt).
+    /// Local and remote buffers must have the same total length.
+    pub(crate) fn rmamsg(&self, kind: Kind, r: &sys::kfi_msg_rma, fl: u64) -> Result {
+        if kind == Kind::Read && fl & sys::KFI_INJECT != 0 {
+            return Err(EINVAL);
+        }
+        let mut op = TxOp {
+            kind,
+            context: r.msg.context as usize,
+            flags: fl,
+            data: r.msg.data,
+            ..Default::default()
+        };
+        op.n = bufs::of_msg(&r.msg, &mut op.bufs)?;
+        let (nrma, remote) = rma_descs(r, &mut op.rma)?;
+        op.nrma = nrma;
+        if bufs::total(&op.bufs[..op.n]) as u64 != remote {
+            return Err(EINVAL);
+        }
+        self.post_tx(op)
+    }
+
+    /// `kfi_atomicmsg` and its fetch and compare forms (any context but
+    /// hard interrupt). One remote array of at most `ATOMIC_MAX` bytes.
+    pub(crate) fn atomic(
+        &self,
+        m: &sys::kfi_msg_atomic,
+        compare: &[sys::kfi_ioc],
+        result: &[sys::kfi_ioc],
+        fl: u64,
+    ) -> Result {
+        let size = atomics::elem_size(m.datatype).ok_or(EOPNOTSUPP)?;
+        if !atomics::supported(m.op)
+            || atomics::has_compare(m.op) == compare.is_empty()
+            || m.rma_iov_count != 1
+            || fl & sys::KFI_INJECT != 0
+        {
+            return Err(EINVAL);
+        }
+        // SAFETY: kfabric.ko checked `rma_iov` non-NULL with one entry.
+        let target = unsafe { *m.rma_iov };
+        let len = target.count.checked_mul(size).ok_or(EINVAL)?;
+        if len == 0 || len > ATOMIC_MAX {
+            return Err(EINVAL);
+        }
+        // SAFETY: kfabric.ko checked `msg_iov` non-NULL with `iov_count`
+        // entries.
+        let src = unsafe { core::slice::from_raw_parts(m.msg_iov, m.iov_count) };
+        let mut op = TxOp {
+            kind: Kind::Atomic,
+            context: m.context as usize,
+            flags: fl,
+            data: m.data,
+            datatype: m.datatype,
+            atomic_op: m.op,
+            nrma: 1,
+            ..Default::default()
+        };
+        op.rma[0] = RmaDesc {
+            addr: target.addr,
+            len: len as u64,
+            key: target.key,
+        };
+        op.n = bufs::of_iocs(src, size, &mut op.bufs)?;
+        op.ncmp = bufs::of_iocs(compare, size, &mut op.cmp)?;
+        op.nres = bufs::of_iocs(result, size, &mut op.res)?;
+        let sizes_ok = bufs::total(&op.bufs[..op.n]) == len
+            && (op.ncmp == 0 || bufs::total(&op.cmp[..op.ncmp]) == len)
+            && (op.nres == 0 || bufs::total(&op.res[..op.nres]) == len);
+        if !sizes_ok {
+            return Err(EINVAL);
+        }
+        self.post_tx(op)
+    }
+
+    /// `kfi_atomicvalid` and friends: how many elements one operation may
+    /// have.
+    pub(crate) fn atomic_valid(&self, kind: AtomicKind, datatype: u32, op: u32) -> Result<usize> {
+        let size = atomics::elem_size(datatype).ok_or(EOPNOTSUPP)?;
+        let compare = matches!(kind, AtomicKind::Compare);
+        if !atomics::supported(op) || atomics::has_compare(op) != compare {
+            return Err(EOPNOTSUPP);
+        }
+        Ok(ATOMIC_MAX / size)
+    }
+
     /// `kfi_recvmsg` (any context but hard interrupt).
     pub(crate) fn recvmsg(&self, m: &sys::kfi_msg, _fl: u64) -> Result {
-        let (bufs, n) = bufs_of(m)?;
+        let mut op = RxOp {
+            context: m.context as usize,
+            ..Default::default()
+        };
+        op.n = bufs::of_msg(m, &mut op.bufs)?;
         let mut s = self.0.state.lock();
         if s.closing {
             return Err(ENOTCONN);
         }
-        s.rx.push(RxOp {
-            bufs,
-            n,
-            context: m.context as usize,
-        })
-        .map_err(|_| EAGAIN)?;
+        s.rx.push(op).map_err(|_| EAGAIN)?;
         drop(s);
         self.0.wake.notify_all();
+        Ok(())
+    }
+
+    /// `kfi_trecvmsg` (any context but hard interrupt): takes the oldest
+    /// matching message that arrived unexpected, else waits in the list of
+    /// tagged receives.
+    pub(crate) fn trecvmsg(&self, t: &sys::kfi_msg_tagged, _fl: u64) -> Result {
+        let mut op = RxOp {
+            context: t.msg.context as usize,
+            tag: t.tag,
+            ignore: t.ignore,
+            ..Default::default()
+        };
+        op.n = bufs::of_msg(&t.msg, &mut op.bufs)?;
+        let (held, cq) = {
+            let mut s = self.0.state.lock();
+            if s.closing {
+                return Err(ENOTCONN);
+            }
+            match s.unexp.iter().position(|u| op.matches(u.tag)) {
+                Some(i) => {
+                    let u = s.unexp.remove(i).map_err(|_| EINVAL)?;
+                    s.unexp_bytes -= u.payload.len();
+                    (Some(u), s.rx_cq)
+                }
+                None => {
+                    if s.trx.len() >= QUEUE {
+                        return Err(EAGAIN);
+                    }
+                    s.trx.push(op, GFP_ATOMIC)?;
+                    (None, s.rx_cq)
+                }
+            }
+        };
+        self.0.wake.notify_all();
+        if let Some(u) = held {
+            rx::complete_tagged(cq, &op, u.tag, u.data, &u.payload);
+        }
         Ok(())
     }
 }
@@ -630,9 +794,6 @@ impl Drop for SockEp {
             sock.shutdown();
         }
         self.0.wake.notify_all();
-        let mut s = self.0.state.lock();
-        while s.workers > 0 {
-            self.0.idle.wait(&mut s);
-        }
+        self.0.workers.wait_idle();
     }
 }

@@ -2,13 +2,14 @@
 
 //! kfi_sockets.ko: the kfabric provider over kernel TCP.
 //!
-//! Implemented so far: connected (MSG) endpoints over IPv4 and IPv6 with
-//! connection management (listen, connect, accept and reject with private
-//! data, shutdown) and messages (send/receive with kvec, bio_vec and
-//! scatterlist buffers, inject, remote CQ data), completion at inject
-//! level. The wire protocol is in Documentation/sockets-wire.rst. RMA,
-//! atomics, tagged messages, RDM endpoints and the delivery/commit levels
-//! are not advertised and not implemented yet.
+//! Connected (MSG) endpoints over IPv4 and IPv6: connection management
+//! (listen, connect, accept and reject with private data, shutdown),
+//! messages and tagged messages (kvec, bio_vec and scatterlist buffers,
+//! inject, remote CQ data, unexpected tagged messages held until their
+//! receive is posted), RMA write/read on registered memory checked by key,
+//! bounds and access, atomics on 32- and 64-bit integers, and the
+//! delivery and commit completion levels. The wire protocol is in
+//! Documentation/sockets-wire.rst. RDM endpoints are not implemented yet.
 
 use core::ffi::CStr;
 use kernel::prelude::*;
@@ -18,10 +19,16 @@ mod kfi;
 #[path = "../../kfi/util_ring.rs"]
 mod util_ring;
 
+mod atomics;
+mod bufs;
 mod ep;
 mod events;
 mod handles;
+mod mr;
 mod pep;
+mod rx;
+mod tx;
+mod workers;
 // Shared with tests/sockets by `#[path]`; each crate uses a part.
 #[allow(dead_code)]
 mod frame;
@@ -30,10 +37,11 @@ mod ksock;
 #[allow(dead_code)]
 mod wire;
 
+use kernel::sync::Arc;
 use kfi::{
     kfabric::version,
     kfi_sys as sys,
-    provider::{self, Bound, EndpointAttr, EqRef, FidRef, Info, Registration},
+    provider::{self, AtomicKind, Bound, EndpointAttr, EqRef, FidRef, Info, Region, Registration},
 };
 use ksock::SockAddr;
 
@@ -65,9 +73,6 @@ impl Drop for KfiSockets {
     }
 }
 
-/// Capabilities of every entry.
-const CAPS: u64 = sys::KFI_MSG | sys::KFI_SEND | sys::KFI_RECV;
-
 /// An entry for `addr`, as source (`src`) or destination.
 fn entry(addr: &SockAddr, src: bool) -> Result<Info> {
     let mut i = Info::new()?;
@@ -77,14 +82,15 @@ fn entry(addr: &SockAddr, src: bool) -> Result<Info> {
         SockAddr::V6(_) => sys::KFI_SOCKADDR_IN6,
     };
     i.set_addr(!src, format, addr.as_bytes())?;
-    i.get().caps = CAPS;
+    i.get().caps = ep::CAPS;
     let (tx, rx, epa, _, _) = i.attrs();
-    tx.caps = CAPS;
-    tx.op_flags = sys::KFI_INJECT | sys::KFI_REMOTE_CQ_DATA | sys::KFI_INJECT_COMPLETE;
+    tx.caps = ep::CAPS;
+    tx.op_flags = ep::OP_FLAGS;
+    tx.rma_iov_limit = wire::RMA_IOV_MAX;
     tx.inject_size = ep::INJECT_MAX;
     tx.size = ep::QUEUE;
     tx.iov_limit = ep::IOV_MAX;
-    rx.caps = CAPS;
+    rx.caps = ep::CAPS;
     rx.size = ep::QUEUE;
     rx.iov_limit = ep::IOV_MAX;
     epa.type_ = sys::KFI_EP_MSG;
@@ -106,7 +112,7 @@ struct Sockets;
 #[vtable]
 impl provider::Provider for Sockets {
     const NAME: &'static CStr = c"sockets";
-    const VERSION: u32 = version(0, 2);
+    const VERSION: u32 = version(0, 3);
     type Fabric = SockFabric;
 
     fn getinfo(
@@ -137,7 +143,9 @@ impl provider::Fabric for SockFabric {
     type PassiveEndpoint = pep::SockPep;
 
     fn domain(&self, _info: &sys::kfi_info) -> Result<SockDomain> {
-        Ok(SockDomain)
+        Ok(SockDomain {
+            mrs: mr::MrTable::new()?,
+        })
     }
 
     fn passive_ep(&self, info: &sys::kfi_info) -> Result<pep::SockPep> {
@@ -145,15 +153,22 @@ impl provider::Fabric for SockFabric {
     }
 }
 
-struct SockDomain;
+/// A domain: its registered memory, shared with its endpoints.
+struct SockDomain {
+    mrs: Arc<mr::MrTable>,
+}
 
 #[vtable]
 impl provider::Domain for SockDomain {
     type Endpoint = ep::SockEp;
-    type Region = ();
+    type Region = mr::MrHandle;
 
     fn endpoint(&self, info: &sys::kfi_info) -> Result<ep::SockEp> {
-        ep::SockEp::new(info)
+        ep::SockEp::new(info, self.mrs.clone())
+    }
+
+    fn mr_reg(&self, attr: &sys::kfi_mr_attr, flags: u64) -> Result<Region<mr::MrHandle>> {
+        self.mrs.register(attr, flags)
     }
 }
 
@@ -194,6 +209,44 @@ impl provider::Endpoint for ep::SockEp {
     fn recvmsg(&self, msg: &sys::kfi_msg, flags: u64) -> Result {
         ep::SockEp::recvmsg(self, msg, flags)
     }
+
+    fn tsendmsg(&self, msg: &sys::kfi_msg_tagged, flags: u64) -> Result {
+        ep::SockEp::tsendmsg(self, msg, flags)
+    }
+
+    fn trecvmsg(&self, msg: &sys::kfi_msg_tagged, flags: u64) -> Result {
+        ep::SockEp::trecvmsg(self, msg, flags)
+    }
+
+    fn writemsg(&self, msg: &sys::kfi_msg_rma, flags: u64) -> Result {
+        ep::SockEp::rmamsg(self, ep::Kind::Write, msg, flags)
+    }
+
+    fn readmsg(&self, msg: &sys::kfi_msg_rma, flags: u64) -> Result {
+        ep::SockEp::rmamsg(self, ep::Kind::Read, msg, flags)
+    }
+
+    fn atomic(
+        &self,
+        msg: &sys::kfi_msg_atomic,
+        compare: &[sys::kfi_ioc],
+        result: &[sys::kfi_ioc],
+        flags: u64,
+    ) -> Result {
+        ep::SockEp::atomic(self, msg, compare, result, flags)
+    }
+
+    fn atomic_valid(&self, kind: AtomicKind, datatype: u32, op: u32) -> Result<usize> {
+        ep::SockEp::atomic_valid(self, kind, datatype, op)
+    }
+
+    fn getname(&self, addr: &mut [u8]) -> Result<usize> {
+        ep::SockEp::getname(self, addr)
+    }
+
+    fn getpeer(&self, addr: &mut [u8]) -> Result<usize> {
+        ep::SockEp::getpeer(self, addr)
+    }
 }
 
 #[vtable]
@@ -212,5 +265,9 @@ impl provider::PassiveEndpoint for pep::SockPep {
 
     fn reject(&self, handle: *mut sys::kfid, param: &[u8]) -> Result {
         pep::SockPep::reject(self, handle, param)
+    }
+
+    fn getname(&self, addr: &mut [u8]) -> Result<usize> {
+        pep::SockPep::getname(self, addr)
     }
 }

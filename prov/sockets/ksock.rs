@@ -344,6 +344,16 @@ impl Socket {
         SockAddr::from_bytes(&a)
     }
 
+    /// The peer's address (connected sockets).
+    pub(crate) fn peer_addr(&self) -> Result<SockAddr> {
+        let mut a = [0u8; size_of::<bindings::sockaddr_in6>()];
+        // SAFETY: A live socket; `a` is large enough for IPv4 and IPv6.
+        let ret =
+            unsafe { bindings::kernel_getpeername(self.sock.as_ptr(), a.as_mut_ptr().cast()) };
+        to_result(ret.min(0))?;
+        SockAddr::from_bytes(&a)
+    }
+
     /// Ends both directions; a peer's receive sees the end of the stream
     /// and our blocked receives return.
     pub(crate) fn shutdown(&self) {

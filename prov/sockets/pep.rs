@@ -6,10 +6,9 @@
 //! event whose info names the request's handle.
 
 use kernel::{
-    new_condvar, new_mutex,
+    new_mutex,
     prelude::*,
-    sync::{Arc, CondVar, Mutex},
-    workqueue,
+    sync::{Arc, Mutex},
 };
 
 use crate::{
@@ -20,6 +19,7 @@ use crate::{
     },
     ksock::{SockAddr, Socket},
     request_info,
+    workers::Workers,
 };
 
 struct State {
@@ -27,7 +27,6 @@ struct State {
     eq: Option<EqRef>,
     listener: Option<Arc<Socket>>,
     closing: bool,
-    workers: u32,
 }
 
 #[pin_data]
@@ -35,27 +34,16 @@ pub(crate) struct Shared {
     #[pin]
     state: Mutex<State>,
     #[pin]
-    idle: CondVar,
+    workers: Workers,
     src: SockAddr,
 }
 
 /// A passive endpoint.
 pub(crate) struct SockPep(Arc<Shared>);
 
-/// Runs `f` on a worker, counted so that close can wait for it.
+/// Runs `f` on a worker that close waits for.
 fn spawn(sh: &Arc<Shared>, f: impl FnOnce(&Arc<Shared>) + Send + 'static) -> Result {
-    sh.state.lock().workers += 1;
-    let mine = sh.clone();
-    let r = workqueue::system_long().try_spawn(GFP_KERNEL, move || {
-        f(&mine);
-        mine.state.lock().workers -= 1;
-        mine.idle.notify_all();
-    });
-    if r.is_err() {
-        sh.state.lock().workers -= 1;
-        return Err(ENOMEM);
-    }
-    Ok(())
+    Workers::spawn(sh, |sh| &sh.workers, f)
 }
 
 fn acceptor(sh: &Arc<Shared>) {
@@ -129,9 +117,8 @@ impl SockPep {
                     eq: None,
                     listener: None,
                     closing: false,
-                    workers: 0,
                 }),
-                idle <- new_condvar!(),
+                workers <- Workers::new(),
                 src,
             }),
             GFP_KERNEL,
@@ -163,6 +150,17 @@ impl SockPep {
         spawn(&self.0, acceptor)
     }
 
+    /// `kfi_getname`: the listening address (the bound port once
+    /// listening).
+    pub(crate) fn getname(&self, addr: &mut [u8]) -> Result<usize> {
+        let l = self.0.state.lock().listener.clone();
+        let a = match l {
+            Some(l) => l.local_addr()?,
+            None => self.0.src,
+        };
+        Ok(crate::ep::put_addr(&a, addr))
+    }
+
     /// `kfi_reject`.
     pub(crate) fn reject(&self, handle: *mut sys::kfid, param: &[u8]) -> Result {
         let s = handles::take(handle)?;
@@ -181,9 +179,6 @@ impl Drop for SockPep {
             l.shutdown();
         }
         handles::drop_owned_by(Arc::as_ptr(&self.0) as usize);
-        let mut s = self.0.state.lock();
-        while s.workers > 0 {
-            self.0.idle.wait(&mut s);
-        }
+        self.0.workers.wait_idle();
     }
 }

@@ -15,6 +15,7 @@ use kernel::prelude::*;
 mod frame;
 #[path = "../../kfi/api/mod.rs"]
 mod kfi;
+#[allow(dead_code)]
 #[path = "../../prov/sockets/ksock.rs"]
 mod ksock;
 // Shared by source inclusion; each module uses a part.

@@ -1,0 +1,297 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Registered memory of a kfi_sockets domain: the key table peers' RMA and
+//! atomics are checked against, and the persistence step of commit
+//! completion.
+//!
+//! Every remote access takes an [`Access`] for one range of one region
+//! after checking key, bounds and access rights; closing a region removes
+//! its key at once (new accesses fail) and then waits until the accesses in
+//! progress end, so no peer writes into memory the ULP got back. Lookups
+//! scan a short list under a spinlock: any context but hard interrupt.
+
+use core::ffi::c_void;
+use kernel::{
+    new_condvar, new_spinlock,
+    prelude::*,
+    sync::{Arc, CondVar, SpinLock},
+};
+
+use crate::{
+    bufs::{self, Buf},
+    kfi::{kfi_sys as sys, provider::Region},
+};
+
+/// Most buffers of one registration.
+pub(crate) const MR_IOV_MAX: usize = 64;
+
+extern "C" {
+    /// `kfi_sockets_mem.c`: writes `len` bytes at `addr` back to the
+    /// persistence domain (`arch_wb_cache_pmem`) and orders them.
+    fn kfi_sockets_persist(addr: *mut c_void, len: usize);
+    /// `kfi_sockets_mem.c`: a full memory barrier (commit of plain RAM).
+    fn kfi_sockets_barrier();
+}
+
+/// One registration.
+struct Entry {
+    key: u64,
+    /// The remote address of the region's first byte.
+    offset: u64,
+    len: u64,
+    access: u64,
+    pmem: bool,
+    pieces: KVec<Buf>,
+    /// Accesses in progress.
+    busy: usize,
+    /// Closed: no new access; removed when `busy` drops to zero.
+    dead: bool,
+}
+
+struct Inner {
+    entries: KVec<Entry>,
+    next_key: u64,
+}
+
+/// The regions of one domain.
+#[pin_data]
+pub(crate) struct MrTable {
+    #[pin]
+    inner: SpinLock<Inner>,
+    /// Woken when an access ends.
+    #[pin]
+    idle: CondVar,
+    /// Serializes atomics at this target.
+    #[pin]
+    atomics: SpinLock<()>,
+}
+
+/// The provider's data of a registered region: closing it unregisters.
+pub(crate) struct MrHandle {
+    table: Arc<MrTable>,
+    key: u64,
+}
+
+impl MrTable {
+    /// An empty table. Process context.
+    pub(crate) fn new() -> Result<Arc<Self>> {
+        Arc::pin_init(
+            try_pin_init!(Self {
+                inner <- new_spinlock!(Inner {
+                    entries: KVec::new(),
+                    // Keys start away from zero so a zeroed key never hits.
+                    next_key: 0x1000,
+                }),
+                idle <- new_condvar!(),
+                atomics <- new_spinlock!(()),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// `kfi_mr_regattr`: registers `attr`'s buffers (`KFI_RMA_PMEM` in
+    /// `flags` for persistent memory). A non-zero `requested_key` is used
+    /// as the key (`ENOKEY` if taken), else the table picks one. Process
+    /// context.
+    pub(crate) fn register(
+        self: &Arc<Self>,
+        attr: &sys::kfi_mr_attr,
+        flags: u64,
+    ) -> Result<Region<MrHandle>> {
+        if attr.iov_count == 0 || attr.iov_count > MR_IOV_MAX {
+            return Err(EINVAL);
+        }
+        let mut pieces = KVec::with_capacity(attr.iov_count, GFP_KERNEL)?;
+        pieces.resize(attr.iov_count, Buf::default(), GFP_KERNEL)?;
+        // SAFETY: All union members are pointers to a list of `iov_count`
+        // entries of the type `iov_type` names (checked by kfabric.ko).
+        let list = unsafe { attr.__bindgen_anon_1.mr_iov };
+        // SAFETY: As above.
+        unsafe { bufs::fill(attr.iov_type, list.cast(), attr.iov_count, &mut pieces) }?;
+        let len = bufs::total(&pieces) as u64;
+        attr.offset.checked_add(len).ok_or(EINVAL)?;
+        let mut inner = self.inner.lock();
+        inner.entries.reserve(1, GFP_ATOMIC)?;
+        let key = if attr.requested_key != 0 {
+            if inner.entries.iter().any(|e| e.key == attr.requested_key) {
+                return Err(ENOKEY);
+            }
+            attr.requested_key
+        } else {
+            loop {
+                let k = inner.next_key;
+                inner.next_key = k.wrapping_add(1).max(0x1000);
+                if !inner.entries.iter().any(|e| e.key == k) {
+                    break k;
+                }
+            }
+        };
+        inner.entries.push(
+            Entry {
+                key,
+                offset: attr.offset,
+                len,
+                access: attr.access,
+                pmem: flags & sys::KFI_RMA_PMEM != 0,
+                pieces,
+                busy: 0,
+                dead: false,
+            },
+            GFP_ATOMIC,
+        )?;
+        Ok(Region {
+            data: MrHandle {
+                table: self.clone(),
+                key,
+            },
+            key,
+            desc: core::ptr::null_mut(),
+        })
+    }
+
+    /// Checks a peer's access of `len` bytes at remote address `addr` of
+    /// region `key` with the rights `need` (`KFI_REMOTE_READ`/`_WRITE`).
+    /// `ENOKEY`: no such region; `ERANGE`: outside it; `EACCES`: not
+    /// allowed.
+    pub(crate) fn access(
+        self: &Arc<Self>,
+        key: u64,
+        addr: u64,
+        len: u64,
+        need: u64,
+    ) -> Result<Access> {
+        let mut inner = self.inner.lock();
+        let e = inner
+            .entries
+            .iter_mut()
+            .find(|e| e.key == key && !e.dead)
+            .ok_or(ENOKEY)?;
+        let start = addr.checked_sub(e.offset).ok_or(ERANGE)?;
+        match start.checked_add(len) {
+            Some(end) if end <= e.len => {}
+            _ => return Err(ERANGE),
+        }
+        if e.access & need != need {
+            return Err(EACCES);
+        }
+        let mut pieces = [Buf::default(); MR_RANGE_MAX];
+        let n = range(&e.pieces, start as usize, len as usize, &mut pieces)?;
+        e.busy += 1;
+        Ok(Access {
+            table: self.clone(),
+            key,
+            pmem: e.pmem,
+            pieces,
+            n,
+        })
+    }
+
+    /// Unregisters `key`; waits for its accesses in progress. Process
+    /// context.
+    fn unregister(&self, key: u64) {
+        let mut inner = self.inner.lock();
+        let Some(i) = inner.entries.iter().position(|e| e.key == key) else {
+            return;
+        };
+        if let Some(e) = inner.entries.get_mut(i) {
+            e.dead = true;
+        }
+        while inner.entries.get(i).is_some_and(|e| e.busy > 0) {
+            self.idle.wait(&mut inner);
+        }
+        // Entries only leave here, under the lock: `i` still names it.
+        let gone = inner.entries.remove(i);
+        drop(inner);
+        drop(gone);
+    }
+
+    fn release(&self, key: u64) {
+        let mut inner = self.inner.lock();
+        if let Some(e) = inner.entries.iter_mut().find(|e| e.key == key) {
+            e.busy -= 1;
+        }
+        drop(inner);
+        self.idle.notify_all();
+    }
+
+    /// Runs `f` with this target's atomics serialized.
+    pub(crate) fn atomically<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _g = self.atomics.lock();
+        f()
+    }
+}
+
+impl Drop for MrHandle {
+    fn drop(&mut self) {
+        self.table.unregister(self.key);
+    }
+}
+
+/// Most region buffers one checked range may cross.
+pub(crate) const MR_RANGE_MAX: usize = 8;
+
+/// The buffers of `pieces` that cover `len` bytes from `start`, trimmed.
+/// `E2BIG` if more than `out` holds.
+fn range(pieces: &[Buf], start: usize, len: usize, out: &mut [Buf]) -> Result<usize> {
+    let (mut skip, mut left, mut n) = (start, len, 0);
+    for p in pieces {
+        if left == 0 {
+            break;
+        }
+        if skip >= p.len {
+            skip -= p.len;
+            continue;
+        }
+        let take = (p.len - skip).min(left);
+        *out.get_mut(n).ok_or(E2BIG)? = Buf {
+            base: p.base + skip,
+            len: take,
+        };
+        n += 1;
+        left -= take;
+        skip = 0;
+    }
+    Ok(n)
+}
+
+/// A checked range of a region, in use: the region cannot be unregistered
+/// until this is dropped.
+///
+/// # Invariants
+///
+/// `pieces[..n]` lie inside region `key` of `table`, whose `busy` count
+/// this access holds.
+pub(crate) struct Access {
+    table: Arc<MrTable>,
+    key: u64,
+    pmem: bool,
+    pieces: [Buf; MR_RANGE_MAX],
+    n: usize,
+}
+
+impl Access {
+    /// The range's buffers, in order.
+    pub(crate) fn bufs(&self) -> &[Buf] {
+        &self.pieces[..self.n]
+    }
+
+    /// The persistence step of commit completion: persistent-memory
+    /// regions are written back to the persistence domain; plain RAM gets
+    /// a full barrier (it has no persistence domain to reach).
+    pub(crate) fn commit(&self) {
+        for b in self.bufs() {
+            if self.pmem {
+                // SAFETY: A range of a registered region (type invariant).
+                unsafe { kfi_sockets_persist(b.base as *mut c_void, b.len) };
+            }
+        }
+        // SAFETY: No arguments.
+        unsafe { kfi_sockets_barrier() };
+    }
+}
+
+impl Drop for Access {
+    fn drop(&mut self) {
+        self.table.release(self.key);
+    }
+}

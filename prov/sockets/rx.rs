@@ -1,0 +1,537 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The receiver of a kfi_sockets connection: one worker that reads frames
+//! and acts on each (process context, it sleeps in the socket).
+//!
+//! Messages go straight from the socket into the oldest posted receive
+//! (tagged ones into the oldest matching tagged receive, or a held copy
+//! when none is posted yet). Peers' RMA and atomics are checked against
+//! the domain's registered memory before a byte is placed; a refused
+//! access is answered with its errno and changes nothing. Responses to our
+//! own operations complete them; read data goes straight into the ULP's
+//! buffers. Anything that breaks the protocol (`EPROTO`) ends the
+//! connection.
+
+use kernel::{prelude::*, sync::Arc};
+
+use crate::{
+    atomics::{self, ATOMIC_MAX},
+    bufs::{self, slice, Buf},
+    ep::{
+        self, complete, fail, Kind, Pending, Resp, RxOp, Shared, Unexpected, RESP_MAX, UNEXP_BYTES,
+        UNEXP_MAX,
+    },
+    events, frame,
+    kfi::{kfi_sys as sys, provider::CqRef},
+    ksock::Socket,
+    mr::Access,
+    wire::{flags, Hdr, Op, RmaDesc, PAYLOAD_MAX},
+};
+
+/// Bytes of the scratch buffer that swallows payload nobody takes.
+const SCRATCH: usize = 16 << 10;
+
+/// Reads frames and acts on them until the connection ends.
+pub(crate) fn worker(sh: &Arc<Shared>) {
+    let Some(sock) = sh.state.lock().sock.clone() else {
+        return;
+    };
+    let end = (|| -> Result {
+        let mut scratch = KVec::with_capacity(SCRATCH, GFP_KERNEL)?;
+        scratch.resize(SCRATCH, 0, GFP_KERNEL)?;
+        let rx = Rx {
+            sh,
+            sock: &sock,
+            scratch: &mut scratch,
+        };
+        rx.run()
+    })();
+    let (closing, eq, fid) = {
+        let s = sh.state.lock();
+        (s.closing, s.eq, s.fid)
+    };
+    // The transmitter stops too; queued operations fail.
+    sock.shutdown();
+    ep::flush(sh);
+    if closing {
+        return;
+    }
+    if let (Some(eq), Some(fid), Err(e)) = (eq, fid, end) {
+        if e == EPROTO {
+            let _ = events::post_err(eq, fid, e, &[]);
+        }
+        let _ = events::post_cm(eq, sys::KFI_SHUTDOWN, fid, core::ptr::null_mut(), &[]);
+    }
+}
+
+/// The receiver's view of its connection.
+struct Rx<'a> {
+    sh: &'a Shared,
+    sock: &'a Socket,
+    scratch: &'a mut KVec<u8>,
+}
+
+/// Completes a tagged receive from a held message.
+pub(crate) fn complete_tagged(
+    cq: Option<CqRef>,
+    op: &RxOp,
+    tag: u64,
+    data: Option<u64>,
+    payload: &[u8],
+) {
+    // SAFETY: A posted receive's buffers, valid until it completes.
+    let placed = unsafe { bufs::scatter(&op.bufs[..op.n], payload) };
+    finish_recv(
+        cq,
+        op,
+        sys::KFI_TAGGED,
+        tag,
+        data,
+        placed,
+        payload.len() - placed,
+    );
+}
+
+/// Reports a receive that got `placed` bytes and lost `truncated`.
+fn finish_recv(
+    cq: Option<CqRef>,
+    op: &RxOp,
+    kind: u64,
+    tag: u64,
+    data: Option<u64>,
+    placed: usize,
+    truncated: usize,
+) {
+    let Some(cq) = cq else { return };
+    let cq_data = if data.is_some() {
+        sys::KFI_REMOTE_CQ_DATA
+    } else {
+        0
+    };
+    let flags = sys::KFI_RECV | kind | cq_data;
+    let buf = op.bufs[0].base as *mut c_void;
+    if truncated > 0 {
+        let _ = cq.complete_err(&sys::kfi_cq_err_entry {
+            op_context: op.context as *mut c_void,
+            flags,
+            len: placed,
+            buf,
+            data: data.unwrap_or(0),
+            tag,
+            olen: truncated,
+            err: -EMSGSIZE.to_errno(),
+            ..Default::default()
+        });
+    } else {
+        let _ = cq.complete(&sys::kfi_cq_tagged_entry {
+            op_context: op.context as *mut c_void,
+            flags,
+            len: placed,
+            buf,
+            data: data.unwrap_or(0),
+            tag,
+        });
+    }
+}
+
+/// A received status word as a result: 0, or a positive errno (anything
+/// else is `EIO`).
+fn status(v: u64) -> Result<(), i32> {
+    match v {
+        0 => Ok(()),
+        1..4096 => Err(v as i32),
+        _ => Err(EIO.to_errno().wrapping_neg()),
+    }
+}
+
+impl Rx<'_> {
+    fn run(mut self) -> Result {
+        loop {
+            let h = frame::recv_hdr(self.sock)?;
+            match h.op {
+                Op::Msg => self.msg(&h)?,
+                Op::Tagged => self.tagged(&h)?,
+                Op::Write => self.write(&h)?,
+                Op::ReadReq => self.read_req(&h)?,
+                Op::Atomic => self.atomic(&h)?,
+                Op::ReadResp => self.read_resp(&h)?,
+                Op::AtomicResp => self.atomic_resp(&h)?,
+                Op::Ack => self.ack(&h)?,
+                Op::Shutdown => return Err(ESHUTDOWN),
+                Op::ConnReq | Op::Accept | Op::Reject => return Err(EPROTO),
+            }
+        }
+    }
+
+    /// The message's remote CQ data, if it carries some.
+    fn cq_data(h: &Hdr) -> Option<u64> {
+        (h.flags & flags::REMOTE_CQ_DATA != 0).then_some(h.data)
+    }
+
+    /// Reads and drops `len` bytes.
+    fn discard(&mut self, mut len: usize) -> Result {
+        while len > 0 {
+            let n = len.min(self.scratch.len());
+            frame::recv_exact(self.sock, &mut self.scratch[..n])?;
+            len -= n;
+        }
+        Ok(())
+    }
+
+    /// Receives `len` bytes into `bufs` (as much as fits, the rest is
+    /// dropped); returns (placed, dropped).
+    ///
+    /// # Safety
+    ///
+    /// `bufs` are a live operation's or region's buffers.
+    unsafe fn place(&mut self, bufs: &[Buf], len: usize) -> Result<(usize, usize)> {
+        let mut left = len;
+        for b in bufs {
+            let n = b.len.min(left);
+            // SAFETY: As required.
+            frame::recv_exact(self.sock, &mut unsafe { slice(b) }[..n])?;
+            left -= n;
+        }
+        let dropped = left;
+        self.discard(left)?;
+        Ok((len - dropped, dropped))
+    }
+
+    /// Queues a response for the transmitter, waiting while the queue is
+    /// full (the peer then waits for us).
+    fn respond(&self, r: Resp) -> Result {
+        let mut s = self.sh.state.lock();
+        loop {
+            if s.closing || !s.connected {
+                return Err(ECANCELED);
+            }
+            if s.resp.len() < RESP_MAX {
+                break;
+            }
+            self.sh.wake.wait(&mut s);
+        }
+        s.resp.push(r, GFP_ATOMIC)?;
+        drop(s);
+        self.sh.wake.notify_all();
+        Ok(())
+    }
+
+    /// Acknowledges `h` if its sender asked for it.
+    fn ack_if_asked(&self, h: &Hdr) -> Result {
+        if h.flags & (flags::DELIVERY_COMPLETE | flags::COMMIT_COMPLETE) != 0 {
+            self.respond(Resp::status(Op::Ack, h.id, Ok(())))?;
+        }
+        Ok(())
+    }
+
+    /// A message for the oldest posted receive (waiting for one).
+    fn msg(&mut self, h: &Hdr) -> Result {
+        let (op, cq) = {
+            let mut s = self.sh.state.lock();
+            loop {
+                if s.closing {
+                    return Err(ECANCELED);
+                }
+                if let Some(op) = s.rx.front().copied() {
+                    s.rx.pop();
+                    break (op, s.rx_cq);
+                }
+                self.sh.wake.wait(&mut s);
+            }
+        };
+        // SAFETY: A posted receive's buffers, valid until it completes.
+        let (placed, dropped) = unsafe { self.place(&op.bufs[..op.n], h.len as usize) }?;
+        finish_recv(cq, &op, sys::KFI_MSG, 0, Self::cq_data(h), placed, dropped);
+        self.ack_if_asked(h)
+    }
+
+    /// A tagged message: into the oldest matching tagged receive, or held
+    /// until one is posted (waiting while too much is held).
+    fn tagged(&mut self, h: &Hdr) -> Result {
+        let len = h.len as usize;
+        let found = {
+            let mut s = self.sh.state.lock();
+            loop {
+                if s.closing {
+                    return Err(ECANCELED);
+                }
+                if let Some(i) = s.trx.iter().position(|r| r.matches(h.tag)) {
+                    break Some((s.trx.remove(i).map_err(|_| EINVAL)?, s.rx_cq));
+                }
+                if s.unexp.len() < UNEXP_MAX && s.unexp_bytes + len <= UNEXP_BYTES {
+                    break None;
+                }
+                if s.unexp.is_empty() {
+                    // Larger than everything we would ever hold.
+                    return Err(EPROTO);
+                }
+                self.sh.wake.wait(&mut s);
+            }
+        };
+        if let Some((op, cq)) = found {
+            // SAFETY: A posted receive's buffers, valid until it completes.
+            let (placed, dropped) = unsafe { self.place(&op.bufs[..op.n], len) }?;
+            finish_recv(
+                cq,
+                &op,
+                sys::KFI_TAGGED,
+                h.tag,
+                Self::cq_data(h),
+                placed,
+                dropped,
+            );
+            return self.ack_if_asked(h);
+        }
+        let mut payload = KVec::with_capacity(len, GFP_KERNEL)?;
+        payload.resize(len, 0, GFP_KERNEL)?;
+        frame::recv_exact(self.sock, &mut payload)?;
+        // A matching receive may have been posted meanwhile.
+        let u = Unexpected {
+            tag: h.tag,
+            data: Self::cq_data(h),
+            payload,
+        };
+        let taken = {
+            let mut s = self.sh.state.lock();
+            match s.trx.iter().position(|r| r.matches(h.tag)) {
+                Some(i) => Some((s.trx.remove(i).map_err(|_| EINVAL)?, s.rx_cq, u)),
+                None => {
+                    s.unexp_bytes += u.payload.len();
+                    s.unexp.push(u, GFP_ATOMIC)?;
+                    None
+                }
+            }
+        };
+        if let Some((op, cq, u)) = taken {
+            complete_tagged(cq, &op, u.tag, u.data, &u.payload);
+        }
+        // Held counts as delivered: the data is placed at the target.
+        self.ack_if_asked(h)
+    }
+
+    /// Checks every descriptor of a peer's access; all or nothing.
+    fn check(&mut self, h: &Hdr, need: u64) -> Result<(Result<KVec<Access>>, u64)> {
+        let descs = frame::recv_rma(self.sock, h)?;
+        let mut total = 0u64;
+        for d in descs.iter() {
+            total = total.checked_add(d.len).ok_or(EPROTO)?;
+        }
+        let mut acc = KVec::with_capacity(descs.len(), GFP_KERNEL)?;
+        for d in descs.iter() {
+            match self.sh.mrs.access(d.key, d.addr, d.len, need) {
+                Ok(a) => acc.push(a, GFP_KERNEL)?,
+                Err(e) => return Ok((Err(e), total)),
+            }
+        }
+        Ok((Ok(acc), total))
+    }
+
+    /// A peer's RMA write: placed only if every descriptor checks out.
+    fn write(&mut self, h: &Hdr) -> Result {
+        let (acc, total) = self.check(h, sys::KFI_REMOTE_WRITE)?;
+        if total != h.len {
+            return Err(EPROTO);
+        }
+        let acc = match acc {
+            Ok(acc) => acc,
+            Err(e) => {
+                self.discard(h.len as usize)?;
+                return self.respond(Resp::status(Op::Ack, h.id, Err(e)));
+            }
+        };
+        for a in acc.iter() {
+            // SAFETY: Checked ranges of registered regions, held by `a`.
+            unsafe { self.place(a.bufs(), bufs::total(a.bufs())) }?;
+        }
+        if h.flags & flags::COMMIT_COMPLETE != 0 {
+            for a in acc.iter() {
+                a.commit();
+            }
+        }
+        drop(acc);
+        if let Some(data) = Self::cq_data(h) {
+            let cq = self.sh.state.lock().rx_cq;
+            complete(
+                cq,
+                0,
+                sys::KFI_RMA | sys::KFI_REMOTE_WRITE | sys::KFI_REMOTE_CQ_DATA,
+                h.len as usize,
+                data,
+                0,
+            );
+        }
+        self.respond(Resp::status(Op::Ack, h.id, Ok(())))
+    }
+
+    /// A peer's RMA read: the transmitter sends the checked ranges.
+    fn read_req(&mut self, h: &Hdr) -> Result {
+        let (acc, total) = self.check(h, sys::KFI_REMOTE_READ)?;
+        let r = match acc {
+            Ok(_) if total > PAYLOAD_MAX => Resp::status(Op::ReadResp, h.id, Err(EMSGSIZE)),
+            Ok(acc) => {
+                let mut r = Resp::status(Op::ReadResp, h.id, Ok(()));
+                r.reads = acc;
+                r
+            }
+            Err(e) => Resp::status(Op::ReadResp, h.id, Err(e)),
+        };
+        self.respond(r)
+    }
+
+    /// A peer's atomic: one descriptor, operands (and compare values) in
+    /// the payload; applied under the domain's atomic lock.
+    fn atomic(&mut self, h: &Hdr) -> Result {
+        let descs = frame::recv_rma(self.sock, h)?;
+        let d: RmaDesc = match descs.first() {
+            Some(d) if descs.len() == 1 => *d,
+            _ => return Err(EPROTO),
+        };
+        let datatype = h.tag as u32;
+        let op = (h.tag >> 32) as u32;
+        let len = d.len as usize;
+        let want = if atomics::has_compare(op) {
+            2 * len
+        } else {
+            len
+        };
+        if len > ATOMIC_MAX || h.len as usize != want {
+            return Err(EPROTO);
+        }
+        let mut operands = [0u8; 2 * ATOMIC_MAX];
+        frame::recv_exact(self.sock, &mut operands[..want])?;
+        let (src, cmp) = operands[..want].split_at(len);
+        let mut r = Resp::status(Op::AtomicResp, h.id, Ok(()));
+        let need = if op == sys::KFI_ATOMIC_READ {
+            sys::KFI_REMOTE_READ
+        } else {
+            sys::KFI_REMOTE_WRITE
+        };
+        let outcome = (|| -> Result {
+            atomics::elem_size(datatype).ok_or(EOPNOTSUPP)?;
+            let a = self.sh.mrs.access(d.key, d.addr, d.len, need)?;
+            let mut target = [0u8; ATOMIC_MAX];
+            self.sh.mrs.atomically(|| {
+                // SAFETY: A checked range of a registered region, held by
+                // `a`; atomics on it are serialized by the lock we hold.
+                unsafe { bufs::gather(a.bufs(), &mut target[..len]) };
+                atomics::apply(
+                    datatype,
+                    op,
+                    &mut target[..len],
+                    src,
+                    cmp,
+                    &mut r.old[..len],
+                )?;
+                // SAFETY: As above.
+                unsafe { bufs::scatter(a.bufs(), &target[..len]) };
+                Ok::<(), Error>(())
+            })?;
+            if h.flags & flags::COMMIT_COMPLETE != 0 {
+                a.commit();
+            }
+            r.old_len = len;
+            Ok(())
+        })();
+        if let Err(e) = outcome {
+            r = Resp::status(Op::AtomicResp, h.id, Err(e));
+        }
+        self.respond(r)
+    }
+
+    /// Takes our operation `id` off the list of those waiting
+    /// (`EPROTO` if there is none: the peer answers what we never asked).
+    fn pending(&self, id: u64, kind: Option<Kind>) -> Result<(Pending, Option<CqRef>)> {
+        let mut s = self.sh.state.lock();
+        let i = s
+            .pending
+            .iter()
+            .position(|p| p.id == id && kind.is_none_or(|k| k == p.kind))
+            .ok_or(EPROTO)?;
+        let p = s.pending.remove(i).map_err(|_| EPROTO)?;
+        let cq = s.tx_cq;
+        drop(s);
+        self.sh.wake.notify_all();
+        Ok((p, cq))
+    }
+
+    /// Completes `p` with the outcome `st`.
+    fn finish(cq: Option<CqRef>, p: &Pending, st: Result<(), i32>) {
+        match st {
+            Ok(()) if p.silent => {}
+            Ok(()) => complete(cq, p.context, p.flags, p.len, 0, 0),
+            Err(e) => fail(cq, p.context, p.flags, e, 0, 0),
+        }
+    }
+
+    /// The data of our read, straight into the ULP's buffers.
+    fn read_resp(&mut self, h: &Hdr) -> Result {
+        let (p, cq) = self.pending(h.id, Some(Kind::Read))?;
+        let st = status(h.data);
+        let ok_len = if st.is_ok() { p.expect as u64 } else { 0 };
+        if h.len != ok_len {
+            fail(
+                cq,
+                p.context,
+                p.flags,
+                EPROTO.to_errno().wrapping_neg(),
+                0,
+                0,
+            );
+            return Err(EPROTO);
+        }
+        if st.is_ok() {
+            // SAFETY: The buffers of our read, valid until it completes.
+            if let Err(e) = unsafe { self.place(&p.bufs[..p.n], p.expect) } {
+                fail(cq, p.context, p.flags, e.to_errno().wrapping_neg(), 0, 0);
+                return Err(e);
+            }
+        }
+        Self::finish(cq, &p, st);
+        Ok(())
+    }
+
+    /// The old values of our atomic.
+    fn atomic_resp(&mut self, h: &Hdr) -> Result {
+        let (p, cq) = self.pending(h.id, Some(Kind::Atomic))?;
+        let st = status(h.data);
+        let ok_len = if st.is_ok() { p.expect as u64 } else { 0 };
+        if h.len != ok_len || p.expect > ATOMIC_MAX {
+            fail(
+                cq,
+                p.context,
+                p.flags,
+                EPROTO.to_errno().wrapping_neg(),
+                0,
+                0,
+            );
+            return Err(EPROTO);
+        }
+        let mut old = [0u8; ATOMIC_MAX];
+        frame::recv_exact(self.sock, &mut old[..h.len as usize])?;
+        if st.is_ok() && p.n > 0 {
+            atomics::to_wire(&mut old[..p.expect], p.elem);
+            // SAFETY: Our fetch's result buffers, valid until it completes.
+            unsafe { bufs::scatter(&p.bufs[..p.n], &old[..p.expect]) };
+        }
+        Self::finish(cq, &p, st);
+        Ok(())
+    }
+
+    /// An acknowledgement of our operation.
+    fn ack(&mut self, h: &Hdr) -> Result {
+        let (p, cq) = self.pending(h.id, None)?;
+        if matches!(p.kind, Kind::Read | Kind::Atomic) {
+            fail(
+                cq,
+                p.context,
+                p.flags,
+                EPROTO.to_errno().wrapping_neg(),
+                0,
+                0,
+            );
+            return Err(EPROTO);
+        }
+        Self::finish(cq, &p, status(h.data));
+        Ok(())
+    }
+}

@@ -1,0 +1,207 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The transmitter of a kfi_sockets connection: one worker that is the only
+//! writer of the socket (process context, it sleeps in the socket).
+//!
+//! It sends the responses the receiver queued first (they free the peer's
+//! operations), then our queued operations in posting order. An operation
+//! that completes on the target's response is entered in the pending list
+//! before its frame leaves, so the response always finds it; at most
+//! `QUEUE` operations wait at once, which bounds what a peer must answer.
+//! Operations without a response complete once the socket has taken their
+//! bytes (the buffer may be reused).
+
+use kernel::{prelude::*, sync::Arc};
+
+use crate::{
+    atomics::{self, ATOMIC_MAX},
+    bufs::{self, slice},
+    ep::{complete, Kind, Pending, Resp, Shared, TxOp, IOV_MAX, QUEUE},
+    frame,
+    kfi::{kfi_sys as sys, provider::CqRef},
+    ksock::Socket,
+    wire::{flags, Hdr, Op},
+};
+
+/// What the transmitter does next.
+// One lives on the worker's stack at a time: boxing would allocate per
+// operation under the endpoint's lock.
+#[allow(clippy::large_enum_variant)]
+enum Job {
+    Resp(Resp),
+    Op(TxOp, u64, Option<CqRef>),
+}
+
+/// Sends responses and queued operations until the connection ends.
+pub(crate) fn worker(sh: &Arc<Shared>) {
+    let Some(sock) = sh.state.lock().sock.clone() else {
+        return;
+    };
+    loop {
+        let job = {
+            let mut s = sh.state.lock();
+            loop {
+                if s.closing || !s.connected {
+                    return;
+                }
+                if !s.resp.is_empty() {
+                    match s.resp.remove(0) {
+                        Ok(r) => break Job::Resp(r),
+                        Err(_) => return,
+                    }
+                }
+                if let Some(op) = s.tx.front().copied() {
+                    if !op.wants_reply() {
+                        s.tx.pop();
+                        break Job::Op(op, 0, s.tx_cq);
+                    }
+                    if s.pending.len() < QUEUE {
+                        s.tx.pop();
+                        let id = s.next_id;
+                        s.next_id = id.wrapping_add(1).max(1);
+                        if s.pending.push(pending_of(&op, id), GFP_ATOMIC).is_err() {
+                            return;
+                        }
+                        break Job::Op(op, id, s.tx_cq);
+                    }
+                }
+                sh.wake.wait(&mut s);
+            }
+        };
+        // The receiver may wait for room in the response queue.
+        sh.wake.notify_all();
+        let r = match &job {
+            Job::Resp(r) => send_resp(&sock, r),
+            Job::Op(op, id, cq) => send_op(&sock, op, *id, *cq),
+        };
+        drop(job);
+        if r.is_err() {
+            sock.shutdown();
+            sh.wake.notify_all();
+            return;
+        }
+    }
+}
+
+/// The entry of `op` in the list of operations waiting for a response.
+fn pending_of(op: &TxOp, id: u64) -> Pending {
+    let sent = op.inject.unwrap_or_else(|| bufs::total(&op.bufs[..op.n]));
+    let mut p = Pending {
+        id,
+        kind: op.kind,
+        context: op.context,
+        flags: op.completion_flags(),
+        len: sent,
+        bufs: [Default::default(); IOV_MAX],
+        n: 0,
+        expect: 0,
+        elem: 0,
+        silent: op.inject.is_some(),
+    };
+    match op.kind {
+        Kind::Read => {
+            p.bufs = op.bufs;
+            p.n = op.n;
+            p.expect = sent;
+        }
+        Kind::Atomic => {
+            p.bufs = op.res;
+            p.n = op.nres;
+            p.expect = op.rma[0].len as usize;
+            p.elem = atomics::elem_size(op.datatype).unwrap_or(8);
+            p.len = 0;
+        }
+        _ => {}
+    }
+    p
+}
+
+/// Sends one of our operations.
+fn send_op(sock: &Socket, op: &TxOp, id: u64, cq: Option<CqRef>) -> Result {
+    let code = match op.kind {
+        Kind::Msg => Op::Msg,
+        Kind::Tagged => Op::Tagged,
+        Kind::Write => Op::Write,
+        Kind::Read => Op::ReadReq,
+        Kind::Atomic => Op::Atomic,
+    };
+    let mut h = Hdr::new(code, id, 0);
+    if op.flags & sys::KFI_REMOTE_CQ_DATA != 0 && op.kind != Kind::Read {
+        h.flags |= flags::REMOTE_CQ_DATA;
+        h.data = op.data;
+    }
+    if op.flags & sys::KFI_COMMIT_COMPLETE != 0 {
+        h.flags |= flags::COMMIT_COMPLETE;
+    } else if op.wants_reply() && matches!(op.kind, Kind::Msg | Kind::Tagged) {
+        h.flags |= flags::DELIVERY_COMPLETE;
+    }
+    let rma = &op.rma[..op.nrma];
+    let mut parts: [&[u8]; IOV_MAX] = [&[]; IOV_MAX];
+    let mut operands = [0u8; 2 * ATOMIC_MAX];
+    let payload: &[&[u8]] = match (op.kind, op.inject) {
+        (Kind::Read, _) => &[],
+        (Kind::Atomic, _) => {
+            h.tag = u64::from(op.datatype) | u64::from(op.atomic_op) << 32;
+            let len = op.rma[0].len as usize;
+            let want = if op.ncmp > 0 { 2 * len } else { len };
+            // SAFETY: The operation's operand buffers, valid until it
+            // completes.
+            unsafe {
+                bufs::gather(&op.bufs[..op.n], &mut operands[..len]);
+                bufs::gather(&op.cmp[..op.ncmp], &mut operands[len..want]);
+            }
+            let size = atomics::elem_size(op.datatype).ok_or(EINVAL)?;
+            atomics::to_wire(&mut operands[..want], size);
+            parts[0] = &operands[..want];
+            &parts[..1]
+        }
+        (_, Some(n)) => {
+            parts[0] = &op.inject_data[..n];
+            &parts[..1]
+        }
+        _ => {
+            for (p, b) in parts.iter_mut().zip(&op.bufs[..op.n]) {
+                // SAFETY: A queued operation's buffer, valid until it
+                // completes.
+                *p = unsafe { slice(b) };
+            }
+            &parts[..op.n]
+        }
+    };
+    if op.kind == Kind::Tagged {
+        h.tag = op.tag;
+    }
+    frame::send_frame(sock, &h, rma, payload)?;
+    if !op.wants_reply() && op.inject.is_none() {
+        complete(
+            cq,
+            op.context,
+            op.completion_flags(),
+            bufs::total(&op.bufs[..op.n]),
+            0,
+            0,
+        );
+    }
+    Ok(())
+}
+
+/// Sends a response the receiver queued.
+fn send_resp(sock: &Socket, r: &Resp) -> Result {
+    let mut h = Hdr::new(r.op, r.id, 0);
+    h.data = r.status;
+    match r.op {
+        Op::AtomicResp => frame::send_frame(sock, &h, &[], &[&r.old[..r.old_len]]),
+        Op::ReadResp => {
+            let mut parts: KVec<&[u8]> = KVec::new();
+            for a in r.reads.iter() {
+                for b in a.bufs() {
+                    // SAFETY: A checked range of a registered region, held
+                    // by `a` until the response is sent.
+                    parts.push(unsafe { slice(b) }, GFP_KERNEL)?;
+                }
+            }
+            frame::send_frame(sock, &h, &[], &parts)
+        }
+        _ => frame::send_frame(sock, &h, &[], &[]),
+    }
+}

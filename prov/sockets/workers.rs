@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Counted workers on the long-running system workqueue: endpoints and
+//! passive endpoints run their blocking socket work there and wait for all
+//! of it to end before they are freed.
+
+use kernel::{
+    new_condvar, new_spinlock,
+    prelude::*,
+    sync::{Arc, CondVar, SpinLock},
+    workqueue,
+};
+
+/// The workers of one object.
+#[pin_data]
+pub(crate) struct Workers {
+    #[pin]
+    count: SpinLock<u32>,
+    #[pin]
+    idle: CondVar,
+}
+
+impl Workers {
+    pub(crate) fn new() -> impl PinInit<Self> {
+        pin_init!(Self {
+            count <- new_spinlock!(0),
+            idle <- new_condvar!(),
+        })
+    }
+
+    /// Runs `f(owner)` on a worker, counted in `owner`'s workers (which
+    /// `of` finds). Process context.
+    pub(crate) fn spawn<T: Send + Sync + 'static>(
+        owner: &Arc<T>,
+        of: fn(&T) -> &Workers,
+        f: impl FnOnce(&Arc<T>) + Send + 'static,
+    ) -> Result {
+        let w = of(owner);
+        *w.count.lock() += 1;
+        let mine = owner.clone();
+        let r = workqueue::system_long().try_spawn(GFP_KERNEL, move || {
+            f(&mine);
+            let w = of(&mine);
+            *w.count.lock() -= 1;
+            w.idle.notify_all();
+        });
+        if r.is_err() {
+            *w.count.lock() -= 1;
+            w.idle.notify_all();
+            return Err(ENOMEM);
+        }
+        Ok(())
+    }
+
+    /// Waits until every worker has ended. Process context.
+    pub(crate) fn wait_idle(&self) {
+        let mut c = self.count.lock();
+        while *c > 0 {
+            self.idle.wait(&mut c);
+        }
+    }
+}
