@@ -143,6 +143,7 @@ struct kfi_addr_ib {
 struct kfid;
 struct kfid_fabric;
 struct kfid_domain;
+struct net;
 struct kfi_provider;
 
 /**
@@ -252,6 +253,11 @@ struct kfi_ep_attr {
  * @mr_key_size: bytes of an MR key
  * @mr_iov_limit: most buffers in one registration
  * @max_err_data: bytes of provider error data in error entries
+ * @net: the network namespace the domain's addresses and connections live
+ *	in; NULL for the initial namespace. Set it in the hints of
+ *	kfi_getinfo(); providers copy it into their entries. The ULP keeps the
+ *	namespace alive while objects opened from such an entry are open (as
+ *	for any kernel socket, the provider takes no reference on it).
  */
 struct kfi_domain_attr {
 	struct kfid_domain *domain;
@@ -262,6 +268,7 @@ struct kfi_domain_attr {
 	size_t mr_key_size;
 	size_t mr_iov_limit;
 	size_t max_err_data;
+	struct net *net;
 };
 
 /**

@@ -29,12 +29,12 @@ use crate::{
     bufs::{self, Buf},
     events,
     frame::{self, Answer},
-    handles,
+    handles, info_ns,
     kfi::{
         kfi_sys as sys,
         provider::{AtomicKind, Bound, CqRef, EndpointAttr, EqRef, FidRef},
     },
-    ksock::{SockAddr, Socket},
+    ksock::{NetNs, SockAddr, Socket},
     mr::{Access, MrTable},
     rx, tx,
     util_ring::Ring,
@@ -265,6 +265,7 @@ pub(crate) struct Shared {
     #[pin]
     workers: Workers,
     dest: Option<SockAddr>,
+    ns: NetNs,
     /// The domain's registered memory, which peers reach through us.
     pub(crate) mrs: Arc<MrTable>,
 }
@@ -349,6 +350,7 @@ impl SockEp {
                 wake <- new_condvar!(),
                 workers <- Workers::new(),
                 dest,
+                ns: info_ns(info),
                 mrs,
             }),
             GFP_KERNEL,
@@ -437,7 +439,7 @@ fn connector(sh: &Arc<Shared>) {
         return;
     };
     let outcome = (|| -> Result<Answer> {
-        let sock = Arc::new(Socket::tcp(&addr)?, GFP_KERNEL)?;
+        let sock = Arc::new(Socket::tcp_in(&addr, sh.ns)?, GFP_KERNEL)?;
         {
             let mut s = sh.state.lock();
             if s.closing {

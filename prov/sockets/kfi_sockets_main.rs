@@ -43,7 +43,7 @@ use kfi::{
     kfi_sys as sys,
     provider::{self, AtomicKind, Bound, EndpointAttr, EqRef, FidRef, Info, Region, Registration},
 };
-use ksock::SockAddr;
+use ksock::{NetNs, SockAddr};
 
 module! {
     type: KfiSockets,
@@ -73,8 +73,9 @@ impl Drop for KfiSockets {
     }
 }
 
-/// An entry for `addr`, as source (`src`) or destination.
-fn entry(addr: &SockAddr, src: bool) -> Result<Info> {
+/// An entry for `addr` in namespace `ns`, as source (`src`) or
+/// destination.
+fn entry(addr: &SockAddr, src: bool, ns: NetNs) -> Result<Info> {
     let mut i = Info::new()?;
     i.set_names(c"tcp", c"kernel")?;
     let format = match addr {
@@ -83,7 +84,8 @@ fn entry(addr: &SockAddr, src: bool) -> Result<Info> {
     };
     i.set_addr(!src, format, addr.as_bytes())?;
     i.get().caps = ep::CAPS;
-    let (tx, rx, epa, _, _) = i.attrs();
+    let (tx, rx, epa, dom, _) = i.attrs();
+    dom.net = ns.as_raw();
     tx.caps = ep::CAPS;
     tx.op_flags = ep::OP_FLAGS;
     tx.rma_iov_limit = wire::RMA_IOV_MAX;
@@ -98,10 +100,23 @@ fn entry(addr: &SockAddr, src: bool) -> Result<Info> {
     Ok(i)
 }
 
+/// The namespace an entry's objects live in (`kfi_domain_attr.net`).
+pub(crate) fn info_ns(info: &sys::kfi_info) -> NetNs {
+    // SAFETY: An entry's domain attributes are NULL or valid; the namespace
+    // is kept alive by the ULP while objects opened from it are open.
+    unsafe {
+        NetNs::from_raw(
+            info.domain_attr
+                .as_ref()
+                .map_or(core::ptr::null_mut(), |d| d.net),
+        )
+    }
+}
+
 /// The info of a connection request: the listener's address and the
 /// request's handle.
-pub(crate) fn request_info(src: &SockAddr, handle: *mut sys::kfid) -> Result<Info> {
-    let mut i = entry(src, true)?;
+pub(crate) fn request_info(src: &SockAddr, ns: NetNs, handle: *mut sys::kfid) -> Result<Info> {
+    let mut i = entry(src, true, ns)?;
     i.get().handle = handle;
     Ok(i)
 }
@@ -119,14 +134,23 @@ impl provider::Provider for Sockets {
         node: Option<&CStr>,
         service: Option<&CStr>,
         flags: u64,
-        _hints: Option<&sys::kfi_info>,
+        hints: Option<&sys::kfi_info>,
     ) -> Result<KVec<Info>> {
+        // SAFETY: The hints' attributes are NULL or valid; their namespace
+        // is kept alive by the ULP (the contract of `kfi_domain_attr.net`).
+        let ns = unsafe {
+            NetNs::from_raw(
+                hints
+                    .and_then(|h| h.domain_attr.as_ref())
+                    .map_or(core::ptr::null_mut(), |d| d.net),
+            )
+        };
         let port = service.map_or(&b"0"[..], |s| s.to_bytes());
         let src = flags & sys::KFI_SOURCE != 0 || node.is_none();
         let host = node.map_or(&b"0.0.0.0"[..], |n| n.to_bytes());
         let addr = SockAddr::parse(host, port)?;
         let mut v = KVec::new();
-        v.push(entry(&addr, src)?, GFP_KERNEL)?;
+        v.push(entry(&addr, src, ns)?, GFP_KERNEL)?;
         Ok(v)
     }
 

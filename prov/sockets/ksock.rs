@@ -223,15 +223,68 @@ unsafe impl Send for Socket {}
 // SAFETY: See `Send`; the `kernel_*` calls may run concurrently.
 unsafe impl Sync for Socket {}
 
+/// The network namespace sockets are created in.
+///
+/// # Invariants
+///
+/// NULL (the initial namespace, which lives forever) or a namespace the
+/// ULP keeps alive while objects that use it are open (the contract of
+/// `kfi_domain_attr.net`).
+#[derive(Clone, Copy)]
+pub(crate) struct NetNs(*mut bindings::net);
+
+// SAFETY: Only passed to the socket layer, which may use a namespace from
+// any thread.
+unsafe impl Send for NetNs {}
+// SAFETY: See `Send`.
+unsafe impl Sync for NetNs {}
+
+impl NetNs {
+    /// The initial namespace.
+    pub(crate) fn initial() -> Self {
+        Self(core::ptr::null_mut())
+    }
+
+    /// The namespace of a `kfi_domain_attr.net` (NULL: the initial one).
+    ///
+    /// # Safety
+    ///
+    /// `net` is NULL or a namespace that stays alive while sockets made
+    /// in it exist.
+    pub(crate) unsafe fn from_raw(net: *mut bindings::net) -> Self {
+        // INVARIANT: As required.
+        Self(net)
+    }
+
+    /// The raw pointer for a `kfi_domain_attr.net` (NULL: initial).
+    pub(crate) fn as_raw(&self) -> *mut bindings::net {
+        self.0
+    }
+
+    fn get(&self) -> *mut bindings::net {
+        if self.0.is_null() {
+            &raw mut bindings::init_net
+        } else {
+            self.0
+        }
+    }
+}
+
 impl Socket {
     /// A TCP socket of the family of `like`, in the initial network
     /// namespace.
     pub(crate) fn tcp(like: &SockAddr) -> Result<Self> {
+        Self::tcp_in(like, NetNs::initial())
+    }
+
+    /// A TCP socket of the family of `like`, in namespace `ns`.
+    pub(crate) fn tcp_in(like: &SockAddr, ns: NetNs) -> Result<Self> {
         let mut sock: *mut bindings::socket = core::ptr::null_mut();
-        // SAFETY: `init_net` lives forever; `sock` is valid for writes.
+        // SAFETY: The namespace is alive (`NetNs` invariant); `sock` is
+        // valid for writes.
         to_result(unsafe {
             bindings::sock_create_kern(
-                &raw mut bindings::init_net,
+                ns.get(),
                 like.family(),
                 bindings::sock_type_SOCK_STREAM as c_int,
                 bindings::IPPROTO_TCP as c_int,
@@ -242,6 +295,11 @@ impl Socket {
         Ok(Self {
             sock: NonNull::new(sock).ok_or(ENOMEM)?,
         })
+    }
+
+    /// The raw socket, for C helpers.
+    pub(crate) fn as_raw(&self) -> *mut bindings::socket {
+        self.sock.as_ptr()
     }
 
     /// `bind`.

@@ -12,12 +12,12 @@ use kernel::{
 };
 
 use crate::{
-    events, frame, handles,
+    events, frame, handles, info_ns,
     kfi::{
         kfi_sys as sys,
         provider::{EqRef, FidRef},
     },
-    ksock::{SockAddr, Socket},
+    ksock::{NetNs, SockAddr, Socket},
     request_info,
     workers::Workers,
 };
@@ -36,6 +36,14 @@ pub(crate) struct Shared {
     #[pin]
     workers: Workers,
     src: SockAddr,
+    ns: NetNs,
+}
+
+// Only a pointer crosses; `struct socket`'s opaque parts trip the lint.
+#[allow(improper_ctypes)]
+extern "C" {
+    /// `kfi_sockets_sock.c`: `SO_REUSEADDR` on a socket.
+    fn kfi_sockets_reuseaddr(sock: *mut kernel::bindings::socket);
 }
 
 /// A passive endpoint.
@@ -84,7 +92,7 @@ fn handshake(sh: &Arc<Shared>, s: Arc<Socket>) {
         s.shutdown();
         return;
     };
-    let posted = request_info(&sh.src, handle).and_then(|info| {
+    let posted = request_info(&sh.src, sh.ns, handle).and_then(|info| {
         let raw = info.into_raw();
         let r = events::post_cm(eq, sys::KFI_CONNREQ, fid, raw, &data);
         if r.is_err() {
@@ -120,6 +128,7 @@ impl SockPep {
                 }),
                 workers <- Workers::new(),
                 src,
+                ns: info_ns(info),
             }),
             GFP_KERNEL,
         )?;
@@ -137,7 +146,9 @@ impl SockPep {
 
     /// `kfi_listen`.
     pub(crate) fn listen(&self) -> Result {
-        let l = Socket::tcp(&self.0.src)?;
+        let l = Socket::tcp_in(&self.0.src, self.0.ns)?;
+        // SAFETY: A live socket.
+        unsafe { kfi_sockets_reuseaddr(l.as_raw()) };
         l.bind(&self.0.src)?;
         l.listen(64)?;
         {

@@ -16,7 +16,7 @@ use kernel::{prelude::*, sync::Arc};
 use crate::{
     atomics::{self, ATOMIC_MAX},
     bufs::{self, slice},
-    ep::{complete, Kind, Pending, Resp, Shared, TxOp, IOV_MAX, QUEUE},
+    ep::{complete, fail, Kind, Pending, Resp, Shared, TxOp, IOV_MAX, QUEUE},
     frame,
     kfi::{kfi_sys as sys, provider::CqRef},
     ksock::Socket,
@@ -74,6 +74,19 @@ pub(crate) fn worker(sh: &Arc<Shared>) {
             Job::Resp(r) => send_resp(&sock, r),
             Job::Op(op, id, cq) => send_op(&sock, op, *id, *cq),
         };
+        if let (Err(e), Job::Op(op, 0, cq)) = (&r, &job) {
+            // Not in the pending list, so nobody else will report it.
+            if op.inject.is_none() {
+                fail(
+                    *cq,
+                    op.context,
+                    op.completion_flags(),
+                    e.to_errno().wrapping_neg(),
+                    0,
+                    0,
+                );
+            }
+        }
         drop(job);
         if r.is_err() {
             sock.shutdown();
