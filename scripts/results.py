@@ -25,7 +25,9 @@ SUBTEST = re.compile(r"^\s*# Subtest: (\S+)")
 BAD = re.compile(
     r"BUG:|WARNING:|Call Trace:|UBSAN:|KASAN:|Oops|general protection fault|"
     r"kernel BUG|Kernel panic|INFO: task .* blocked|soft lockup|"
-    r"possible circular locking|inconsistent lock state|suspicious RCU usage"
+    r"possible circular locking|inconsistent lock state|suspicious RCU usage|"
+    # An object a test or demo could not close is leaked.
+    r"kfabric: closing an object failed"
 )
 
 

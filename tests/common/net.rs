@@ -13,18 +13,22 @@ use super::kfi::{kfabric::*, kfi_sys as sys};
 pub(crate) const WAIT_MS: i32 = 20000;
 pub(crate) const CM: usize = size_of::<sys::kfi_eq_cm_entry>();
 
-/// Hints that select the sockets provider.
+/// Hints that select one provider by name.
 pub(crate) struct Hints(*mut sys::kfi_info);
 
 impl Hints {
     pub(crate) fn sockets() -> Result<Self> {
+        Self::named(c"sockets")
+    }
+
+    pub(crate) fn named(prov: &CStr) -> Result<Self> {
         // SAFETY: No arguments.
         let p = unsafe { sys::kfi_allocinfo() };
         if p.is_null() {
             return Err(ENOMEM);
         }
         let h = Self(p);
-        let name = c"sockets".to_bytes_with_nul();
+        let name = prov.to_bytes_with_nul();
         let mut v = KVec::with_capacity(name.len(), GFP_KERNEL)?;
         v.extend_from_slice(name, GFP_KERNEL)?;
         let (n, _, _) = v.into_raw_parts();
@@ -64,7 +68,21 @@ pub(crate) fn net(port: &CStr) -> Result<Net> {
 
 /// As [`net`], for `host`:`port`.
 pub(crate) fn net_at(host: &CStr, port: &CStr) -> Result<Net> {
-    let h = Hints::sockets()?;
+    net_on(c"sockets", host, port)
+}
+
+/// A fabric, domain and EQ of provider `prov`, with the infos of
+/// `host`:`port` as source and destination.
+pub(crate) fn net_on(prov: &CStr, host: &CStr, port: &CStr) -> Result<Net> {
+    net_in(prov, host, port, core::ptr::null_mut())
+}
+
+/// As [`net_on`], in network namespace `ns` (NULL: the initial one; the
+/// caller keeps it alive while the returned side is open).
+pub(crate) fn net_in(prov: &CStr, host: &CStr, port: &CStr, ns: *mut bindings::net) -> Result<Net> {
+    let h = Hints::named(prov)?;
+    // SAFETY: The hints' own domain attributes.
+    unsafe { (*h.get().domain_attr).net = ns };
     let src = getinfo_at(host, port, sys::KFI_SOURCE, Some(h.get()))?;
     let dst = getinfo_at(host, port, 0, Some(h.get()))?;
     let fi = src.first();
@@ -97,9 +115,14 @@ pub(crate) fn cq(n: &Net) -> Result<Owned<sys::kfid_cq>> {
 
 /// A DATA-format CQ of `size` entries.
 pub(crate) fn cq_sized(n: &Net, size: usize) -> Result<Owned<sys::kfid_cq>> {
+    cq_format(n, size, sys::KFI_CQ_FORMAT_DATA)
+}
+
+/// A CQ of `size` entries in `format`.
+pub(crate) fn cq_format(n: &Net, size: usize, format: u32) -> Result<Owned<sys::kfid_cq>> {
     let mut a = sys::kfi_cq_attr {
         size,
-        format: sys::KFI_CQ_FORMAT_DATA,
+        format,
         ..Default::default()
     };
     // SAFETY: Open domain, valid attributes.

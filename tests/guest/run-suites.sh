@@ -13,6 +13,7 @@ mkdir -p "$out"
 mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
 
 . "$top/tests/guest/tap.sh"
+. "$top/tests/guest/veth.sh"
 
 # Leaks from before the tests (boot) are not ours.
 [ -e /sys/kernel/debug/kmemleak ] && echo clear > /sys/kernel/debug/kmemleak
@@ -29,23 +30,63 @@ insmod "$top/kfi/kfabric.ko" || echo "KFABRIC_GUEST_ERROR: kfabric.ko did not lo
 for ko in "$top"/prov/*/kfi_*.ko; do
 	insmod "$ko" || echo "KFABRIC_GUEST_ERROR: $(basename "$ko") did not load"
 done
-for ko in "$top"/tests/*/kfi_test_*.ko; do
-	[ -f "$ko" ] || continue
+# run_module KO TAG [PARAMS...]: loads a test module with PARAMS, copies
+# the results of the suites it ran (as kunit-SUITE[-TAG].ktap, the suite
+# renamed SUITE_TAG), unloads it.
+run_module() {
+	ko=$1 tag=$2
+	shift 2
 	name=$(basename "$ko" .ko)
 	before=$(ls /sys/kernel/debug/kunit 2>/dev/null)
-	if ! insmod "$ko"; then
+	if ! insmod "$ko" "$@"; then
 		echo "KFABRIC_GUEST_ERROR: $name did not load"
-		continue
+		return
 	fi
 	found=0
 	for suite in $(ls /sys/kernel/debug/kunit); do
 		echo "$before" | grep -qx "$suite" && continue
-		cp "/sys/kernel/debug/kunit/$suite/results" "$out/kunit-$suite.ktap"
+		if [ -n "$tag" ]; then
+			sed "s/\b$suite\b/${suite}_$tag/" "/sys/kernel/debug/kunit/$suite/results" \
+				> "$out/kunit-$suite-$tag.ktap"
+		else
+			cp "/sys/kernel/debug/kunit/$suite/results" "$out/kunit-$suite.ktap"
+		fi
 		found=$((found + 1))
 	done
 	[ $found -gt 0 ] || echo "KFABRIC_GUEST_ERROR: $name ran no KUnit suite"
 	rmmod "$name" || echo "KFABRIC_GUEST_ERROR: $name did not unload"
+}
+
+for ko in "$top"/tests/*/kfi_test_*.ko; do
+	[ -f "$ko" ] || continue
+	case $(basename "$ko") in
+	kfi_test_sockets.ko)
+		# The user-space garbage peer of user_space_garbage_sender.
+		/usr/bin/python3 "$top/tests/guest/garbage.py" 7479 > "$out/garbage.log" 2>&1 &
+		peer=$!
+		run_module "$ko" ""
+		wait $peer || echo "KFABRIC_GUEST_ERROR: garbage.py failed (see garbage.log)"
+		;;
+	*)
+		run_module "$ko" ""
+		;;
+	esac
 done
+
+# The provider-agnostic suite again, its server side behind a veth pair in
+# another network namespace; the client end must have carried its bytes.
+tap_begin "$out/e2e-veth.ktap" kfi_e2e_veth_topology
+if veth_up; then
+	tap_ok veth_pair_up
+	sent=$(veth_bytes)
+	run_module "$top/tests/e2e/kfi_test_e2e.ko" veth server_node=$VETH_SERVER server_netns_pid="$VETH_PID"
+	moved=$(( $(veth_bytes) - sent ))
+	tap_check traffic_crossed_veth "only $moved bytes left kfi_v0" test "$moved" -gt $((24 << 20))
+else
+	tap_fail veth_pair_up "could not set up the veth pair"
+fi
+veth_down "$VETH_PID"
+tap_end
 for ko in "$top"/prov/*/kfi_*.ko; do
 	rmmod "$(basename "$ko" .ko)" || echo "KFABRIC_GUEST_ERROR: $(basename "$ko") did not unload"
 done
