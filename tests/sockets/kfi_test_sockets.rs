@@ -831,6 +831,87 @@ mod msg_tests {
         Ok(())
     }
 
+    /// A user-space peer (tests/guest/garbage.py, started by the VM
+    /// runner) sends garbage before and after handshakes: requests that
+    /// never were are not reported, every accepted connection that gets a
+    /// bad frame ends with an EPROTO error and a SHUTDOWN, and the
+    /// listener keeps working.
+    #[test]
+    fn user_space_garbage_sender() -> Result {
+        // Bad frames after a handshake that garbage.py sends.
+        const AFTER: usize = 11;
+        let n = net(c"7479")?;
+        let pep = listen(&n)?;
+        let c = cq_sized(&n, 64)?;
+        let mut eps = KVec::new();
+        let (mut eproto, mut shut, mut done) = (0, 0, false);
+        while !done || shut < AFTER {
+            let (ev, buf, len) = match event(&n) {
+                Ok(e) => e,
+                Err(e) if e.to_errno() == -(sys::KFI_EAVAIL as i32) => {
+                    let mut err = sys::kfi_eq_err_entry::default();
+                    // SAFETY: Open EQ, writable entry.
+                    let ret = unsafe { sys::kfi_eq_readerr(n.eq.as_ptr(), &mut err, 0) };
+                    assert_eq!(ret, 1);
+                    assert_eq!(err.err, EPROTO.to_errno().wrapping_neg());
+                    eproto += 1;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            match ev {
+                sys::KFI_CONNREQ => {
+                    let req = cm_entry(&buf);
+                    let data = &buf[CM..len];
+                    if data == b"done" {
+                        // SAFETY: An open listener and its request.
+                        let ret = unsafe {
+                            sys::kfi_reject(pep.as_ptr(), (*req.info).handle, core::ptr::null(), 0)
+                        };
+                        assert_eq!(ret, 0);
+                        done = true;
+                    } else {
+                        assert!(data.starts_with(b"garbage-"));
+                        let ep = endpoint(&n, req.info, &c)?;
+                        // SAFETY: An open endpoint made for the request.
+                        let ret = unsafe { sys::kfi_accept(ep.as_ptr(), core::ptr::null(), 0) };
+                        assert_eq!(ret, 0);
+                        eps.push(ep, GFP_KERNEL)?;
+                    }
+                    // SAFETY: The request's info is ours to free.
+                    unsafe { sys::kfi_freeinfo(req.info) };
+                }
+                sys::KFI_CONNECTED => {}
+                _ => {
+                    assert_eq!(ev, sys::KFI_SHUTDOWN);
+                    shut += 1;
+                }
+            }
+        }
+        assert_eq!((eps.len(), eproto, shut), (AFTER, AFTER, AFTER));
+        drop(eps);
+        // The listener still serves a well-behaved peer.
+        let (cq2, cq3) = (cq(&n)?, cq(&n)?);
+        let (cep, sep) = connected_pair(&n, &cq2, &cq3)?;
+        let mut r = [0u8; 8];
+        let rk = kvec_mut(&mut r);
+        // SAFETY: Open endpoints; the buffers outlive the completions.
+        unsafe {
+            assert_eq!(sys::kfi_recvmsg(sep.as_ptr(), &msg(&rk, 1, 0), 0), 0);
+            assert_eq!(
+                sys::kfi_sendmsg(cep.as_ptr(), &msg(&kvec(b"still ok"), 2, 0), 0),
+                0
+            );
+        }
+        let mut e = sys::kfi_cq_data_entry::default();
+        assert_eq!(sread(&cq3, &mut e), 1);
+        assert_eq!(&r, b"still ok");
+        drop(cep);
+        drop(sep);
+        drop(pep);
+        Ok(())
+    }
+
     /// One 16 MiB message, from vmalloc memory into vmalloc memory.
     #[test]
     fn sixteen_mib_message() -> Result {
