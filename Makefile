@@ -4,6 +4,8 @@
 # toolchain and a Rust-enabled kernel on first use (cached, see README.md).
 #
 #   make run            boot the VM and run the demo
+#   make bench          boot the VM and run the benchmark (kfi_sockets
+#                       against plain kernel TCP, as ratios)
 #   make check          build, then run every test suite in the VM, on the
 #                       normal and the debug kernel
 #   make check VARIANTS=normal   only the normal kernel (quicker)
@@ -18,12 +20,12 @@ VARIANTS ?= $(if $(DEBUG),debug,normal debug)
 CLIPPY ?=
 export KDIR
 
-.PHONY: all modules clippy kernel check run rustfmt rustfmtcheck clean help
+.PHONY: all modules clippy kernel check run bench rustfmt rustfmtcheck clean help
 
 all: modules
 
 help:
-	@sed -n '3,15p' Makefile
+	@sed -n '3,17p' Makefile
 
 kernel:
 	@scripts/kernel.sh build $(VARIANT) >/dev/null
@@ -39,6 +41,9 @@ check:
 
 run:
 	@scripts/run-demo.sh $(VARIANT)
+
+bench:
+	@scripts/run-demo.sh $(VARIANT) bench
 
 rustfmt:
 	@scripts/rustfmt.sh
