@@ -25,6 +25,7 @@ mod object;
 mod queues;
 mod registry;
 mod strerror;
+mod util_av;
 mod util_cntr;
 mod util_cq;
 mod util_eq;

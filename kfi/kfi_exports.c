@@ -93,3 +93,4 @@ EXPORT_SYMBOL_GPL(kfi_util_cq_write_err);
 EXPORT_SYMBOL_GPL(kfi_util_eq_open);
 EXPORT_SYMBOL_GPL(kfi_util_eq_write_err);
 EXPORT_SYMBOL_GPL(kfi_util_cntr_open);
+EXPORT_SYMBOL_GPL(kfi_util_av_open);

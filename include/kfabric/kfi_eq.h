@@ -343,6 +343,14 @@ int kfi_util_eq_open(struct kfid_fabric *fabric, struct kfi_eq_attr *attr,
 		     struct kfid_eq **eq, void *context);
 int kfi_util_cntr_open(struct kfid_domain *domain, struct kfi_cntr_attr *attr,
 		       struct kfid_cntr **cntr, void *context);
+/*
+ * A domain's av_open may call kfi_util_av_open() when its addresses are
+ * socket addresses (sockaddr_in, sockaddr_in6): kfi_addr_t values are
+ * indexes in insert order; kfi_av_lookup() works from any context but hard
+ * interrupt; kfi_av_insertsvc() is not supported (-ENOSYS).
+ */
+int kfi_util_av_open(struct kfid_domain *domain, struct kfi_av_attr *attr,
+		     struct kfid_av **av, void *context);
 
 /**
  * kfi_util_cq_write() - report a completion to a util CQ

@@ -265,6 +265,9 @@ pub(crate) trait Domain: Send + Sync + Sized + 'static {
     type Endpoint: Endpoint;
     /// The provider's data of a registered region.
     type Region: Send + Sync + 'static;
+    /// Whether the domain's addresses are socket addresses, so that its
+    /// address vectors can be kfabric.ko's util AV.
+    const SOCKADDR_AV: bool = false;
 
     /// Opens an endpoint for `info`.
     fn endpoint(&self, _info: &sys::kfi_info) -> Result<Self::Endpoint> {
@@ -612,7 +615,11 @@ impl<P: Provider> Tables<P> {
     const DOMAIN_FID: sys::kfi_ops = fid_ops::<sys::kfid_domain, DomainOf<P>>(None, None);
     const DOMAIN: sys::kfi_ops_domain = sys::kfi_ops_domain {
         size: size_of::<sys::kfi_ops_domain>(),
-        av_open: None,
+        av_open: if <DomainOf<P>>::SOCKADDR_AV {
+            Some(sys::kfi_util_av_open)
+        } else {
+            None
+        },
         cq_open: Some(sys::kfi_util_cq_open),
         endpoint: if <DomainOf<P>>::HAS_ENDPOINT {
             Some(Self::endpoint)
