@@ -36,7 +36,9 @@ use crate::{
     },
     ksock::{NetNs, SockAddr, Socket},
     mr::{Access, MrTable},
-    rx, tx,
+    rx,
+    rxq::RxQueues,
+    tx,
     util_ring::Ring,
     wire::{Hdr, Op, RmaDesc, RMA_IOV_MAX},
     workers::Workers,
@@ -233,10 +235,11 @@ impl Resp {
     }
 }
 
+/// The state of one connection.
 pub(crate) struct State {
+    /// The endpoint, for events (MSG endpoints; RDM connections have none).
     pub(crate) fid: Option<FidRef>,
     pub(crate) tx_cq: Option<CqRef>,
-    pub(crate) rx_cq: Option<CqRef>,
     pub(crate) eq: Option<EqRef>,
     pub(crate) sock: Option<Arc<Socket>>,
     pub(crate) connected: bool,
@@ -244,30 +247,32 @@ pub(crate) struct State {
     /// The private data of a `kfi_connect` for the connector.
     cm_param: KVec<u8>,
     pub(crate) tx: Ring<TxOp>,
-    pub(crate) rx: Ring<RxOp>,
-    /// Posted tagged receives, oldest first.
-    pub(crate) trx: KVec<RxOp>,
-    pub(crate) unexp: KVec<Unexpected>,
-    pub(crate) unexp_bytes: usize,
     pub(crate) pending: KVec<Pending>,
     pub(crate) resp: KVec<Resp>,
     pub(crate) next_id: u64,
 }
 
-/// What the endpoint and its workers share.
+/// One connection: what its endpoint and its two workers share.
+///
+/// Lock order: the endpoint's receive queues (`rxq`) may be held while the
+/// connection's `state` is taken, never the other way round.
 #[pin_data]
 pub(crate) struct Shared {
     #[pin]
     pub(crate) state: SpinLockIrq<State>,
-    /// Woken when anything is queued or taken, or the endpoint closes.
+    /// Woken when anything is queued or taken, or the connection closes.
     #[pin]
     pub(crate) wake: CondVar,
     #[pin]
     workers: Workers,
-    dest: Option<SockAddr>,
+    pub(crate) dest: Option<SockAddr>,
     ns: NetNs,
     /// The domain's registered memory, which peers reach through us.
     pub(crate) mrs: Arc<MrTable>,
+    /// The endpoint's receive queues.
+    pub(crate) rxq: Arc<RxQueues>,
+    /// Whether the receive queues end with this connection (MSG).
+    owns_rx: bool,
 }
 
 /// An endpoint: the ULP's handle on [`Shared`].
@@ -309,6 +314,98 @@ pub(crate) fn fail(cq: Option<CqRef>, ctx: usize, flags: u64, err: i32, len: usi
     }
 }
 
+impl Shared {
+    /// A connection of an endpoint: `sock` if already connected (accepted),
+    /// else to `dest`. Process context.
+    pub(crate) fn new(
+        sock: Option<Arc<Socket>>,
+        dest: Option<SockAddr>,
+        ns: NetNs,
+        mrs: Arc<MrTable>,
+        rxq: Arc<RxQueues>,
+        owns_rx: bool,
+    ) -> Result<Arc<Self>> {
+        Arc::pin_init(
+            try_pin_init!(Shared {
+                state <- new_spinlock_irq!(State {
+                    fid: None,
+                    tx_cq: None,
+                    eq: None,
+                    sock,
+                    connected: false,
+                    closing: false,
+                    cm_param: KVec::new(),
+                    tx: Ring::new(QUEUE)?,
+                    pending: KVec::with_capacity(QUEUE, GFP_KERNEL)?,
+                    resp: KVec::with_capacity(RESP_MAX, GFP_KERNEL)?,
+                    next_id: 1,
+                }),
+                wake <- new_condvar!(),
+                workers <- Workers::new(),
+                dest,
+                ns,
+                mrs,
+                rxq,
+                owns_rx,
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Whether operations may still be queued.
+    pub(crate) fn usable(&self) -> bool {
+        let s = self.state.lock();
+        !s.closing && (s.connected || s.sock.is_none())
+    }
+
+    /// Queues `op` for the transmitter; `EAGAIN` when the queue is full.
+    pub(crate) fn queue(&self, op: TxOp) -> Result {
+        let mut s = self.state.lock();
+        if !s.connected || s.closing {
+            return Err(ENOTCONN);
+        }
+        s.tx.push(op).map_err(|_| EAGAIN)?;
+        drop(s);
+        self.wake.notify_all();
+        Ok(())
+    }
+
+    /// Queues `op` for the transmitter, waiting while the queue is full.
+    /// Process context.
+    pub(crate) fn queue_wait(&self, op: TxOp) -> Result {
+        let mut s = self.state.lock();
+        loop {
+            if !s.connected || s.closing {
+                return Err(ENOTCONN);
+            }
+            if s.tx.push(op).is_ok() {
+                break;
+            }
+            self.wake.wait(&mut s);
+        }
+        drop(s);
+        self.wake.notify_all();
+        Ok(())
+    }
+
+    /// Closes the connection and waits for its workers. Process context.
+    pub(crate) fn close(&self) {
+        let sock = {
+            let mut s = self.state.lock();
+            s.closing = true;
+            s.sock.clone()
+        };
+        if let Some(sock) = sock {
+            sock.shutdown();
+        }
+        self.wake.notify_all();
+        if self.owns_rx {
+            self.rxq.close();
+        }
+        self.workers.wait_idle();
+    }
+}
+
 impl SockEp {
     /// A new endpoint for `info`: connected later by `connect`, or, for the
     /// info of a connection request, by `accept`.
@@ -327,35 +424,15 @@ impl SockEp {
             };
             Some(SockAddr::from_bytes(b)?)
         };
-        let shared = Arc::pin_init(
-            try_pin_init!(Shared {
-                state <- new_spinlock_irq!(State {
-                    fid: None,
-                    tx_cq: None,
-                    rx_cq: None,
-                    eq: None,
-                    sock,
-                    connected: false,
-                    closing: false,
-                    cm_param: KVec::new(),
-                    tx: Ring::new(QUEUE)?,
-                    rx: Ring::new(QUEUE)?,
-                    trx: KVec::with_capacity(QUEUE, GFP_KERNEL)?,
-                    unexp: KVec::with_capacity(UNEXP_MAX, GFP_KERNEL)?,
-                    unexp_bytes: 0,
-                    pending: KVec::with_capacity(QUEUE, GFP_KERNEL)?,
-                    resp: KVec::with_capacity(RESP_MAX, GFP_KERNEL)?,
-                    next_id: 1,
-                }),
-                wake <- new_condvar!(),
-                workers <- Workers::new(),
-                dest,
-                ns: info_ns(info),
-                mrs,
-            }),
-            GFP_KERNEL,
-        )?;
-        Ok(Self(shared))
+        let rxq = RxQueues::new()?;
+        Ok(Self(Shared::new(
+            sock,
+            dest,
+            info_ns(info),
+            mrs,
+            rxq,
+            true,
+        )?))
     }
 }
 
@@ -365,66 +442,42 @@ fn spawn(sh: &Arc<Shared>, f: fn(&Arc<Shared>)) -> Result {
 }
 
 /// The connection is up: start both workers.
-fn start(sh: &Arc<Shared>) -> Result {
+pub(crate) fn start(sh: &Arc<Shared>) -> Result {
     sh.state.lock().connected = true;
     spawn(sh, rx::worker)?;
     spawn(sh, tx::worker)
 }
 
 /// The connection is gone: every operation still queued or waiting for a
-/// response fails with `ECANCELED`; held messages and responses are
-/// dropped.
+/// response fails with `ECANCELED`; held responses are dropped. The
+/// receive queues close too if they are the connection's own (MSG).
 pub(crate) fn flush(sh: &Shared) {
-    let mut ops: KVec<(usize, u64, bool)> = KVec::new();
-    let (tx_cq, rx_cq, unexp, resp, pending, trx) = {
+    let mut ops: KVec<(usize, u64)> = KVec::new();
+    let (tx_cq, resp, pending) = {
         let mut s = sh.state.lock();
         s.connected = false;
         while let Some(op) = s.tx.front().copied() {
             s.tx.pop();
-            let _ = ops.push((op.context, op.completion_flags(), true), GFP_ATOMIC);
+            if op.inject.is_none() || op.wants_reply() {
+                let _ = ops.push((op.context, op.completion_flags()), GFP_ATOMIC);
+            }
         }
-        while let Some(op) = s.rx.front().copied() {
-            s.rx.pop();
-            let _ = ops.push(
-                (op.context, sys::KFI_RECV | sys::KFI_MSG, false),
-                GFP_ATOMIC,
-            );
-        }
-        s.unexp_bytes = 0;
         (
             s.tx_cq,
-            s.rx_cq,
-            core::mem::take(&mut s.unexp),
             core::mem::take(&mut s.resp),
             core::mem::take(&mut s.pending),
-            core::mem::take(&mut s.trx),
         )
     };
-    drop(unexp);
     drop(resp);
     let canceled = -ECANCELED.to_errno();
-    for (ctx, flags, tx) in ops.iter() {
-        fail(
-            if *tx { tx_cq } else { rx_cq },
-            *ctx,
-            *flags,
-            canceled,
-            0,
-            0,
-        );
+    for (ctx, flags) in ops.iter() {
+        fail(tx_cq, *ctx, *flags, canceled, 0, 0);
     }
     for p in pending.iter() {
         fail(tx_cq, p.context, p.flags, canceled, 0, 0);
     }
-    for r in trx.iter() {
-        fail(
-            rx_cq,
-            r.context,
-            sys::KFI_RECV | sys::KFI_TAGGED,
-            canceled,
-            0,
-            0,
-        );
+    if sh.owns_rx {
+        sh.rxq.close();
     }
     sh.wake.notify_all();
 }
@@ -567,235 +620,180 @@ impl SockEp {
     }
 
     pub(crate) fn bind(&self, what: Bound) -> Result {
-        let mut s = self.0.state.lock();
         match what {
             Bound::Cq(cq, f) => {
                 if f & sys::KFI_TRANSMIT != 0 {
-                    s.tx_cq = Some(cq);
+                    self.0.state.lock().tx_cq = Some(cq);
                 }
                 if f & sys::KFI_RECV != 0 {
-                    s.rx_cq = Some(cq);
+                    self.0.rxq.set_cq(cq);
                 }
             }
-            Bound::Eq(eq) => s.eq = Some(eq),
+            Bound::Eq(eq) => self.0.state.lock().eq = Some(eq),
             _ => return Err(EOPNOTSUPP),
         }
         Ok(())
     }
 
     pub(crate) fn enable(&self) -> Result {
+        // Not under the connection's lock: see the lock order at `Shared`.
+        let rx_cq = self.0.rxq.cq();
         let s = self.0.state.lock();
-        if s.tx_cq.is_none() || s.rx_cq.is_none() || s.eq.is_none() {
+        if s.tx_cq.is_none() || rx_cq.is_none() || s.eq.is_none() {
             return Err(EINVAL);
         }
         Ok(())
     }
 
-    /// Copies the payload of an inject into the operation.
-    fn take_inject(op: &mut TxOp) -> Result {
-        let n = bufs::total(&op.bufs[..op.n]);
-        if n > INJECT_MAX {
-            return Err(EINVAL);
-        }
-        // SAFETY: The ULP's buffers, valid for this call.
-        op.inject = Some(unsafe { bufs::gather(&op.bufs[..op.n], &mut op.inject_data[..n]) });
-        Ok(())
-    }
-
-    /// Queues `op` for the transmitter.
-    fn post_tx(&self, mut op: TxOp) -> Result {
-        if op.flags & sys::KFI_INJECT != 0 {
-            Self::take_inject(&mut op)?;
-        }
-        let mut s = self.0.state.lock();
-        if !s.connected || s.closing {
-            return Err(ENOTCONN);
-        }
-        s.tx.push(op).map_err(|_| EAGAIN)?;
-        drop(s);
-        self.0.wake.notify_all();
-        Ok(())
-    }
-
-    /// `kfi_sendmsg` (any context but hard interrupt).
-    pub(crate) fn sendmsg(&self, m: &sys::kfi_msg, fl: u64) -> Result {
-        let mut op = TxOp {
-            context: m.context as usize,
-            flags: fl,
-            data: m.data,
-            ..Default::default()
-        };
-        op.n = bufs::of_msg(m, &mut op.bufs)?;
-        self.post_tx(op)
-    }
-
-    /// `kfi_tsendmsg` (any context but hard interrupt).
-    pub(crate) fn tsendmsg(&self, t: &sys::kfi_msg_tagged, fl: u64) -> Result {
-        let mut op = TxOp {
-            kind: Kind::Tagged,
-            context: t.msg.context as usize,
-            flags: fl,
-            data: t.msg.data,
-            tag: t.tag,
-            ..Default::default()
-        };
-        op.n = bufs::of_msg(&t.msg, &mut op.bufs)?;
-        self.post_tx(op)
-    }
-
-    /// `kfi_writemsg` and `kfi_readmsg` (any context but hard interrupt).
-    /// Local and remote buffers must have the same total length.
-    pub(crate) fn rmamsg(&self, kind: Kind, r: &sys::kfi_msg_rma, fl: u64) -> Result {
-        if kind == Kind::Read && fl & sys::KFI_INJECT != 0 {
-            return Err(EINVAL);
-        }
-        let mut op = TxOp {
-            kind,
-            context: r.msg.context as usize,
-            flags: fl,
-            data: r.msg.data,
-            ..Default::default()
-        };
-        op.n = bufs::of_msg(&r.msg, &mut op.bufs)?;
-        let (nrma, remote) = rma_descs(r, &mut op.rma)?;
-        op.nrma = nrma;
-        if bufs::total(&op.bufs[..op.n]) as u64 != remote {
-            return Err(EINVAL);
-        }
-        self.post_tx(op)
-    }
-
-    /// `kfi_atomicmsg` and its fetch and compare forms (any context but
-    /// hard interrupt). One remote array of at most `ATOMIC_MAX` bytes.
-    pub(crate) fn atomic(
-        &self,
-        m: &sys::kfi_msg_atomic,
-        compare: &[sys::kfi_ioc],
-        result: &[sys::kfi_ioc],
-        fl: u64,
-    ) -> Result {
-        let size = atomics::elem_size(m.datatype).ok_or(EOPNOTSUPP)?;
-        if !atomics::supported(m.op)
-            || atomics::has_compare(m.op) == compare.is_empty()
-            || m.rma_iov_count != 1
-            || fl & sys::KFI_INJECT != 0
-        {
-            return Err(EINVAL);
-        }
-        // SAFETY: kfabric.ko checked `rma_iov` non-NULL with one entry.
-        let target = unsafe { *m.rma_iov };
-        let len = target.count.checked_mul(size).ok_or(EINVAL)?;
-        if len == 0 || len > ATOMIC_MAX {
-            return Err(EINVAL);
-        }
-        // SAFETY: kfabric.ko checked `msg_iov` non-NULL with `iov_count`
-        // entries.
-        let src = unsafe { core::slice::from_raw_parts(m.msg_iov, m.iov_count) };
-        let mut op = TxOp {
-            kind: Kind::Atomic,
-            context: m.context as usize,
-            flags: fl,
-            data: m.data,
-            datatype: m.datatype,
-            atomic_op: m.op,
-            nrma: 1,
-            ..Default::default()
-        };
-        op.rma[0] = RmaDesc {
-            addr: target.addr,
-            len: len as u64,
-            key: target.key,
-        };
-        op.n = bufs::of_iocs(src, size, &mut op.bufs)?;
-        op.ncmp = bufs::of_iocs(compare, size, &mut op.cmp)?;
-        op.nres = bufs::of_iocs(result, size, &mut op.res)?;
-        let sizes_ok = bufs::total(&op.bufs[..op.n]) == len
-            && (op.ncmp == 0 || bufs::total(&op.cmp[..op.ncmp]) == len)
-            && (op.nres == 0 || bufs::total(&op.res[..op.nres]) == len);
-        if !sizes_ok {
-            return Err(EINVAL);
-        }
-        self.post_tx(op)
-    }
-
-    /// `kfi_atomicvalid` and friends: how many elements one operation may
-    /// have.
-    pub(crate) fn atomic_valid(&self, kind: AtomicKind, datatype: u32, op: u32) -> Result<usize> {
-        let size = atomics::elem_size(datatype).ok_or(EOPNOTSUPP)?;
-        let compare = matches!(kind, AtomicKind::Compare);
-        if !atomics::supported(op) || atomics::has_compare(op) != compare {
-            return Err(EOPNOTSUPP);
-        }
-        Ok(ATOMIC_MAX / size)
+    /// Posts a send, write, read or atomic (any context but hard
+    /// interrupt).
+    pub(crate) fn post(&self, op: TxOp) -> Result {
+        self.0.queue(op)
     }
 
     /// `kfi_recvmsg` (any context but hard interrupt).
-    pub(crate) fn recvmsg(&self, m: &sys::kfi_msg, _fl: u64) -> Result {
-        let mut op = RxOp {
-            context: m.context as usize,
-            ..Default::default()
-        };
-        op.n = bufs::of_msg(m, &mut op.bufs)?;
-        let mut s = self.0.state.lock();
-        if s.closing {
-            return Err(ENOTCONN);
-        }
-        s.rx.push(op).map_err(|_| EAGAIN)?;
-        drop(s);
-        self.0.wake.notify_all();
-        Ok(())
+    pub(crate) fn recvmsg(&self, m: &sys::kfi_msg) -> Result {
+        self.0.rxq.post(m)
     }
 
-    /// `kfi_trecvmsg` (any context but hard interrupt): takes the oldest
-    /// matching message that arrived unexpected, else waits in the list of
-    /// tagged receives.
-    pub(crate) fn trecvmsg(&self, t: &sys::kfi_msg_tagged, _fl: u64) -> Result {
-        let mut op = RxOp {
-            context: t.msg.context as usize,
-            tag: t.tag,
-            ignore: t.ignore,
-            ..Default::default()
-        };
-        op.n = bufs::of_msg(&t.msg, &mut op.bufs)?;
-        let (held, cq) = {
-            let mut s = self.0.state.lock();
-            if s.closing {
-                return Err(ENOTCONN);
-            }
-            match s.unexp.iter().position(|u| op.matches(u.tag)) {
-                Some(i) => {
-                    let u = s.unexp.remove(i).map_err(|_| EINVAL)?;
-                    s.unexp_bytes -= u.payload.len();
-                    (Some(u), s.rx_cq)
-                }
-                None => {
-                    if s.trx.len() >= QUEUE {
-                        return Err(EAGAIN);
-                    }
-                    s.trx.push(op, GFP_ATOMIC)?;
-                    (None, s.rx_cq)
-                }
-            }
-        };
-        self.0.wake.notify_all();
-        if let Some(u) = held {
-            rx::complete_tagged(cq, &op, u.tag, u.data, &u.payload);
-        }
-        Ok(())
+    /// `kfi_trecvmsg` (any context but hard interrupt).
+    pub(crate) fn trecvmsg(&self, t: &sys::kfi_msg_tagged) -> Result {
+        self.0.rxq.post_tagged(t)
     }
+}
+
+/// Copies the payload of an inject into the operation.
+fn take_inject(op: &mut TxOp) -> Result {
+    let n = bufs::total(&op.bufs[..op.n]);
+    if n > INJECT_MAX {
+        return Err(EINVAL);
+    }
+    // SAFETY: The ULP's buffers, valid for this call.
+    op.inject = Some(unsafe { bufs::gather(&op.bufs[..op.n], &mut op.inject_data[..n]) });
+    Ok(())
+}
+
+/// Completes building `op`: copies an inject's payload.
+fn built(mut op: TxOp) -> Result<TxOp> {
+    if op.flags & sys::KFI_INJECT != 0 {
+        take_inject(&mut op)?;
+    }
+    Ok(op)
+}
+
+/// The operation of `kfi_sendmsg`.
+pub(crate) fn send_op(m: &sys::kfi_msg, fl: u64) -> Result<TxOp> {
+    let mut op = TxOp {
+        context: m.context as usize,
+        flags: fl,
+        data: m.data,
+        ..Default::default()
+    };
+    op.n = bufs::of_msg(m, &mut op.bufs)?;
+    built(op)
+}
+
+/// The operation of `kfi_tsendmsg`.
+pub(crate) fn tsend_op(t: &sys::kfi_msg_tagged, fl: u64) -> Result<TxOp> {
+    let mut op = TxOp {
+        kind: Kind::Tagged,
+        context: t.msg.context as usize,
+        flags: fl,
+        data: t.msg.data,
+        tag: t.tag,
+        ..Default::default()
+    };
+    op.n = bufs::of_msg(&t.msg, &mut op.bufs)?;
+    built(op)
+}
+
+/// The operation of `kfi_writemsg` or `kfi_readmsg`. Local and remote
+/// buffers must have the same total length.
+pub(crate) fn rma_op(kind: Kind, r: &sys::kfi_msg_rma, fl: u64) -> Result<TxOp> {
+    if kind == Kind::Read && fl & sys::KFI_INJECT != 0 {
+        return Err(EINVAL);
+    }
+    let mut op = TxOp {
+        kind,
+        context: r.msg.context as usize,
+        flags: fl,
+        data: r.msg.data,
+        ..Default::default()
+    };
+    op.n = bufs::of_msg(&r.msg, &mut op.bufs)?;
+    let (nrma, remote) = rma_descs(r, &mut op.rma)?;
+    op.nrma = nrma;
+    if bufs::total(&op.bufs[..op.n]) as u64 != remote {
+        return Err(EINVAL);
+    }
+    built(op)
+}
+
+/// The operation of `kfi_atomicmsg` and its fetch and compare forms: one
+/// remote array of at most `ATOMIC_MAX` bytes.
+pub(crate) fn atomic_op(
+    m: &sys::kfi_msg_atomic,
+    compare: &[sys::kfi_ioc],
+    result: &[sys::kfi_ioc],
+    fl: u64,
+) -> Result<TxOp> {
+    let size = atomics::elem_size(m.datatype).ok_or(EOPNOTSUPP)?;
+    if !atomics::supported(m.op)
+        || atomics::has_compare(m.op) == compare.is_empty()
+        || m.rma_iov_count != 1
+        || fl & sys::KFI_INJECT != 0
+    {
+        return Err(EINVAL);
+    }
+    // SAFETY: kfabric.ko checked `rma_iov` non-NULL with one entry.
+    let target = unsafe { *m.rma_iov };
+    let len = target.count.checked_mul(size).ok_or(EINVAL)?;
+    if len == 0 || len > ATOMIC_MAX {
+        return Err(EINVAL);
+    }
+    // SAFETY: kfabric.ko checked `msg_iov` non-NULL with `iov_count`
+    // entries.
+    let src = unsafe { core::slice::from_raw_parts(m.msg_iov, m.iov_count) };
+    let mut op = TxOp {
+        kind: Kind::Atomic,
+        context: m.context as usize,
+        flags: fl,
+        data: m.data,
+        datatype: m.datatype,
+        atomic_op: m.op,
+        nrma: 1,
+        ..Default::default()
+    };
+    op.rma[0] = RmaDesc {
+        addr: target.addr,
+        len: len as u64,
+        key: target.key,
+    };
+    op.n = bufs::of_iocs(src, size, &mut op.bufs)?;
+    op.ncmp = bufs::of_iocs(compare, size, &mut op.cmp)?;
+    op.nres = bufs::of_iocs(result, size, &mut op.res)?;
+    let sizes_ok = bufs::total(&op.bufs[..op.n]) == len
+        && (op.ncmp == 0 || bufs::total(&op.cmp[..op.ncmp]) == len)
+        && (op.nres == 0 || bufs::total(&op.res[..op.nres]) == len);
+    if !sizes_ok {
+        return Err(EINVAL);
+    }
+    Ok(op)
+}
+
+/// `kfi_atomicvalid` and friends: how many elements one operation may
+/// have.
+pub(crate) fn atomic_valid(kind: AtomicKind, datatype: u32, op: u32) -> Result<usize> {
+    let size = atomics::elem_size(datatype).ok_or(EOPNOTSUPP)?;
+    let compare = matches!(kind, AtomicKind::Compare);
+    if !atomics::supported(op) || atomics::has_compare(op) != compare {
+        return Err(EOPNOTSUPP);
+    }
+    Ok(ATOMIC_MAX / size)
 }
 
 impl Drop for SockEp {
     fn drop(&mut self) {
-        let sock = {
-            let mut s = self.0.state.lock();
-            s.closing = true;
-            s.sock.clone()
-        };
-        if let Some(sock) = sock {
-            sock.shutdown();
-        }
-        self.0.wake.notify_all();
-        self.0.workers.wait_idle();
+        self.0.close();
     }
 }

@@ -26,7 +26,9 @@ mod events;
 mod handles;
 mod mr;
 mod pep;
+mod rdm;
 mod rx;
+mod rxq;
 mod tx;
 mod workers;
 // Shared with tests/sockets by `#[path]`; each crate uses a part.
@@ -75,7 +77,7 @@ impl Drop for KfiSockets {
 
 /// An entry for `addr` in namespace `ns`, as source (`src`) or
 /// destination.
-fn entry(addr: &SockAddr, src: bool, ns: NetNs) -> Result<Info> {
+fn entry(addr: &SockAddr, src: bool, ns: NetNs, ep_type: u32) -> Result<Info> {
     let mut i = Info::new()?;
     i.set_names(c"tcp", c"kernel")?;
     let format = match addr {
@@ -95,7 +97,7 @@ fn entry(addr: &SockAddr, src: bool, ns: NetNs) -> Result<Info> {
     rx.caps = ep::CAPS;
     rx.size = ep::QUEUE;
     rx.iov_limit = ep::IOV_MAX;
-    epa.type_ = sys::KFI_EP_MSG;
+    epa.type_ = ep_type;
     epa.max_msg_size = wire::PAYLOAD_MAX as usize;
     Ok(i)
 }
@@ -116,7 +118,7 @@ pub(crate) fn info_ns(info: &sys::kfi_info) -> NetNs {
 /// The info of a connection request: the listener's address and the
 /// request's handle.
 pub(crate) fn request_info(src: &SockAddr, ns: NetNs, handle: *mut sys::kfid) -> Result<Info> {
-    let mut i = entry(src, true, ns)?;
+    let mut i = entry(src, true, ns, sys::KFI_EP_MSG)?;
     i.get().handle = handle;
     Ok(i)
 }
@@ -149,8 +151,10 @@ impl provider::Provider for Sockets {
         let src = flags & sys::KFI_SOURCE != 0 || node.is_none();
         let host = node.map_or(&b"0.0.0.0"[..], |n| n.to_bytes());
         let addr = SockAddr::parse(host, port)?;
+        // MSG first: the usual choice of a ULP that asks for anything.
         let mut v = KVec::new();
-        v.push(entry(&addr, src, ns)?, GFP_KERNEL)?;
+        v.push(entry(&addr, src, ns, sys::KFI_EP_MSG)?, GFP_KERNEL)?;
+        v.push(entry(&addr, src, ns, sys::KFI_EP_RDM)?, GFP_KERNEL)?;
         Ok(v)
     }
 
@@ -184,11 +188,20 @@ struct SockDomain {
 
 #[vtable]
 impl provider::Domain for SockDomain {
-    type Endpoint = ep::SockEp;
+    type Endpoint = SockEndpoint;
     type Region = mr::MrHandle;
+    const SOCKADDR_AV: bool = true;
 
-    fn endpoint(&self, info: &sys::kfi_info) -> Result<ep::SockEp> {
-        ep::SockEp::new(info, self.mrs.clone())
+    fn endpoint(&self, info: &sys::kfi_info) -> Result<SockEndpoint> {
+        // SAFETY: An entry's endpoint attributes are NULL or valid.
+        let ep_type = unsafe { info.ep_attr.as_ref() }.map_or(sys::KFI_EP_MSG, |e| e.type_);
+        match ep_type {
+            sys::KFI_EP_MSG | sys::KFI_EP_UNSPEC => {
+                Ok(SockEndpoint::Msg(ep::SockEp::new(info, self.mrs.clone())?))
+            }
+            sys::KFI_EP_RDM => Ok(SockEndpoint::Rdm(rdm::RdmEp::new(info, self.mrs.clone())?)),
+            _ => Err(EOPNOTSUPP),
+        }
     }
 
     fn mr_reg(&self, attr: &sys::kfi_mr_attr, flags: u64) -> Result<Region<mr::MrHandle>> {
@@ -196,58 +209,98 @@ impl provider::Domain for SockDomain {
     }
 }
 
+/// An endpoint of either type.
+enum SockEndpoint {
+    Msg(ep::SockEp),
+    Rdm(rdm::RdmEp),
+}
+
+impl SockEndpoint {
+    /// Queues an operation; `addr` is the peer of RDM endpoints.
+    fn post(&self, op: ep::TxOp, addr: u64) -> Result {
+        match self {
+            Self::Msg(e) => e.post(op),
+            Self::Rdm(e) => e.post(op, addr),
+        }
+    }
+
+    fn msg_only(&self) -> Result<&ep::SockEp> {
+        match self {
+            Self::Msg(e) => Ok(e),
+            Self::Rdm(_) => Err(EOPNOTSUPP),
+        }
+    }
+}
+
 #[vtable]
-impl provider::Endpoint for ep::SockEp {
+impl provider::Endpoint for SockEndpoint {
     fn attr(&self) -> EndpointAttr {
-        ep::SockEp::attr(self)
+        match self {
+            Self::Msg(e) => e.attr(),
+            Self::Rdm(e) => e.attr(),
+        }
     }
 
     fn opened(&self, fid: FidRef) {
-        ep::SockEp::opened(self, fid)
+        if let Self::Msg(e) = self {
+            e.opened(fid);
+        }
     }
 
     fn bind(&self, what: Bound) -> Result {
-        ep::SockEp::bind(self, what)
+        match self {
+            Self::Msg(e) => e.bind(what),
+            Self::Rdm(e) => e.bind(what),
+        }
     }
 
     fn enable(&self) -> Result {
-        ep::SockEp::enable(self)
+        match self {
+            Self::Msg(e) => e.enable(),
+            Self::Rdm(e) => e.enable(),
+        }
     }
 
     fn connect(&self, addr: *const c_void, param: &[u8]) -> Result {
-        ep::SockEp::connect(self, addr, param)
+        self.msg_only()?.connect(addr, param)
     }
 
     fn accept(&self, param: &[u8]) -> Result {
-        ep::SockEp::accept(self, param)
+        self.msg_only()?.accept(param)
     }
 
     fn shutdown(&self, _flags: u64) -> Result {
-        ep::SockEp::shutdown(self)
+        self.msg_only()?.shutdown()
     }
 
     fn sendmsg(&self, msg: &sys::kfi_msg, flags: u64) -> Result {
-        ep::SockEp::sendmsg(self, msg, flags)
+        self.post(ep::send_op(msg, flags)?, msg.addr)
     }
 
-    fn recvmsg(&self, msg: &sys::kfi_msg, flags: u64) -> Result {
-        ep::SockEp::recvmsg(self, msg, flags)
+    fn recvmsg(&self, msg: &sys::kfi_msg, _flags: u64) -> Result {
+        match self {
+            Self::Msg(e) => e.recvmsg(msg),
+            Self::Rdm(e) => e.recvmsg(msg),
+        }
     }
 
     fn tsendmsg(&self, msg: &sys::kfi_msg_tagged, flags: u64) -> Result {
-        ep::SockEp::tsendmsg(self, msg, flags)
+        self.post(ep::tsend_op(msg, flags)?, msg.msg.addr)
     }
 
-    fn trecvmsg(&self, msg: &sys::kfi_msg_tagged, flags: u64) -> Result {
-        ep::SockEp::trecvmsg(self, msg, flags)
+    fn trecvmsg(&self, msg: &sys::kfi_msg_tagged, _flags: u64) -> Result {
+        match self {
+            Self::Msg(e) => e.trecvmsg(msg),
+            Self::Rdm(e) => e.trecvmsg(msg),
+        }
     }
 
     fn writemsg(&self, msg: &sys::kfi_msg_rma, flags: u64) -> Result {
-        ep::SockEp::rmamsg(self, ep::Kind::Write, msg, flags)
+        self.post(ep::rma_op(ep::Kind::Write, msg, flags)?, msg.msg.addr)
     }
 
     fn readmsg(&self, msg: &sys::kfi_msg_rma, flags: u64) -> Result {
-        ep::SockEp::rmamsg(self, ep::Kind::Read, msg, flags)
+        self.post(ep::rma_op(ep::Kind::Read, msg, flags)?, msg.msg.addr)
     }
 
     fn atomic(
@@ -257,19 +310,22 @@ impl provider::Endpoint for ep::SockEp {
         result: &[sys::kfi_ioc],
         flags: u64,
     ) -> Result {
-        ep::SockEp::atomic(self, msg, compare, result, flags)
+        self.post(ep::atomic_op(msg, compare, result, flags)?, msg.addr)
     }
 
     fn atomic_valid(&self, kind: AtomicKind, datatype: u32, op: u32) -> Result<usize> {
-        ep::SockEp::atomic_valid(self, kind, datatype, op)
+        ep::atomic_valid(kind, datatype, op)
     }
 
     fn getname(&self, addr: &mut [u8]) -> Result<usize> {
-        ep::SockEp::getname(self, addr)
+        match self {
+            Self::Msg(e) => e.getname(addr),
+            Self::Rdm(e) => e.getname(addr),
+        }
     }
 
     fn getpeer(&self, addr: &mut [u8]) -> Result<usize> {
-        ep::SockEp::getpeer(self, addr)
+        self.msg_only()?.getpeer(addr)
     }
 }
 

@@ -46,6 +46,17 @@ extern "C" {
     fn kfi_sockets_reuseaddr(sock: *mut kernel::bindings::socket);
 }
 
+/// A socket listening on `src` in namespace `ns` (passive and RDM
+/// endpoints). Process context.
+pub(crate) fn listen_socket(src: &SockAddr, ns: NetNs) -> Result<Socket> {
+    let l = Socket::tcp_in(src, ns)?;
+    // SAFETY: A live socket.
+    unsafe { kfi_sockets_reuseaddr(l.as_raw()) };
+    l.bind(src)?;
+    l.listen(64)?;
+    Ok(l)
+}
+
 /// A passive endpoint.
 pub(crate) struct SockPep(Arc<Shared>);
 
@@ -146,11 +157,7 @@ impl SockPep {
 
     /// `kfi_listen`.
     pub(crate) fn listen(&self) -> Result {
-        let l = Socket::tcp_in(&self.0.src, self.0.ns)?;
-        // SAFETY: A live socket.
-        unsafe { kfi_sockets_reuseaddr(l.as_raw()) };
-        l.bind(&self.0.src)?;
-        l.listen(64)?;
+        let l = listen_socket(&self.0.src, self.0.ns)?;
         {
             let mut s = self.0.state.lock();
             if s.eq.is_none() || s.listener.is_some() {

@@ -224,19 +224,26 @@ impl Rx<'_> {
         Ok(())
     }
 
+    /// Whether this connection is closing (checked while waiting for
+    /// receives, whose queue may outlive it).
+    fn closing(&self) -> bool {
+        self.sh.state.lock().closing
+    }
+
     /// A message for the oldest posted receive (waiting for one).
     fn msg(&mut self, h: &Hdr) -> Result {
+        let q = &self.sh.rxq;
         let (op, cq) = {
-            let mut s = self.sh.state.lock();
+            let mut s = q.state.lock();
             loop {
-                if s.closing {
+                if s.closing || self.closing() {
                     return Err(ECANCELED);
                 }
-                if let Some(op) = s.rx.front().copied() {
-                    s.rx.pop();
-                    break (op, s.rx_cq);
+                if !s.rx.is_empty() {
+                    let op = s.rx.remove(0).map_err(|_| EINVAL)?;
+                    break (op, s.cq);
                 }
-                self.sh.wake.wait(&mut s);
+                q.wake.wait(&mut s);
             }
         };
         // SAFETY: A posted receive's buffers, valid until it completes.
@@ -249,14 +256,15 @@ impl Rx<'_> {
     /// until one is posted (waiting while too much is held).
     fn tagged(&mut self, h: &Hdr) -> Result {
         let len = h.len as usize;
+        let q = &self.sh.rxq;
         let found = {
-            let mut s = self.sh.state.lock();
+            let mut s = q.state.lock();
             loop {
-                if s.closing {
+                if s.closing || self.closing() {
                     return Err(ECANCELED);
                 }
                 if let Some(i) = s.trx.iter().position(|r| r.matches(h.tag)) {
-                    break Some((s.trx.remove(i).map_err(|_| EINVAL)?, s.rx_cq));
+                    break Some((s.trx.remove(i).map_err(|_| EINVAL)?, s.cq));
                 }
                 if s.unexp.len() < UNEXP_MAX && s.unexp_bytes + len <= UNEXP_BYTES {
                     break None;
@@ -265,7 +273,7 @@ impl Rx<'_> {
                     // Larger than everything we would ever hold.
                     return Err(EPROTO);
                 }
-                self.sh.wake.wait(&mut s);
+                q.wake.wait(&mut s);
             }
         };
         if let Some((op, cq)) = found {
@@ -292,9 +300,9 @@ impl Rx<'_> {
             payload,
         };
         let taken = {
-            let mut s = self.sh.state.lock();
+            let mut s = q.state.lock();
             match s.trx.iter().position(|r| r.matches(h.tag)) {
-                Some(i) => Some((s.trx.remove(i).map_err(|_| EINVAL)?, s.rx_cq, u)),
+                Some(i) => Some((s.trx.remove(i).map_err(|_| EINVAL)?, s.cq, u)),
                 None => {
                     s.unexp_bytes += u.payload.len();
                     s.unexp.push(u, GFP_ATOMIC)?;
@@ -350,7 +358,7 @@ impl Rx<'_> {
         }
         drop(acc);
         if let Some(data) = Self::cq_data(h) {
-            let cq = self.sh.state.lock().rx_cq;
+            let cq = self.sh.rxq.cq();
             complete(
                 cq,
                 0,

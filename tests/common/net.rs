@@ -80,9 +80,23 @@ pub(crate) fn net_on(prov: &CStr, host: &CStr, port: &CStr) -> Result<Net> {
 /// As [`net_on`], in network namespace `ns` (NULL: the initial one; the
 /// caller keeps it alive while the returned side is open).
 pub(crate) fn net_in(prov: &CStr, host: &CStr, port: &CStr, ns: *mut bindings::net) -> Result<Net> {
+    net_typed(prov, host, port, ns, sys::KFI_EP_UNSPEC)
+}
+
+/// As [`net_in`], for endpoints of `ep_type` (`KFI_EP_UNSPEC`: any).
+pub(crate) fn net_typed(
+    prov: &CStr,
+    host: &CStr,
+    port: &CStr,
+    ns: *mut bindings::net,
+    ep_type: u32,
+) -> Result<Net> {
     let h = Hints::named(prov)?;
-    // SAFETY: The hints' own domain attributes.
-    unsafe { (*h.get().domain_attr).net = ns };
+    // SAFETY: The hints' own attributes.
+    unsafe {
+        (*h.get().domain_attr).net = ns;
+        (*h.get().ep_attr).type_ = ep_type;
+    }
     let src = getinfo_at(host, port, sys::KFI_SOURCE, Some(h.get()))?;
     let dst = getinfo_at(host, port, 0, Some(h.get()))?;
     let fi = src.first();

@@ -10,7 +10,8 @@
 //! parameters (kfi_test_e2e_param.c), so the next provider runs the very
 //! same cases: `insmod kfi_test_e2e.ko provider=NAME server_node=ADDR`.
 //! With `server_netns_pid=PID` the server side lives in that task's
-//! network namespace (the veth topology of tests/guest/run-suites.sh).
+//! network namespace (the veth topology of tests/guest/run-suites.sh), and
+//! `client_node` is the address the client's RDM endpoints listen on.
 
 use core::ffi::CStr;
 use kernel::prelude::*;
@@ -53,6 +54,7 @@ impl Drop for KfiTestE2e {
 extern "C" {
     fn kfi_test_e2e_provider() -> *const u8;
     fn kfi_test_e2e_server_node() -> *const u8;
+    fn kfi_test_e2e_client_node() -> *const u8;
     fn kfi_test_e2e_port_base() -> c_int;
     fn kfi_test_e2e_netns_get() -> c_int;
     fn kfi_test_e2e_server_net() -> *mut kernel::bindings::net;
@@ -70,6 +72,12 @@ fn provider() -> &'static CStr {
 fn server_node() -> &'static CStr {
     // SAFETY: As for `provider`.
     unsafe { CStr::from_char_ptr(kfi_test_e2e_server_node()) }
+}
+
+/// The address the client side's RDM endpoints listen on.
+fn client_node() -> &'static CStr {
+    // SAFETY: As for `provider`.
+    unsafe { CStr::from_char_ptr(kfi_test_e2e_client_node()) }
 }
 
 /// The server side's namespace (NULL: the initial one), held by the
@@ -104,6 +112,7 @@ fn port(n: i32, buf: &mut [u8; 8]) -> Result<&CStr> {
 #[kunit_tests(kfi_e2e)]
 mod e2e {
     use super::{
+        client_node,
         kfi::{kfabric::Owned, kfi_sys as sys},
         net::*,
         port, provider, server_net, server_node,
@@ -1122,6 +1131,208 @@ mod e2e {
         assert_eq!(ret, 0);
         assert_eq!(ll, lens[2]);
         assert_eq!(l[2..4], a[2][2..4]);
+        Ok(())
+    }
+
+    /// An address vector of `n`'s domain.
+    fn av(n: &Net) -> Result<Owned<sys::kfid_av>> {
+        let mut attr = sys::kfi_av_attr {
+            type_: sys::KFI_AV_TABLE,
+            count: 4,
+            ..Default::default()
+        };
+        // SAFETY: An open domain, valid attributes.
+        Owned::open(|o| unsafe {
+            sys::kfi_av_open(n.domain.as_ptr(), &mut attr, o, core::ptr::null_mut())
+        })
+    }
+
+    /// Inserts the source (`src`) or destination address of `info`.
+    fn insert(av: &Owned<sys::kfid_av>, info: *mut sys::kfi_info, src: bool) -> Result<u64> {
+        // SAFETY: A valid entry; its addresses are kmalloc'ed by it.
+        let addr = unsafe {
+            if src {
+                (*info).src_addr
+            } else {
+                (*info).dest_addr
+            }
+        };
+        let mut fi_addr = u64::MAX;
+        // SAFETY: An open AV; one address of the domain's format.
+        let n = unsafe {
+            sys::kfi_av_insert(av.as_ptr(), addr, 1, &mut fi_addr, 0, core::ptr::null_mut())
+        };
+        if n != 1 {
+            return Err(EINVAL);
+        }
+        Ok(fi_addr)
+    }
+
+    /// An enabled RDM endpoint of `n` on its source address.
+    fn rdm_ep(
+        n: &Net,
+        cq: &Owned<sys::kfid_cq>,
+        av: &Owned<sys::kfid_av>,
+    ) -> Result<Owned<sys::kfid_ep>> {
+        // SAFETY: Open domain, valid entry.
+        let ep = Owned::open(|o| unsafe {
+            sys::kfi_endpoint(n.domain.as_ptr(), n.src.first(), o, core::ptr::null_mut())
+        })?;
+        // SAFETY: Open objects.
+        unsafe {
+            kernel::error::to_result(sys::kfi_ep_bind(
+                ep.as_ptr(),
+                cq.fid(),
+                sys::KFI_TRANSMIT | sys::KFI_RECV,
+            ))?;
+            kernel::error::to_result(sys::kfi_ep_bind(ep.as_ptr(), av.fid(), 0))?;
+            kernel::error::to_result(sys::kfi_enable(ep.as_ptr()))?;
+        }
+        Ok(ep)
+    }
+
+    fn send_to(ep: &Owned<sys::kfid_ep>, buf: &[u8], to: u64, ctx: usize) -> c_int {
+        let v = kvec(buf);
+        let mut m = msg(&v, ctx, 0);
+        m.addr = to;
+        // SAFETY: An open endpoint; callers keep `buf` until completion.
+        unsafe { sys::kfi_sendmsg(ep.as_ptr(), &m, 0) }
+    }
+
+    fn recv(ep: &Owned<sys::kfid_ep>, buf: &mut [u8], ctx: usize) -> c_int {
+        let v = kvec_mut(buf);
+        // SAFETY: An open endpoint; callers keep `buf` until completion.
+        unsafe { sys::kfi_recvmsg(ep.as_ptr(), &msg(&v, ctx, 0), 0) }
+    }
+
+    /// Waits for a successful completion; a failed one is logged and is
+    /// `EIO`.
+    fn wait_ok(cq: &Owned<sys::kfid_cq>) -> Result<sys::kfi_cq_data_entry> {
+        let mut e = sys::kfi_cq_data_entry::default();
+        match sread(cq, &mut e) {
+            1 => Ok(e),
+            n if n == -(sys::KFI_EAVAIL as isize) => {
+                let err = wait_err_entry(cq)?;
+                pr_err!(
+                    "completion of {} failed: {}\n",
+                    err.op_context as usize,
+                    err.err
+                );
+                Err(EIO)
+            }
+            n => Err(Error::from_errno(n as i32)),
+        }
+    }
+
+    /// Reads the error entry that is waiting on `cq`.
+    fn wait_err_entry(cq: &Owned<sys::kfid_cq>) -> Result<sys::kfi_cq_err_entry> {
+        let mut err = sys::kfi_cq_err_entry::default();
+        // SAFETY: Open CQ, writable entry.
+        if unsafe { sys::kfi_cq_readerr(cq.as_ptr(), &mut err, 0) } != 1 {
+            return Err(EPROTO);
+        }
+        Ok(err)
+    }
+
+    /// RDM endpoints reach each other through address vectors: messages
+    /// both ways, a tagged message, RMA write and read and an atomic, and
+    /// a peer nobody listens for.
+    #[test]
+    fn rdm_through_address_vectors() -> Result {
+        let (mut b1, mut b2, mut b3) = ([0u8; 8], [0u8; 8], [0u8; 8]);
+        let (sp, cp, np) = (port(9, &mut b1)?, port(10, &mut b2)?, port(11, &mut b3)?);
+        let s = net_typed(provider(), server_node(), sp, server_net(), sys::KFI_EP_RDM)?;
+        let c = net_typed(
+            provider(),
+            client_node(),
+            cp,
+            core::ptr::null_mut(),
+            sys::KFI_EP_RDM,
+        )?;
+        let nobody = net_typed(
+            provider(),
+            server_node(),
+            np,
+            core::ptr::null_mut(),
+            sys::KFI_EP_RDM,
+        )?;
+        let (sav, cav) = (av(&s)?, av(&c)?);
+        let to_server = insert(&cav, s.src.first(), true)?;
+        let to_nobody = insert(&cav, nobody.dst.first(), false)?;
+        let to_client = insert(&sav, c.src.first(), true)?;
+        let (scq, ccq) = (cq_sized(&s, 32)?, cq_sized(&c, 32)?);
+        let sep = rdm_ep(&s, &scq, &sav)?;
+        let cep = rdm_ep(&c, &ccq, &cav)?;
+
+        // Client to server: a short and a long message.
+        let big = pattern(100_000, 4)?;
+        let mut r1 = [0u8; 32];
+        let mut r2 = zeroed(100_000, 0)?;
+        assert_eq!(recv(&sep, &mut r1, 1), 0);
+        assert_eq!(recv(&sep, &mut r2, 2), 0);
+        assert_eq!(send_to(&cep, b"datagram to the server", to_server, 3), 0);
+        assert_eq!(send_to(&cep, &big, to_server, 4), 0);
+        for _ in 0..2 {
+            wait_ok(&ccq)?;
+        }
+        let e = wait_ok(&scq)?;
+        assert_eq!((e.op_context as usize, e.len), (1, 22));
+        assert_eq!(&r1[..22], b"datagram to the server");
+        let e = wait_ok(&scq)?;
+        assert_eq!((e.op_context as usize, e.len), (2, 100_000));
+        assert!(r2[..] == big[..]);
+        // Server to client, by the client's address in the server's AV.
+        let mut back = [0u8; 16];
+        assert_eq!(recv(&cep, &mut back, 5), 0);
+        assert_eq!(send_to(&sep, b"reply from peer!", to_client, 6), 0);
+        wait_ok(&scq)?;
+        let e = wait_ok(&ccq)?;
+        assert_eq!(e.op_context as usize, 5);
+        assert_eq!(&back, b"reply from peer!");
+
+        // RMA and an atomic through the AV.
+        let mut target = zeroed(65536, 0)?;
+        let region = mr(
+            &s,
+            &mut target,
+            sys::KFI_REMOTE_READ | sys::KFI_REMOTE_WRITE,
+            0,
+            0,
+        )?;
+        let k = key(&region);
+        let data = pattern(65536, 8)?;
+        let lw = [kvec(&data)];
+        let mut m = sys::kfi_msg_rma {
+            rma_iov: &riov(0, 65536, k),
+            rma_iov_count: 1,
+            ..Default::default()
+        };
+        m.msg = msg(&lw[0], 7, 0);
+        m.msg.addr = to_server;
+        // SAFETY: An open endpoint; `data` outlives the completion.
+        assert_eq!(unsafe { sys::kfi_writemsg(cep.as_ptr(), &m, 0) }, 0);
+        let e = wait_ok(&ccq)?;
+        assert_eq!(e.op_context as usize, 7);
+        assert!(target[..] == data[..]);
+        let mut got = zeroed(65536, 0)?;
+        let lr = [kvec_mut(&mut got)];
+        m.msg = msg(&lr[0], 8, 0);
+        m.msg.addr = to_server;
+        // SAFETY: As above, for `got`.
+        assert_eq!(unsafe { sys::kfi_readmsg(cep.as_ptr(), &m, 0) }, 0);
+        wait_ok(&ccq)?;
+        assert!(got[..] == data[..]);
+
+        // Nobody listens at the third address: the send fails.
+        assert_eq!(send_to(&cep, b"lost", to_nobody, 9), 0);
+        let err = wait_err(&ccq)?;
+        assert_eq!(err.op_context as usize, 9);
+        assert_eq!(err.err, ECONNREFUSED.to_errno().wrapping_neg());
+        drop(region);
+        drop(cep);
+        drop(sep);
+        drop(sav);
+        drop(cav);
         Ok(())
     }
 }

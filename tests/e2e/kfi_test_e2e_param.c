@@ -18,6 +18,11 @@ static char server_node[64] = "127.0.0.1";
 module_param_string(server_node, server_node, sizeof(server_node), 0444);
 MODULE_PARM_DESC(server_node, "numeric address the server side listens on");
 
+static char client_node[64] = "127.0.0.1";
+module_param_string(client_node, client_node, sizeof(client_node), 0444);
+MODULE_PARM_DESC(client_node,
+		 "numeric address the client side listens on (RDM endpoints)");
+
 static int server_netns_pid;
 module_param(server_netns_pid, int, 0444);
 MODULE_PARM_DESC(server_netns_pid,
@@ -32,6 +37,7 @@ static struct net *server_net;
 
 const char *kfi_test_e2e_provider(void);
 const char *kfi_test_e2e_server_node(void);
+const char *kfi_test_e2e_client_node(void);
 int kfi_test_e2e_port_base(void);
 int kfi_test_e2e_netns_get(void);
 struct net *kfi_test_e2e_server_net(void);
@@ -45,6 +51,11 @@ const char *kfi_test_e2e_provider(void)
 const char *kfi_test_e2e_server_node(void)
 {
 	return server_node;
+}
+
+const char *kfi_test_e2e_client_node(void)
+{
+	return client_node;
 }
 
 /* Takes a reference on the namespace of server_netns_pid, if one is set. */

@@ -79,7 +79,8 @@ tap_begin "$out/e2e-veth.ktap" kfi_e2e_veth_topology
 if veth_up; then
 	tap_ok veth_pair_up
 	sent=$(veth_bytes)
-	run_module "$top/tests/e2e/kfi_test_e2e.ko" veth server_node=$VETH_SERVER server_netns_pid="$VETH_PID"
+	run_module "$top/tests/e2e/kfi_test_e2e.ko" veth server_node=$VETH_SERVER \
+		client_node=$VETH_CLIENT server_netns_pid="$VETH_PID"
 	moved=$(( $(veth_bytes) - sent ))
 	tap_check traffic_crossed_veth "only $moved bytes left kfi_v0" test "$moved" -gt $((24 << 20))
 else

@@ -1,0 +1,432 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Reliable-datagram (RDM) endpoints of kfi_sockets: unconnected endpoints
+//! that reach peers through an address vector.
+//!
+//! An RDM endpoint listens on its source address. The first operation to
+//! a peer opens one TCP connection to the peer's RDM endpoint; its request
+//! carries our listening address, so the peer files the connection under
+//! that address and uses the same connection for its operations to us.
+//! Each connection is the MSG machinery of `ep.rs` (its own transmit queue,
+//! responses, workers); all of an endpoint's connections share its receive
+//! queues (`rxq.rs`), so a posted receive takes a message from any peer.
+//!
+//! Posting works in any context but hard interrupt: it queues the
+//! operation with its `kfi_addr_t`. A dispatcher worker resolves the
+//! address in the AV, finds or opens the connection (process context) and
+//! hands the operation on. Completions go to the endpoint's CQs; a peer
+//! that cannot be reached fails the operation (`ECONNREFUSED`, ...).
+
+use kernel::{
+    new_condvar, new_mutex, new_spinlock_irq,
+    prelude::*,
+    sync::{Arc, CondVar, Mutex, SpinLockIrq},
+};
+
+use crate::{
+    ep::{self, fail, Shared, TxOp, CAPS, INJECT_MAX, IOV_MAX, OP_FLAGS, QUEUE},
+    frame::{self, Answer},
+    info_ns,
+    kfi::{
+        kfi_sys as sys,
+        provider::{Bound, CqRef, EndpointAttr},
+    },
+    ksock::{NetNs, SockAddr, Socket},
+    mr::MrTable,
+    pep::listen_socket,
+    rxq::RxQueues,
+    util_ring::Ring,
+    wire::RMA_IOV_MAX,
+    workers::Workers,
+};
+
+/// The AV an RDM endpoint is bound to.
+///
+/// # Invariants
+///
+/// An open AV of kfabric.ko; it stays open while the endpoint is bound to
+/// it (kfabric.ko refuses to close a bound object).
+#[derive(Clone, Copy)]
+struct AvRef(*mut sys::kfid_av);
+
+// SAFETY: Lookups on a util AV are locked and may run in any context but
+// hard interrupt.
+unsafe impl Send for AvRef {}
+// SAFETY: See `Send`.
+unsafe impl Sync for AvRef {}
+
+impl AvRef {
+    /// The address behind `fi_addr`.
+    fn lookup(&self, fi_addr: u64) -> Result<SockAddr> {
+        let mut b = [0u8; 32];
+        let mut len = b.len();
+        // SAFETY: An open AV (type invariant); `b` holds `len` bytes.
+        let ret = unsafe { sys::kfi_av_lookup(self.0, fi_addr, b.as_mut_ptr().cast(), &mut len) };
+        kernel::error::to_result(ret).map_err(|_| EHOSTUNREACH)?;
+        SockAddr::from_bytes(b.get(..len).ok_or(EINVAL)?)
+    }
+}
+
+/// An operation and its destination.
+#[derive(Clone, Copy, Default)]
+struct Queued {
+    op: TxOp,
+    dest: u64,
+}
+
+struct TxQueue {
+    ops: Ring<Queued>,
+    closing: bool,
+}
+
+struct State {
+    av: Option<AvRef>,
+    tx_cq: Option<CqRef>,
+    listener: Option<Arc<Socket>>,
+    /// Connections by the peer's listening address.
+    conns: KVec<(SockAddr, Arc<Shared>)>,
+    /// Sockets of requests being read, and of a connection being opened:
+    /// shut down at close so no worker waits on a silent peer.
+    busy: KVec<Arc<Socket>>,
+    closing: bool,
+}
+
+/// What an RDM endpoint and its workers share.
+#[pin_data]
+pub(crate) struct Rdm {
+    #[pin]
+    state: Mutex<State>,
+    #[pin]
+    txq: SpinLockIrq<TxQueue>,
+    /// Woken when an operation is queued or the endpoint closes.
+    #[pin]
+    wake: CondVar,
+    #[pin]
+    workers: Workers,
+    rxq: Arc<RxQueues>,
+    src: SockAddr,
+    ns: NetNs,
+    mrs: Arc<MrTable>,
+}
+
+/// An RDM endpoint.
+pub(crate) struct RdmEp(Arc<Rdm>);
+
+fn spawn(r: &Arc<Rdm>, f: impl FnOnce(&Arc<Rdm>) + Send + 'static) -> Result {
+    Workers::spawn(r, |r| &r.workers, f)
+}
+
+impl RdmEp {
+    /// An RDM endpoint for the source address of `info`. Process context.
+    pub(crate) fn new(info: &sys::kfi_info, mrs: Arc<MrTable>) -> Result<Self> {
+        if info.src_addr.is_null() {
+            return Err(EINVAL);
+        }
+        // SAFETY: An entry's address holds `src_addrlen` bytes.
+        let b =
+            unsafe { core::slice::from_raw_parts(info.src_addr.cast::<u8>(), info.src_addrlen) };
+        let src = SockAddr::from_bytes(b)?;
+        let r = Arc::pin_init(
+            try_pin_init!(Rdm {
+                state <- new_mutex!(State {
+                    av: None,
+                    tx_cq: None,
+                    listener: None,
+                    conns: KVec::new(),
+                    busy: KVec::new(),
+                    closing: false,
+                }),
+                txq <- new_spinlock_irq!(TxQueue {
+                    ops: Ring::new(QUEUE)?,
+                    closing: false,
+                }),
+                wake <- new_condvar!(),
+                workers <- Workers::new(),
+                rxq: RxQueues::new()?,
+                src,
+                ns: info_ns(info),
+                mrs,
+            }),
+            GFP_KERNEL,
+        )?;
+        Ok(Self(r))
+    }
+
+    pub(crate) fn attr(&self) -> EndpointAttr {
+        EndpointAttr {
+            caps: CAPS,
+            op_flags: OP_FLAGS,
+            tx_iov_limit: IOV_MAX,
+            rx_iov_limit: IOV_MAX,
+            rma_iov_limit: RMA_IOV_MAX,
+            inject_size: INJECT_MAX,
+        }
+    }
+
+    pub(crate) fn bind(&self, what: Bound) -> Result {
+        match what {
+            Bound::Cq(cq, f) => {
+                if f & sys::KFI_TRANSMIT != 0 {
+                    self.0.state.lock().tx_cq = Some(cq);
+                }
+                if f & sys::KFI_RECV != 0 {
+                    self.0.rxq.set_cq(cq);
+                }
+            }
+            // Nothing to report: RDM endpoints have no connection events.
+            Bound::Eq(_) => {}
+            Bound::Other(fid) => {
+                // SAFETY: An open object (the contract of `Bound`).
+                if unsafe { (*fid).fclass } != sys::KFI_CLASS_AV {
+                    return Err(EOPNOTSUPP);
+                }
+                // INVARIANT: An open AV, pinned while bound.
+                self.0.state.lock().av = Some(AvRef(fid.cast()));
+            }
+            _ => return Err(EOPNOTSUPP),
+        }
+        Ok(())
+    }
+
+    /// `kfi_enable`: listens on the source address and starts the
+    /// acceptor and the dispatcher. Process context.
+    pub(crate) fn enable(&self) -> Result {
+        let l = Arc::new(listen_socket(&self.0.src, self.0.ns)?, GFP_KERNEL)?;
+        {
+            let mut s = self.0.state.lock();
+            if s.tx_cq.is_none() || self.0.rxq.cq().is_none() || s.av.is_none() {
+                return Err(EINVAL);
+            }
+            if s.listener.is_some() {
+                return Err(EINVAL);
+            }
+            s.listener = Some(l);
+        }
+        spawn(&self.0, acceptor)?;
+        spawn(&self.0, dispatcher)
+    }
+
+    /// `kfi_getname`: the listening address.
+    pub(crate) fn getname(&self, out: &mut [u8]) -> Result<usize> {
+        let l = self.0.state.lock().listener.clone().ok_or(EINVAL)?;
+        Ok(ep::put_addr(&l.local_addr()?, out))
+    }
+
+    /// Queues `op` for the peer `dest` (any context but hard interrupt).
+    pub(crate) fn post(&self, op: TxOp, dest: u64) -> Result {
+        let mut q = self.0.txq.lock();
+        if q.closing {
+            return Err(ENOTCONN);
+        }
+        q.ops.push(Queued { op, dest }).map_err(|_| EAGAIN)?;
+        drop(q);
+        self.0.wake.notify_all();
+        Ok(())
+    }
+
+    /// `kfi_recvmsg` (any context but hard interrupt).
+    pub(crate) fn recvmsg(&self, m: &sys::kfi_msg) -> Result {
+        self.0.rxq.post(m)
+    }
+
+    /// `kfi_trecvmsg` (any context but hard interrupt).
+    pub(crate) fn trecvmsg(&self, t: &sys::kfi_msg_tagged) -> Result {
+        self.0.rxq.post_tagged(t)
+    }
+}
+
+/// Files a connection under the peer's address, unless the endpoint is
+/// closing (then it is closed here).
+fn add_conn(r: &Rdm, peer: SockAddr, conn: Arc<Shared>) -> Result<Arc<Shared>> {
+    let mut s = r.state.lock();
+    if s.closing {
+        drop(s);
+        conn.close();
+        return Err(ECANCELED);
+    }
+    // Connections that ended are dropped here, the next use reconnects.
+    s.conns.retain(|(_, c)| c.usable());
+    s.conns.push((peer, conn.clone()), GFP_KERNEL)?;
+    Ok(conn)
+}
+
+/// Tracks a socket a worker may wait on (see `State::busy`).
+fn track(r: &Rdm, sock: &Arc<Socket>) -> Result {
+    let mut s = r.state.lock();
+    if s.closing {
+        return Err(ECANCELED);
+    }
+    s.busy.push(sock.clone(), GFP_KERNEL)?;
+    Ok(())
+}
+
+fn untrack(r: &Rdm, sock: &Arc<Socket>) {
+    r.state.lock().busy.retain(|b| !Arc::ptr_eq(b, sock));
+}
+
+/// A new connection on our socket `sock` to `peer`, running.
+fn connection(r: &Rdm, sock: Arc<Socket>, peer: SockAddr) -> Result<Arc<Shared>> {
+    let conn = Shared::new(
+        Some(sock),
+        Some(peer),
+        r.ns,
+        r.mrs.clone(),
+        r.rxq.clone(),
+        false,
+    )?;
+    let cq = r.state.lock().tx_cq;
+    conn.state.lock().tx_cq = cq;
+    ep::start(&conn)?;
+    Ok(conn)
+}
+
+/// Accepts peers' connections; each request is read on a worker of its
+/// own.
+fn acceptor(r: &Arc<Rdm>) {
+    let Some(l) = r.state.lock().listener.clone() else {
+        return;
+    };
+    while let Ok(s) = l.accept(false) {
+        let Ok(s) = Arc::new(s, GFP_KERNEL) else {
+            continue;
+        };
+        if track(r, &s).is_err() {
+            s.shutdown();
+            continue;
+        }
+        let s2 = s.clone();
+        if spawn(r, move |r| incoming(r, s2)).is_err() {
+            untrack(r, &s);
+            s.shutdown();
+        }
+    }
+}
+
+/// A peer's request: its private data is the peer's listening address.
+fn incoming(r: &Arc<Rdm>, sock: Arc<Socket>) {
+    let outcome = (|| -> Result {
+        let data = frame::read_connreq(&sock)?;
+        let peer = SockAddr::from_bytes(&data)?;
+        frame::accept(&sock, &[])?;
+        let conn = connection(r, sock.clone(), peer)?;
+        add_conn(r, peer, conn)?;
+        Ok(())
+    })();
+    untrack(r, &sock);
+    if outcome.is_err() {
+        sock.shutdown();
+    }
+}
+
+/// Opens a connection to `peer`: our listening address is the request's
+/// private data.
+fn open(r: &Rdm, peer: SockAddr) -> Result<Arc<Shared>> {
+    let sock = Arc::new(Socket::tcp_in(&peer, r.ns)?, GFP_KERNEL)?;
+    track(r, &sock)?;
+    let answer = (|| -> Result<Answer> {
+        let l = r.state.lock().listener.clone().ok_or(ENOTCONN)?;
+        let me = l.local_addr()?;
+        frame::connect_start(&sock, &peer, me.as_bytes())?;
+        frame::connect_finish(&sock)
+    })();
+    untrack(r, &sock);
+    match answer? {
+        Answer::Accepted(_) => {}
+        Answer::Rejected(_) => return Err(ECONNREFUSED),
+    }
+    let conn = connection(r, sock, peer)?;
+    add_conn(r, peer, conn)
+}
+
+/// The connection to `peer`, opened if there is none that works.
+fn conn_to(r: &Rdm, peer: SockAddr) -> Result<Arc<Shared>> {
+    let found = r
+        .state
+        .lock()
+        .conns
+        .iter()
+        .find(|(a, c)| a.as_bytes() == peer.as_bytes() && c.usable())
+        .map(|(_, c)| c.clone());
+    match found {
+        Some(c) => Ok(c),
+        None => open(r, peer),
+    }
+}
+
+/// Hands queued operations to their peers' connections until the endpoint
+/// closes.
+fn dispatcher(r: &Arc<Rdm>) {
+    loop {
+        let q = {
+            let mut t = r.txq.lock();
+            loop {
+                if t.closing {
+                    return;
+                }
+                if let Some(q) = t.ops.front().copied() {
+                    t.ops.pop();
+                    break q;
+                }
+                r.wake.wait(&mut t);
+            }
+        };
+        // Not in one expression: the lock guard would live through it.
+        let av = r.state.lock().av;
+        let sent = av
+            .ok_or(EINVAL)
+            .and_then(|av| av.lookup(q.dest))
+            .and_then(|peer| conn_to(r, peer))
+            .and_then(|c| c.queue_wait(q.op));
+        if let Err(e) = sent {
+            let cq = r.state.lock().tx_cq;
+            fail(
+                cq,
+                q.op.context,
+                q.op.completion_flags(),
+                e.to_errno().wrapping_neg(),
+                0,
+                0,
+            );
+        }
+    }
+}
+
+impl Drop for RdmEp {
+    fn drop(&mut self) {
+        let r = &self.0;
+        let (listener, busy, conns) = {
+            let mut s = r.state.lock();
+            s.closing = true;
+            (
+                s.listener.take(),
+                core::mem::take(&mut s.busy),
+                core::mem::take(&mut s.conns),
+            )
+        };
+        r.txq.lock().closing = true;
+        r.wake.notify_all();
+        if let Some(l) = listener {
+            l.shutdown();
+        }
+        for b in busy.iter() {
+            b.shutdown();
+        }
+        r.rxq.close();
+        for (_, c) in conns.iter() {
+            c.close();
+        }
+        r.workers.wait_idle();
+        // Operations never handed to a connection.
+        let cq = r.state.lock().tx_cq;
+        let mut t = r.txq.lock();
+        let mut left: KVec<(usize, u64)> = KVec::new();
+        while let Some(q) = t.ops.front().copied() {
+            t.ops.pop();
+            let _ = left.push((q.op.context, q.op.completion_flags()), GFP_ATOMIC);
+        }
+        drop(t);
+        for (ctx, flags) in left.iter() {
+            fail(cq, *ctx, *flags, ECANCELED.to_errno().wrapping_neg(), 0, 0);
+        }
+    }
+}
