@@ -1,27 +1,28 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Connected (MSG) endpoints of kfi_sockets: their state, posting and
-//! connection management. The workers that move data are in `tx.rs` and
-//! `rx.rs`.
+//! Connected (MSG) endpoints of kfi_sockets and the connection machinery
+//! that RDM endpoints reuse: state, posting and connection management.
+//! The work that moves data is in `rx.rs` and `tx.rs`, driven by socket
+//! callbacks (`progress.rs`).
 //!
 //! Posting (messages, tagged messages, RMA, atomics) may happen in any
 //! context but hard interrupt: it only queues the operation in rings and
-//! lists allocated when the endpoint was opened and wakes the workers. Two
-//! workers per connection, on the long-running system workqueue, do the
-//! blocking socket work: the transmitter sends queued operations and the
-//! responses the receiver asks for; the receiver reads frames, places
-//! messages into posted receives, serves peers' RMA and atomics on this
-//! domain's registered memory and completes our operations when their
-//! responses arrive. Only the transmitter writes to the socket, so the
-//! receiver never blocks on a full socket and two endpoints serving each
-//! other cannot deadlock. Closing the endpoint shuts the socket down, which
-//! ends both, and waits for them.
+//! lists allocated when the endpoint was opened and queues the connection's
+//! transmit work. The transmit work sends queued operations and the
+//! responses the receive work asks for; the receive work reads frames,
+//! places messages into posted receives, serves peers' RMA and atomics on
+//! this domain's registered memory and completes our operations when their
+//! responses arrive. Only the transmit work writes to the socket, so the
+//! receive work never waits for a full socket and two endpoints serving
+//! each other cannot deadlock. Closing the endpoint removes the callbacks,
+//! shuts the socket down and waits until no work item runs.
 
 use core::ffi::c_void;
 use kernel::{
-    new_condvar, new_spinlock_irq,
+    new_condvar, new_mutex, new_spinlock_irq,
     prelude::*,
-    sync::{Arc, CondVar, SpinLockIrq},
+    sync::{Arc, CondVar, Mutex, SpinLockIrq},
+    workqueue::{new_work, Work},
 };
 
 use crate::{
@@ -36,9 +37,8 @@ use crate::{
     },
     ksock::{NetNs, SockAddr, Socket},
     mr::{Access, MrTable},
-    rx,
+    progress,
     rxq::RxQueues,
-    tx,
     util_ring::Ring,
     wire::{Hdr, Op, RmaDesc, RMA_IOV_MAX},
     workers::Workers,
@@ -54,6 +54,8 @@ pub(crate) const INJECT_MAX: usize = 256;
 /// Responses the receiver queues for the transmitter before it stops
 /// reading (backpressure on a peer that asks faster than it reads).
 pub(crate) const RESP_MAX: usize = QUEUE;
+/// Bytes of the receive work's buffer for payload nobody takes.
+const SCRATCH: usize = 16 << 10;
 /// Most tagged messages held for receives not posted yet, and their bytes.
 pub(crate) const UNEXP_MAX: usize = QUEUE;
 pub(crate) const UNEXP_BYTES: usize = 4 << 20;
@@ -250,6 +252,12 @@ pub(crate) struct State {
     pub(crate) pending: KVec<Pending>,
     pub(crate) resp: KVec<Resp>,
     pub(crate) next_id: u64,
+    /// Work items queued or running (`progress.rs`).
+    pub(crate) active: u32,
+    /// A message header whose receive is not posted yet.
+    pub(crate) parked: Option<Hdr>,
+    /// The connection ended and was torn down.
+    pub(crate) dead: bool,
 }
 
 /// One connection: what its endpoint and its two workers share.
@@ -263,6 +271,17 @@ pub(crate) struct Shared {
     /// Woken when anything is queued or taken, or the connection closes.
     #[pin]
     pub(crate) wake: CondVar,
+    /// Woken when a work item finishes.
+    #[pin]
+    pub(crate) idle: CondVar,
+    #[pin]
+    pub(crate) rx_work: Work<Shared, 0>,
+    #[pin]
+    pub(crate) tx_work: Work<Shared, 1>,
+    /// The receive work's buffer for payload nobody takes.
+    #[pin]
+    pub(crate) scratch: Mutex<KVec<u8>>,
+    /// The connector.
     #[pin]
     workers: Workers,
     pub(crate) dest: Option<SockAddr>,
@@ -325,6 +344,8 @@ impl Shared {
         rxq: Arc<RxQueues>,
         owns_rx: bool,
     ) -> Result<Arc<Self>> {
+        let mut scratch = KVec::with_capacity(SCRATCH, GFP_KERNEL)?;
+        scratch.resize(SCRATCH, 0, GFP_KERNEL)?;
         Arc::pin_init(
             try_pin_init!(Shared {
                 state <- new_spinlock_irq!(State {
@@ -339,8 +360,15 @@ impl Shared {
                     pending: KVec::with_capacity(QUEUE, GFP_KERNEL)?,
                     resp: KVec::with_capacity(RESP_MAX, GFP_KERNEL)?,
                     next_id: 1,
+                    active: 0,
+                    parked: None,
+                    dead: false,
                 }),
                 wake <- new_condvar!(),
+                idle <- new_condvar!(),
+                rx_work <- new_work!("kfi_sockets::rx"),
+                tx_work <- new_work!("kfi_sockets::tx"),
+                scratch <- new_mutex!(scratch),
                 workers <- Workers::new(),
                 dest,
                 ns,
@@ -359,20 +387,20 @@ impl Shared {
     }
 
     /// Queues `op` for the transmitter; `EAGAIN` when the queue is full.
-    pub(crate) fn queue(&self, op: TxOp) -> Result {
+    pub(crate) fn queue(self: &Arc<Self>, op: TxOp) -> Result {
         let mut s = self.state.lock();
         if !s.connected || s.closing {
             return Err(ENOTCONN);
         }
         s.tx.push(op).map_err(|_| EAGAIN)?;
         drop(s);
-        self.wake.notify_all();
+        progress::kick_tx(self);
         Ok(())
     }
 
     /// Queues `op` for the transmitter, waiting while the queue is full.
     /// Process context.
-    pub(crate) fn queue_wait(&self, op: TxOp) -> Result {
+    pub(crate) fn queue_wait(self: &Arc<Self>, op: TxOp) -> Result {
         let mut s = self.state.lock();
         loop {
             if !s.connected || s.closing {
@@ -384,25 +412,31 @@ impl Shared {
             self.wake.wait(&mut s);
         }
         drop(s);
-        self.wake.notify_all();
+        progress::kick_tx(self);
         Ok(())
     }
 
-    /// Closes the connection and waits for its workers. Process context.
+    /// Closes the connection: no callback or work item uses it when this
+    /// returns; what was still queued fails with `ECANCELED`. Process
+    /// context.
     pub(crate) fn close(&self) {
         let sock = {
             let mut s = self.state.lock();
             s.closing = true;
             s.sock.clone()
         };
-        if let Some(sock) = sock {
+        if let Some(sock) = &sock {
+            progress::unhook(sock);
             sock.shutdown();
         }
         self.wake.notify_all();
+        self.rxq.unstall(self);
         if self.owns_rx {
             self.rxq.close();
         }
+        progress::wait_idle(self);
         self.workers.wait_idle();
+        flush(self);
     }
 }
 
@@ -436,16 +470,20 @@ impl SockEp {
     }
 }
 
-/// Runs `f` on a worker that close waits for.
+/// Runs `f` on a worker that close waits for (the connector).
 fn spawn(sh: &Arc<Shared>, f: fn(&Arc<Shared>)) -> Result {
     Workers::spawn(sh, |sh| &sh.workers, f)
 }
 
-/// The connection is up: start both workers.
+/// The connection is up: its socket's callbacks drive it from now on.
 pub(crate) fn start(sh: &Arc<Shared>) -> Result {
+    let sock = sh.state.lock().sock.clone().ok_or(ENOTCONN)?;
+    progress::hook(sh, &sock)?;
     sh.state.lock().connected = true;
-    spawn(sh, rx::worker)?;
-    spawn(sh, tx::worker)
+    // Bytes may have arrived before the callbacks were in place.
+    progress::kick_rx(sh);
+    progress::kick_tx(sh);
+    Ok(())
 }
 
 /// The connection is gone: every operation still queued or waiting for a

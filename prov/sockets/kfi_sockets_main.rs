@@ -26,6 +26,7 @@ mod events;
 mod handles;
 mod mr;
 mod pep;
+mod progress;
 mod rdm;
 mod rx;
 mod rxq;

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Socket options for kfi_sockets that the Rust bindings do not reach
- * (net/sock.h helpers): used by the passive endpoint (pep.rs).
+ * (net/sock.h helpers): SO_REUSEADDR for listeners (pep.rs) and the
+ * callbacks that drive a connection's progress (progress.rs).
  */
+#include <linux/slab.h>
 #include <net/sock.h>
 
 void kfi_sockets_reuseaddr(struct socket *sock);
@@ -14,4 +16,114 @@ void kfi_sockets_reuseaddr(struct socket *sock);
 void kfi_sockets_reuseaddr(struct socket *sock)
 {
 	sock_set_reuseaddr(sock->sk);
+}
+
+/*
+ * Socket callbacks (progress.rs): the original callback runs first (it
+ * wakes a worker sleeping in the socket), then the connection's rx or tx
+ * work is queued. sk_user_data holds the saved callbacks and the owner, a
+ * reference on the connection that lives until kfi_sockets_unhook().
+ */
+struct kfi_sockets_cb {
+	void (*data_ready)(struct sock *sk);
+	void (*write_space)(struct sock *sk);
+	void (*state_change)(struct sock *sk);
+	void *owner;
+};
+
+void kfi_sockets_rx_ready(void *owner);
+void kfi_sockets_tx_ready(void *owner);
+int kfi_sockets_hook(struct socket *sock, void *owner);
+void *kfi_sockets_unhook(struct socket *sock);
+
+static void kfi_sockets_data_ready(struct sock *sk)
+{
+	struct kfi_sockets_cb *cb;
+
+	read_lock_bh(&sk->sk_callback_lock);
+	cb = sk->sk_user_data;
+	if (cb) {
+		cb->data_ready(sk);
+		kfi_sockets_rx_ready(cb->owner);
+	}
+	read_unlock_bh(&sk->sk_callback_lock);
+}
+
+static void kfi_sockets_write_space(struct sock *sk)
+{
+	struct kfi_sockets_cb *cb;
+
+	read_lock_bh(&sk->sk_callback_lock);
+	cb = sk->sk_user_data;
+	if (cb) {
+		cb->write_space(sk);
+		kfi_sockets_tx_ready(cb->owner);
+	}
+	read_unlock_bh(&sk->sk_callback_lock);
+}
+
+static void kfi_sockets_state_change(struct sock *sk)
+{
+	struct kfi_sockets_cb *cb;
+
+	read_lock_bh(&sk->sk_callback_lock);
+	cb = sk->sk_user_data;
+	if (cb) {
+		cb->state_change(sk);
+		/* A peer that closed is seen by the receiver. */
+		kfi_sockets_rx_ready(cb->owner);
+	}
+	read_unlock_bh(&sk->sk_callback_lock);
+}
+
+/* Installs the callbacks on a connected socket; -EBUSY if taken. */
+int kfi_sockets_hook(struct socket *sock, void *owner)
+{
+	struct sock *sk = sock->sk;
+	struct kfi_sockets_cb *cb = kmalloc(sizeof(*cb), GFP_KERNEL);
+
+	if (!cb)
+		return -ENOMEM;
+	cb->owner = owner;
+	write_lock_bh(&sk->sk_callback_lock);
+	if (sk->sk_user_data) {
+		write_unlock_bh(&sk->sk_callback_lock);
+		kfree(cb);
+		return -EBUSY;
+	}
+	cb->data_ready = sk->sk_data_ready;
+	cb->write_space = sk->sk_write_space;
+	cb->state_change = sk->sk_state_change;
+	sk->sk_user_data = cb;
+	sk->sk_data_ready = kfi_sockets_data_ready;
+	sk->sk_write_space = kfi_sockets_write_space;
+	sk->sk_state_change = kfi_sockets_state_change;
+	write_unlock_bh(&sk->sk_callback_lock);
+	return 0;
+}
+
+/*
+ * Restores the original callbacks; returns the owner given to
+ * kfi_sockets_hook() (no callback runs with it any more), or NULL.
+ */
+void *kfi_sockets_unhook(struct socket *sock)
+{
+	struct sock *sk = sock->sk;
+	struct kfi_sockets_cb *cb;
+	void *owner = NULL;
+
+	write_lock_bh(&sk->sk_callback_lock);
+	cb = sk->sk_user_data;
+	if (cb) {
+		sk->sk_data_ready = cb->data_ready;
+		sk->sk_write_space = cb->write_space;
+		sk->sk_state_change = cb->state_change;
+		sk->sk_user_data = NULL;
+	}
+	write_unlock_bh(&sk->sk_callback_lock);
+	if (cb) {
+		owner = cb->owner;
+		kfree(cb);
+	}
+	return owner;
 }

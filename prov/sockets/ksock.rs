@@ -392,6 +392,23 @@ impl Socket {
         Ok(n as usize)
     }
 
+    /// Whether a receive would not block: bytes are queued or the stream
+    /// ended (or failed). Never sleeps.
+    pub(crate) fn readable(&self) -> bool {
+        let mut b = [0u8; 1];
+        let mut iov = bindings::kvec {
+            iov_base: b.as_mut_ptr().cast(),
+            iov_len: 1,
+        };
+        let mut msg = bindings::msghdr::default();
+        let flags = (bindings::MSG_PEEK | bindings::MSG_DONTWAIT) as c_int;
+        // SAFETY: A live socket; `iov` describes `b`.
+        let n = unsafe {
+            bindings::kernel_recvmsg(self.sock.as_ptr(), &mut msg, &mut iov, 1, 1, flags)
+        };
+        n != -(bindings::EAGAIN as c_int)
+    }
+
     /// The local address.
     pub(crate) fn local_addr(&self) -> Result<SockAddr> {
         let mut a = [0u8; size_of::<bindings::sockaddr_in6>()];

@@ -244,9 +244,23 @@ fn add_conn(r: &Rdm, peer: SockAddr, conn: Arc<Shared>) -> Result<Arc<Shared>> {
         conn.close();
         return Err(ECANCELED);
     }
-    // Connections that ended are dropped here, the next use reconnects.
-    s.conns.retain(|(_, c)| c.usable());
+    // Connections that ended are closed here, the next use reconnects.
+    let mut ended = KVec::new();
+    let mut i = 0;
+    while i < s.conns.len() {
+        if s.conns.get(i).is_some_and(|(_, c)| c.usable()) {
+            i += 1;
+        } else if let Ok((_, c)) = s.conns.remove(i) {
+            ended.push(c, GFP_KERNEL)?;
+        } else {
+            break;
+        }
+    }
     s.conns.push((peer, conn.clone()), GFP_KERNEL)?;
+    drop(s);
+    for c in ended.iter() {
+        c.close();
+    }
     Ok(conn)
 }
 

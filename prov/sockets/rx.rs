@@ -1,16 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The receiver of a kfi_sockets connection: one worker that reads frames
-//! and acts on each (process context, it sleeps in the socket).
+//! The receive work of a kfi_sockets connection: reads the frames that
+//! have arrived and acts on each (process context; it may sleep for the
+//! rest of a frame, never between frames).
 //!
 //! Messages go straight from the socket into the oldest posted receive
 //! (tagged ones into the oldest matching tagged receive, or a held copy
-//! when none is posted yet). Peers' RMA and atomics are checked against
-//! the domain's registered memory before a byte is placed; a refused
-//! access is answered with its errno and changes nothing. Responses to our
-//! own operations complete them; read data goes straight into the ULP's
-//! buffers. Anything that breaks the protocol (`EPROTO`) ends the
-//! connection.
+//! when none is posted yet); a message with no receive parks the
+//! connection until one is posted. Peers' RMA and atomics are checked
+//! against the domain's registered memory before a byte is placed; a
+//! refused access is answered with its errno and changes nothing.
+//! Responses to our own operations complete them; read data goes straight
+//! into the ULP's buffers. Anything that breaks the protocol (`EPROTO`)
+//! ends the connection.
 
 use kernel::{prelude::*, sync::Arc};
 
@@ -25,38 +27,54 @@ use crate::{
     kfi::{kfi_sys as sys, provider::CqRef},
     ksock::Socket,
     mr::Access,
+    progress,
+    rxq::RxState,
     wire::{flags, Hdr, Op, RmaDesc, PAYLOAD_MAX},
 };
 
-/// Bytes of the scratch buffer that swallows payload nobody takes.
-const SCRATCH: usize = 16 << 10;
-
-/// Reads frames and acts on them until the connection ends.
-pub(crate) fn worker(sh: &Arc<Shared>) {
-    let Some(sock) = sh.state.lock().sock.clone() else {
+/// The receive work (`progress.rs`): handles the frames that have arrived.
+pub(crate) fn run(sh: &Arc<Shared>) {
+    let sock = {
+        let s = sh.state.lock();
+        if s.dead || s.closing {
+            return;
+        }
+        s.sock.clone()
+    };
+    let Some(sock) = sock else {
         return;
     };
-    let end = (|| -> Result {
-        let mut scratch = KVec::with_capacity(SCRATCH, GFP_KERNEL)?;
-        scratch.resize(SCRATCH, 0, GFP_KERNEL)?;
-        let rx = Rx {
-            sh,
-            sock: &sock,
-            scratch: &mut scratch,
-        };
-        rx.run()
-    })();
+    let mut scratch = sh.scratch.lock();
+    let end = Rx {
+        sh,
+        sock: &sock,
+        scratch: &mut scratch,
+    }
+    .run();
+    drop(scratch);
+    if let Err(e) = end {
+        teardown(sh, &sock, e);
+    }
+}
+
+/// The connection ended (`e`): queued operations fail, the endpoint hears
+/// of it. Once.
+fn teardown(sh: &Shared, sock: &Socket, e: Error) {
     let (closing, eq, fid) = {
-        let s = sh.state.lock();
+        let mut s = sh.state.lock();
+        if s.dead {
+            return;
+        }
+        s.dead = true;
         (s.closing, s.eq, s.fid)
     };
-    // The transmitter stops too; queued operations fail.
+    // The transmit work stops too.
     sock.shutdown();
     ep::flush(sh);
     if closing {
         return;
     }
-    if let (Some(eq), Some(fid), Err(e)) = (eq, fid, end) {
+    if let (Some(eq), Some(fid)) = (eq, fid) {
         if e == EPROTO {
             let _ = events::post_err(eq, fid, e, &[]);
         }
@@ -64,9 +82,16 @@ pub(crate) fn worker(sh: &Arc<Shared>) {
     }
 }
 
-/// The receiver's view of its connection.
+/// What handling a frame came to.
+enum Step {
+    Done,
+    /// The frame waits for a receive to be posted.
+    Parked,
+}
+
+/// The receive work's view of its connection.
 struct Rx<'a> {
-    sh: &'a Shared,
+    sh: &'a Arc<Shared>,
     sock: &'a Socket,
     scratch: &'a mut KVec<u8>,
 }
@@ -145,22 +170,44 @@ fn status(v: u64) -> Result<(), i32> {
 }
 
 impl Rx<'_> {
+    /// Handles frames until the socket has no more bytes or a message
+    /// waits for a receive.
     fn run(mut self) -> Result {
         loop {
-            let h = frame::recv_hdr(self.sock)?;
-            match h.op {
+            let parked = self.sh.state.lock().parked.take();
+            let h = match parked {
+                Some(h) => h,
+                None => {
+                    if self.closing() || !self.sock.readable() {
+                        return Ok(());
+                    }
+                    frame::recv_hdr(self.sock)?
+                }
+            };
+            let step = match h.op {
                 Op::Msg => self.msg(&h)?,
                 Op::Tagged => self.tagged(&h)?,
-                Op::Write => self.write(&h)?,
-                Op::ReadReq => self.read_req(&h)?,
-                Op::Atomic => self.atomic(&h)?,
-                Op::ReadResp => self.read_resp(&h)?,
-                Op::AtomicResp => self.atomic_resp(&h)?,
-                Op::Ack => self.ack(&h)?,
+                Op::Write => self.write(&h).map(|()| Step::Done)?,
+                Op::ReadReq => self.read_req(&h).map(|()| Step::Done)?,
+                Op::Atomic => self.atomic(&h).map(|()| Step::Done)?,
+                Op::ReadResp => self.read_resp(&h).map(|()| Step::Done)?,
+                Op::AtomicResp => self.atomic_resp(&h).map(|()| Step::Done)?,
+                Op::Ack => self.ack(&h).map(|()| Step::Done)?,
                 Op::Shutdown => return Err(ESHUTDOWN),
                 Op::ConnReq | Op::Accept | Op::Reject => return Err(EPROTO),
+            };
+            if let Step::Parked = step {
+                return Ok(());
             }
         }
+    }
+
+    /// Parks `h` until a receive is posted (called with the receive
+    /// queues locked, so no posting slips between the check and this).
+    fn park(&self, s: &mut RxState, h: &Hdr) -> Result<Step> {
+        s.stalled.push(self.sh.clone(), GFP_ATOMIC)?;
+        self.sh.state.lock().parked = Some(*h);
+        Ok(Step::Parked)
     }
 
     /// The message's remote CQ data, if it carries some.
@@ -212,7 +259,7 @@ impl Rx<'_> {
         }
         s.resp.push(r, GFP_ATOMIC)?;
         drop(s);
-        self.sh.wake.notify_all();
+        progress::kick_tx(self.sh);
         Ok(())
     }
 
@@ -224,56 +271,50 @@ impl Rx<'_> {
         Ok(())
     }
 
-    /// Whether this connection is closing (checked while waiting for
-    /// receives, whose queue may outlive it).
+    /// Whether this connection is closing.
     fn closing(&self) -> bool {
         self.sh.state.lock().closing
     }
 
-    /// A message for the oldest posted receive (waiting for one).
-    fn msg(&mut self, h: &Hdr) -> Result {
+    /// A message for the oldest posted receive (parked until there is one).
+    fn msg(&mut self, h: &Hdr) -> Result<Step> {
         let q = &self.sh.rxq;
         let (op, cq) = {
             let mut s = q.state.lock();
-            loop {
-                if s.closing || self.closing() {
-                    return Err(ECANCELED);
-                }
-                if !s.rx.is_empty() {
-                    let op = s.rx.remove(0).map_err(|_| EINVAL)?;
-                    break (op, s.cq);
-                }
-                q.wake.wait(&mut s);
+            if s.closing || self.closing() {
+                return Err(ECANCELED);
             }
+            if s.rx.is_empty() {
+                return self.park(&mut s, h);
+            }
+            (s.rx.remove(0).map_err(|_| EINVAL)?, s.cq)
         };
         // SAFETY: A posted receive's buffers, valid until it completes.
         let (placed, dropped) = unsafe { self.place(&op.bufs[..op.n], h.len as usize) }?;
         finish_recv(cq, &op, sys::KFI_MSG, 0, Self::cq_data(h), placed, dropped);
-        self.ack_if_asked(h)
+        self.ack_if_asked(h)?;
+        Ok(Step::Done)
     }
 
     /// A tagged message: into the oldest matching tagged receive, or held
-    /// until one is posted (waiting while too much is held).
-    fn tagged(&mut self, h: &Hdr) -> Result {
+    /// until one is posted (parked while too much is held).
+    fn tagged(&mut self, h: &Hdr) -> Result<Step> {
         let len = h.len as usize;
         let q = &self.sh.rxq;
         let found = {
             let mut s = q.state.lock();
-            loop {
-                if s.closing || self.closing() {
-                    return Err(ECANCELED);
-                }
-                if let Some(i) = s.trx.iter().position(|r| r.matches(h.tag)) {
-                    break Some((s.trx.remove(i).map_err(|_| EINVAL)?, s.cq));
-                }
-                if s.unexp.len() < UNEXP_MAX && s.unexp_bytes + len <= UNEXP_BYTES {
-                    break None;
-                }
-                if s.unexp.is_empty() {
-                    // Larger than everything we would ever hold.
-                    return Err(EPROTO);
-                }
-                q.wake.wait(&mut s);
+            if s.closing || self.closing() {
+                return Err(ECANCELED);
+            }
+            if let Some(i) = s.trx.iter().position(|r| r.matches(h.tag)) {
+                Some((s.trx.remove(i).map_err(|_| EINVAL)?, s.cq))
+            } else if s.unexp.len() < UNEXP_MAX && s.unexp_bytes + len <= UNEXP_BYTES {
+                None
+            } else if s.unexp.is_empty() {
+                // Larger than everything we would ever hold.
+                return Err(EPROTO);
+            } else {
+                return self.park(&mut s, h);
             }
         };
         if let Some((op, cq)) = found {
@@ -288,7 +329,8 @@ impl Rx<'_> {
                 placed,
                 dropped,
             );
-            return self.ack_if_asked(h);
+            self.ack_if_asked(h)?;
+            return Ok(Step::Done);
         }
         let mut payload = KVec::with_capacity(len, GFP_KERNEL)?;
         payload.resize(len, 0, GFP_KERNEL)?;
@@ -314,7 +356,8 @@ impl Rx<'_> {
             complete_tagged(cq, &op, u.tag, u.data, &u.payload);
         }
         // Held counts as delivered: the data is placed at the target.
-        self.ack_if_asked(h)
+        self.ack_if_asked(h)?;
+        Ok(Step::Done)
     }
 
     /// Checks every descriptor of a peer's access; all or nothing.
@@ -458,7 +501,8 @@ impl Rx<'_> {
         let p = s.pending.remove(i).map_err(|_| EPROTO)?;
         let cq = s.tx_cq;
         drop(s);
-        self.sh.wake.notify_all();
+        // An operation may wait for room in the pending list.
+        progress::kick_tx(self.sh);
         Ok((p, cq))
     }
 

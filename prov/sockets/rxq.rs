@@ -6,20 +6,21 @@
 //! them; an RDM endpoint's connections to all its peers share them.
 //!
 //! Posting works in any context but hard interrupt (the lists are
-//! allocated when the endpoint is opened); the receivers of the
-//! connections wait on `wake` for a receive to be posted.
+//! allocated when the endpoint is opened). A connection whose receive work
+//! has a message but no receive for it files itself in `stalled`; posting
+//! a receive queues that work again.
 
 use kernel::{
-    new_condvar, new_spinlock_irq,
+    new_spinlock_irq,
     prelude::*,
-    sync::{Arc, CondVar, SpinLockIrq},
+    sync::{Arc, SpinLockIrq},
 };
 
 use crate::{
     bufs,
-    ep::{fail, RxOp, Unexpected, QUEUE, UNEXP_MAX},
+    ep::{fail, RxOp, Shared, Unexpected, QUEUE, UNEXP_MAX},
     kfi::{kfi_sys as sys, provider::CqRef},
-    rx,
+    progress, rx,
 };
 
 pub(crate) struct RxState {
@@ -32,6 +33,8 @@ pub(crate) struct RxState {
     pub(crate) trx: KVec<RxOp>,
     pub(crate) unexp: KVec<Unexpected>,
     pub(crate) unexp_bytes: usize,
+    /// Connections whose receive work waits for a receive to be posted.
+    pub(crate) stalled: KVec<Arc<Shared>>,
 }
 
 /// The receive queues of one endpoint.
@@ -39,9 +42,6 @@ pub(crate) struct RxState {
 pub(crate) struct RxQueues {
     #[pin]
     pub(crate) state: SpinLockIrq<RxState>,
-    /// Woken when a receive is posted or taken, or the queues close.
-    #[pin]
-    pub(crate) wake: CondVar,
 }
 
 impl RxQueues {
@@ -57,8 +57,8 @@ impl RxQueues {
                     trx: KVec::with_capacity(QUEUE, GFP_KERNEL)?,
                     unexp: KVec::with_capacity(UNEXP_MAX, GFP_KERNEL)?,
                     unexp_bytes: 0,
+                    stalled: KVec::new(),
                 }),
-                wake <- new_condvar!(),
             }),
             GFP_KERNEL,
         )
@@ -87,9 +87,26 @@ impl RxQueues {
             return Err(EAGAIN);
         }
         s.rx.push(op, GFP_ATOMIC)?;
+        let stalled = core::mem::take(&mut s.stalled);
         drop(s);
-        self.wake.notify_all();
+        Self::resume(stalled);
         Ok(())
+    }
+
+    /// Queues the receive work of connections that waited for a receive.
+    fn resume(stalled: KVec<Arc<Shared>>) {
+        for sh in stalled.iter() {
+            progress::kick_rx(sh);
+        }
+    }
+
+    /// Forgets a closing connection (it waits for nothing any more).
+    pub(crate) fn unstall(&self, sh: &Shared) {
+        // Not the last references: the closing owner holds one.
+        self.state
+            .lock()
+            .stalled
+            .retain(|c| !core::ptr::eq(&**c, sh));
     }
 
     /// `kfi_trecvmsg`: takes the oldest matching held message, else
@@ -102,27 +119,30 @@ impl RxQueues {
             ..Default::default()
         };
         op.n = bufs::of_msg(&t.msg, &mut op.bufs)?;
-        let (held, cq) = {
+        let (held, cq, stalled) = {
             let mut s = self.state.lock();
             if s.closing {
                 return Err(ENOTCONN);
             }
+            // A receive or the room it frees may be what they wait for.
+            let stalled = core::mem::take(&mut s.stalled);
             match s.unexp.iter().position(|u| op.matches(u.tag)) {
                 Some(i) => {
                     let u = s.unexp.remove(i).map_err(|_| EINVAL)?;
                     s.unexp_bytes -= u.payload.len();
-                    (Some(u), s.cq)
+                    (Some(u), s.cq, stalled)
                 }
                 None => {
                     if s.trx.len() >= QUEUE {
+                        s.stalled = stalled;
                         return Err(EAGAIN);
                     }
                     s.trx.push(op, GFP_ATOMIC)?;
-                    (None, s.cq)
+                    (None, s.cq, stalled)
                 }
             }
         };
-        self.wake.notify_all();
+        Self::resume(stalled);
         if let Some(u) = held {
             rx::complete_tagged(cq, &op, u.tag, u.data, &u.payload);
         }
@@ -132,7 +152,7 @@ impl RxQueues {
     /// Closes the queues: posted receives fail with `ECANCELED`, held
     /// messages are dropped, waiting receivers return.
     pub(crate) fn close(&self) {
-        let (rx, trx, unexp, cq) = {
+        let (rx, trx, unexp, stalled, cq) = {
             let mut s = self.state.lock();
             s.closing = true;
             s.unexp_bytes = 0;
@@ -140,11 +160,13 @@ impl RxQueues {
                 core::mem::take(&mut s.rx),
                 core::mem::take(&mut s.trx),
                 core::mem::take(&mut s.unexp),
+                core::mem::take(&mut s.stalled),
                 s.cq,
             )
         };
-        self.wake.notify_all();
         drop(unexp);
+        // Their receive work sees the queues closed.
+        Self::resume(stalled);
         let canceled = -ECANCELED.to_errno();
         for r in rx.iter() {
             fail(cq, r.context, sys::KFI_RECV | sys::KFI_MSG, canceled, 0, 0);

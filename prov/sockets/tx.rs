@@ -1,15 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The transmitter of a kfi_sockets connection: one worker that is the only
-//! writer of the socket (process context, it sleeps in the socket).
+//! The transmit work of a kfi_sockets connection, the only writer of the
+//! socket (process context; it may sleep while the socket is full).
 //!
-//! It sends the responses the receiver queued first (they free the peer's
-//! operations), then our queued operations in posting order. An operation
-//! that completes on the target's response is entered in the pending list
-//! before its frame leaves, so the response always finds it; at most
-//! `QUEUE` operations wait at once, which bounds what a peer must answer.
-//! Operations without a response complete once the socket has taken their
-//! bytes (the buffer may be reused).
+//! It sends the responses the receive work queued first (they free the
+//! peer's operations), then our queued operations in posting order. An
+//! operation that completes on the target's response is entered in the
+//! pending list before its frame leaves, so the response always finds it;
+//! at most `QUEUE` operations wait at once, which bounds what a peer must
+//! answer. Operations without a response complete once the socket has
+//! taken their bytes (the buffer may be reused).
 
 use kernel::{prelude::*, sync::Arc};
 
@@ -20,6 +20,7 @@ use crate::{
     frame,
     kfi::{kfi_sys as sys, provider::CqRef},
     ksock::Socket,
+    progress,
     wire::{flags, Hdr, Op},
 };
 
@@ -32,43 +33,16 @@ enum Job {
     Op(TxOp, u64, Option<CqRef>),
 }
 
-/// Sends responses and queued operations until the connection ends.
-pub(crate) fn worker(sh: &Arc<Shared>) {
+/// The transmit work (`progress.rs`): sends responses and queued
+/// operations until there is nothing it may send.
+pub(crate) fn run(sh: &Arc<Shared>) {
     let Some(sock) = sh.state.lock().sock.clone() else {
         return;
     };
-    loop {
-        let job = {
-            let mut s = sh.state.lock();
-            loop {
-                if s.closing || !s.connected {
-                    return;
-                }
-                if !s.resp.is_empty() {
-                    match s.resp.remove(0) {
-                        Ok(r) => break Job::Resp(r),
-                        Err(_) => return,
-                    }
-                }
-                if let Some(op) = s.tx.front().copied() {
-                    if !op.wants_reply() {
-                        s.tx.pop();
-                        break Job::Op(op, 0, s.tx_cq);
-                    }
-                    if s.pending.len() < QUEUE {
-                        s.tx.pop();
-                        let id = s.next_id;
-                        s.next_id = id.wrapping_add(1).max(1);
-                        if s.pending.push(pending_of(&op, id), GFP_ATOMIC).is_err() {
-                            return;
-                        }
-                        break Job::Op(op, id, s.tx_cq);
-                    }
-                }
-                sh.wake.wait(&mut s);
-            }
-        };
-        // The receiver may wait for room in the response queue.
+    // Queued again by whoever makes more work for us.
+    while let Some(job) = next_job(sh) {
+        // The receive work may wait for room in the response queue, an RDM
+        // dispatcher for room in the transmit queue.
         sh.wake.notify_all();
         let r = match &job {
             Job::Resp(r) => send_resp(&sock, r),
@@ -89,11 +63,40 @@ pub(crate) fn worker(sh: &Arc<Shared>) {
         }
         drop(job);
         if r.is_err() {
+            // The receive work sees the end and tears the connection down.
             sock.shutdown();
             sh.wake.notify_all();
+            progress::kick_rx(sh);
             return;
         }
     }
+}
+
+/// What to send next: a response, else the oldest queued operation if it
+/// may go (an operation that waits for a response needs room in the
+/// pending list, where it is entered now). `None`: nothing, or the
+/// connection is closing.
+fn next_job(sh: &Shared) -> Option<Job> {
+    let mut s = sh.state.lock();
+    if s.closing || !s.connected {
+        return None;
+    }
+    if !s.resp.is_empty() {
+        return s.resp.remove(0).ok().map(Job::Resp);
+    }
+    let op = s.tx.front().copied()?;
+    if !op.wants_reply() {
+        s.tx.pop();
+        return Some(Job::Op(op, 0, s.tx_cq));
+    }
+    if s.pending.len() >= QUEUE {
+        return None;
+    }
+    s.tx.pop();
+    let id = s.next_id;
+    s.next_id = id.wrapping_add(1).max(1);
+    s.pending.push(pending_of(&op, id), GFP_ATOMIC).ok()?;
+    Some(Job::Op(op, id, s.tx_cq))
 }
 
 /// The entry of `op` in the list of operations waiting for a response.

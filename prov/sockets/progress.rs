@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Callback-driven progress of a kfi_sockets connection.
+//!
+//! No thread waits on an idle connection. The socket's callbacks
+//! (`sk_data_ready`, `sk_write_space`, `sk_state_change`, installed by
+//! `kfi_sockets_sock.c`) and the posting paths queue the connection's two
+//! work items on the long-running system workqueue: the receive work
+//! (`rx::run`) handles every frame that has arrived and returns when the
+//! socket has no more bytes or a message waits for a receive to be posted
+//! (posting one queues the work again); the transmit work (`tx::run`)
+//! sends queued responses and operations and returns when there is
+//! nothing it may send. A work item may still sleep inside one frame (the
+//! rest of a payload, room in the socket), never between frames.
+//!
+//! Every queued or running work item is counted in `State::active`, so
+//! closing can wait until none touches the connection any more.
+
+use core::ffi::c_void;
+use kernel::{
+    prelude::*,
+    sync::Arc,
+    workqueue::{self, impl_has_work, WorkItem},
+};
+
+use crate::{ep::Shared, ksock::Socket, rx, tx};
+
+// Only pointers cross; `struct socket`'s opaque parts trip the lint.
+#[allow(improper_ctypes)]
+extern "C" {
+    fn kfi_sockets_hook(sock: *mut kernel::bindings::socket, owner: *mut c_void) -> c_int;
+    fn kfi_sockets_unhook(sock: *mut kernel::bindings::socket) -> *mut c_void;
+}
+
+impl_has_work! {
+    impl HasWork<Self, 0> for Shared { self.rx_work }
+    impl HasWork<Self, 1> for Shared { self.tx_work }
+}
+
+impl WorkItem<0> for Shared {
+    type Pointer = Arc<Shared>;
+
+    fn run(this: Arc<Shared>) {
+        rx::run(&this);
+        done(&this);
+    }
+}
+
+impl WorkItem<1> for Shared {
+    type Pointer = Arc<Shared>;
+
+    fn run(this: Arc<Shared>) {
+        tx::run(&this);
+        done(&this);
+    }
+}
+
+/// A work item of the connection has finished.
+fn done(sh: &Shared) {
+    sh.state.lock().active -= 1;
+    sh.idle.notify_all();
+}
+
+/// Counts a work item about to be queued; false once the connection
+/// closes.
+fn begin(sh: &Shared) -> bool {
+    let mut s = sh.state.lock();
+    if s.closing {
+        return false;
+    }
+    s.active += 1;
+    true
+}
+
+/// Queues the receive work (any context but hard interrupt).
+pub(crate) fn kick_rx(sh: &Arc<Shared>) {
+    if begin(sh)
+        && workqueue::system_long()
+            .enqueue::<_, 0>(sh.clone())
+            .is_err()
+    {
+        // Already queued: that run will see what we were called for.
+        done(sh);
+    }
+}
+
+/// Queues the transmit work (any context but hard interrupt).
+pub(crate) fn kick_tx(sh: &Arc<Shared>) {
+    if begin(sh)
+        && workqueue::system_long()
+            .enqueue::<_, 1>(sh.clone())
+            .is_err()
+    {
+        done(sh);
+    }
+}
+
+/// Waits until no work item of the connection is queued or running; the
+/// connection is closing, so none is queued any more. Process context.
+pub(crate) fn wait_idle(sh: &Shared) {
+    let mut s = sh.state.lock();
+    while s.active > 0 {
+        sh.idle.wait(&mut s);
+    }
+}
+
+/// Installs the socket callbacks of a connection that starts. Process
+/// context.
+pub(crate) fn hook(sh: &Arc<Shared>, sock: &Socket) -> Result {
+    let owner = KBox::into_raw(KBox::new(sh.clone(), GFP_KERNEL)?);
+    // SAFETY: A live socket; `owner` stays valid until `unhook` returns it.
+    let ret = unsafe { kfi_sockets_hook(sock.as_raw(), owner.cast()) };
+    if ret != 0 {
+        // SAFETY: Not handed over: made by `KBox::into_raw` just above.
+        drop(unsafe { KBox::from_raw(owner) });
+        return Err(Error::from_errno(ret));
+    }
+    Ok(())
+}
+
+/// Removes the callbacks (if installed) and drops their reference on the
+/// connection. Process context.
+pub(crate) fn unhook(sock: &Socket) {
+    // SAFETY: A live socket.
+    let owner = unsafe { kfi_sockets_unhook(sock.as_raw()) };
+    if !owner.is_null() {
+        // SAFETY: The pointer `hook` made by `KBox::into_raw`; no callback
+        // uses it any more.
+        drop(unsafe { KBox::from_raw(owner.cast::<Arc<Shared>>()) });
+    }
+}
+
+/// `kfi_sockets_sock.c`: bytes arrived or the connection changed state
+/// (softirq context).
+///
+/// # Safety
+///
+/// `owner` is a pointer `hook` installed and `unhook` has not returned.
+#[no_mangle]
+unsafe extern "C" fn kfi_sockets_rx_ready(owner: *mut c_void) {
+    // SAFETY: As required: a live `KBox<Arc<Shared>>`.
+    kick_rx(unsafe { &*owner.cast::<Arc<Shared>>() });
+}
+
+/// `kfi_sockets_sock.c`: the socket has room to send again (softirq
+/// context).
+///
+/// # Safety
+///
+/// As for [`kfi_sockets_rx_ready`].
+#[no_mangle]
+unsafe extern "C" fn kfi_sockets_tx_ready(owner: *mut c_void) {
+    // SAFETY: As required.
+    kick_tx(unsafe { &*owner.cast::<Arc<Shared>>() });
+}
