@@ -37,6 +37,7 @@ use crate::{
     },
     ksock::{NetNs, SockAddr, Socket},
     mr::{Access, MrTable},
+    pep::with_timeout,
     progress,
     rxq::RxQueues,
     util_ring::Ring,
@@ -538,8 +539,10 @@ fn connector(sh: &Arc<Shared>) {
             }
             s.sock = Some(sock.clone());
         }
-        frame::connect_start(&sock, &addr, &param)?;
-        frame::connect_finish(&sock)
+        with_timeout(&sock, || {
+            frame::connect_start(&sock, &addr, &param)?;
+            frame::connect_finish(&sock)
+        })
     })();
     if sh.state.lock().closing {
         return;

@@ -54,6 +54,17 @@ module! {
     authors: ["kfabric developers"],
     description: "kfabric provider over kernel TCP sockets",
     license: "GPL",
+    params: {
+        handshake_timeout_ms: u32 {
+            default: 10000,
+            description: "How long a connection handshake may take (ms, 0: unbounded)",
+        },
+    },
+}
+
+/// The `handshake_timeout_ms` parameter.
+pub(crate) fn handshake_timeout_ms() -> u32 {
+    module_parameters::handshake_timeout_ms.value()
 }
 
 struct KfiSockets {

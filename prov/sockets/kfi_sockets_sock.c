@@ -127,3 +127,21 @@ void *kfi_sockets_unhook(struct socket *sock)
 	}
 	return owner;
 }
+
+void kfi_sockets_timeouts(struct socket *sock, unsigned int ms);
+
+/*
+ * Bounds blocking connects, sends and receives on @sock to @ms
+ * milliseconds (0: no bound). Used around the handshake, so that a silent
+ * peer ends in an error instead of holding a worker.
+ */
+void kfi_sockets_timeouts(struct socket *sock, unsigned int ms)
+{
+	struct sock *sk = sock->sk;
+	long t = ms ? msecs_to_jiffies(ms) : MAX_SCHEDULE_TIMEOUT;
+
+	lock_sock(sk);
+	sk->sk_sndtimeo = t;
+	sk->sk_rcvtimeo = t;
+	release_sock(sk);
+}

@@ -44,6 +44,27 @@ pub(crate) struct Shared {
 extern "C" {
     /// `kfi_sockets_sock.c`: `SO_REUSEADDR` on a socket.
     fn kfi_sockets_reuseaddr(sock: *mut kernel::bindings::socket);
+    /// `kfi_sockets_sock.c`: send/receive/connect timeouts (0: none).
+    fn kfi_sockets_timeouts(sock: *mut kernel::bindings::socket, ms: c_uint);
+}
+
+/// Runs the handshake `f` on `sock` with the module's handshake timeout,
+/// then lifts it: a silent peer ends in `ETIMEDOUT` instead of holding a
+/// worker. Process context.
+pub(crate) fn with_timeout<T>(sock: &Socket, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    let ms = crate::handshake_timeout_ms();
+    // SAFETY: A live socket.
+    unsafe { kfi_sockets_timeouts(sock.as_raw(), ms) };
+    let r = f().map_err(|e| {
+        if e == EAGAIN || e == EINPROGRESS {
+            ETIMEDOUT
+        } else {
+            e
+        }
+    });
+    // SAFETY: As above.
+    unsafe { kfi_sockets_timeouts(sock.as_raw(), 0) };
+    r
 }
 
 /// A socket listening on `src` in namespace `ns` (passive and RDM
@@ -82,7 +103,7 @@ fn acceptor(sh: &Arc<Shared>) {
 
 /// Reads a request and reports it.
 fn handshake(sh: &Arc<Shared>, s: Arc<Socket>) {
-    let Ok(data) = frame::read_connreq(&s) else {
+    let Ok(data) = with_timeout(&s, || frame::read_connreq(&s)) else {
         s.shutdown();
         return;
     };

@@ -33,7 +33,7 @@ use crate::{
     },
     ksock::{NetNs, SockAddr, Socket},
     mr::MrTable,
-    pep::listen_socket,
+    pep::{listen_socket, with_timeout},
     rxq::RxQueues,
     util_ring::Ring,
     wire::RMA_IOV_MAX,
@@ -319,7 +319,7 @@ fn acceptor(r: &Arc<Rdm>) {
 /// A peer's request: its private data is the peer's listening address.
 fn incoming(r: &Arc<Rdm>, sock: Arc<Socket>) {
     let outcome = (|| -> Result {
-        let data = frame::read_connreq(&sock)?;
+        let data = with_timeout(&sock, || frame::read_connreq(&sock))?;
         let peer = SockAddr::from_bytes(&data)?;
         frame::accept(&sock, &[])?;
         let conn = connection(r, sock.clone(), peer)?;
@@ -340,8 +340,10 @@ fn open(r: &Rdm, peer: SockAddr) -> Result<Arc<Shared>> {
     let answer = (|| -> Result<Answer> {
         let l = r.state.lock().listener.clone().ok_or(ENOTCONN)?;
         let me = l.local_addr()?;
-        frame::connect_start(&sock, &peer, me.as_bytes())?;
-        frame::connect_finish(&sock)
+        with_timeout(&sock, || {
+            frame::connect_start(&sock, &peer, me.as_bytes())?;
+            frame::connect_finish(&sock)
+        })
     })();
     untrack(r, &sock);
     match answer? {

@@ -912,6 +912,44 @@ mod msg_tests {
         Ok(())
     }
 
+    /// Handshakes are bounded (kfi_sockets' `handshake_timeout_ms`, 10 s):
+    /// a request nobody answers ends in an ETIMEDOUT EQ error, and a peer
+    /// that connects and stays silent does not hold up the listener's
+    /// close.
+    #[test]
+    fn handshake_timeouts() -> Result {
+        let n = net(c"7470")?;
+        let pep = listen(&n)?;
+        let c = cq(&n)?;
+        let cep = endpoint(&n, n.dst.first(), &c)?;
+        // SAFETY: An open, bound endpoint.
+        let ret =
+            unsafe { sys::kfi_connect(cep.as_ptr(), core::ptr::null(), core::ptr::null(), 0) };
+        assert_eq!(ret, 0);
+        let (ev, buf, _) = event(&n)?;
+        assert_eq!(ev, sys::KFI_CONNREQ);
+        let req = cm_entry(&buf);
+        // SAFETY: The request's info is ours to free; it stays unanswered.
+        unsafe { sys::kfi_freeinfo(req.info) };
+        assert_eq!(
+            event(&n).err().map(|e| e.to_errno()),
+            Some(-(sys::KFI_EAVAIL as i32))
+        );
+        let mut err = sys::kfi_eq_err_entry::default();
+        // SAFETY: Open EQ, writable entry.
+        let ret = unsafe { sys::kfi_eq_readerr(n.eq.as_ptr(), &mut err, 0) };
+        assert_eq!(ret, 1);
+        assert_eq!((err.fid, err.err), (cep.fid(), -ETIMEDOUT.to_errno()));
+        drop(cep);
+        // A silent peer: the listener's close waits at most the timeout.
+        let addr = SockAddr::v4([127, 0, 0, 1], 7470);
+        let silent = Socket::tcp(&addr)?;
+        silent.connect(&addr)?;
+        drop(pep);
+        drop(silent);
+        Ok(())
+    }
+
     /// One 16 MiB message, from vmalloc memory into vmalloc memory.
     #[test]
     fn sixteen_mib_message() -> Result {
