@@ -515,12 +515,19 @@ impl Rx<'_> {
         }
     }
 
-    /// The data of our read, straight into the ULP's buffers.
-    fn read_resp(&mut self, h: &Hdr) -> Result {
-        let (p, cq) = self.pending(h.id, Some(Kind::Read))?;
+    /// Takes our operation a data response answers, with the response's
+    /// status. The response must carry exactly the bytes asked for, or
+    /// none with an error status (`EPROTO` otherwise; the operation fails).
+    fn data_response(
+        &self,
+        h: &Hdr,
+        kind: Kind,
+        most: usize,
+    ) -> Result<(Pending, Option<CqRef>, Result<(), i32>)> {
+        let (p, cq) = self.pending(h.id, Some(kind))?;
         let st = status(h.data);
         let ok_len = if st.is_ok() { p.expect as u64 } else { 0 };
-        if h.len != ok_len {
+        if h.len != ok_len || p.expect > most {
             fail(
                 cq,
                 p.context,
@@ -531,6 +538,12 @@ impl Rx<'_> {
             );
             return Err(EPROTO);
         }
+        Ok((p, cq, st))
+    }
+
+    /// The data of our read, straight into the ULP's buffers.
+    fn read_resp(&mut self, h: &Hdr) -> Result {
+        let (p, cq, st) = self.data_response(h, Kind::Read, usize::MAX)?;
         if st.is_ok() {
             // SAFETY: The buffers of our read, valid until it completes.
             if let Err(e) = unsafe { self.place(&p.bufs[..p.n], p.expect) } {
@@ -544,20 +557,7 @@ impl Rx<'_> {
 
     /// The old values of our atomic.
     fn atomic_resp(&mut self, h: &Hdr) -> Result {
-        let (p, cq) = self.pending(h.id, Some(Kind::Atomic))?;
-        let st = status(h.data);
-        let ok_len = if st.is_ok() { p.expect as u64 } else { 0 };
-        if h.len != ok_len || p.expect > ATOMIC_MAX {
-            fail(
-                cq,
-                p.context,
-                p.flags,
-                EPROTO.to_errno().wrapping_neg(),
-                0,
-                0,
-            );
-            return Err(EPROTO);
-        }
+        let (p, cq, st) = self.data_response(h, Kind::Atomic, ATOMIC_MAX)?;
         let mut old = [0u8; ATOMIC_MAX];
         frame::recv_exact(self.sock, &mut old[..h.len as usize])?;
         if st.is_ok() && p.n > 0 {

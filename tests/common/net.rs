@@ -254,26 +254,50 @@ pub(crate) fn connected_pair(
     ccq: &Owned<sys::kfid_cq>,
     scq: &Owned<sys::kfid_cq>,
 ) -> Result<(Owned<sys::kfid_ep>, Owned<sys::kfid_ep>)> {
-    let cep = endpoint(n, n.dst.first(), ccq)?;
+    connect_to(n, n, ccq, scq)
+}
+
+/// A new client endpoint on `c` connected to the listener of `s`; both
+/// connected events consumed: (client, server).
+pub(crate) fn connect_to(
+    c: &Net,
+    s: &Net,
+    ccq: &Owned<sys::kfid_cq>,
+    scq: &Owned<sys::kfid_cq>,
+) -> Result<(Owned<sys::kfid_ep>, Owned<sys::kfid_ep>)> {
+    let cep = endpoint(c, c.dst.first(), ccq)?;
     // SAFETY: An open, bound endpoint.
     let ret = unsafe { sys::kfi_connect(cep.as_ptr(), core::ptr::null(), core::ptr::null(), 0) };
     kernel::error::to_result(ret)?;
-    let (ev, buf, _) = event(n)?;
+    let (ev, buf, _) = event(s)?;
     if ev != sys::KFI_CONNREQ {
         return Err(EPROTO);
     }
     let req = cm_entry(&buf);
-    let sep = endpoint(n, req.info, scq);
+    let sep = endpoint(s, req.info, scq);
     // SAFETY: The request's info is ours to free.
     unsafe { sys::kfi_freeinfo(req.info) };
     let sep = sep?;
     // SAFETY: An open endpoint made for the request.
     let ret = unsafe { sys::kfi_accept(sep.as_ptr(), core::ptr::null(), 0) };
     kernel::error::to_result(ret)?;
-    for _ in 0..2 {
-        if event(n)?.0 != sys::KFI_CONNECTED {
-            return Err(EPROTO);
-        }
+    // One event on each side (both on the one EQ when `c` is `s`).
+    if event(s)?.0 != sys::KFI_CONNECTED || event(c)?.0 != sys::KFI_CONNECTED {
+        return Err(EPROTO);
     }
     Ok((cep, sep))
+}
+
+/// Waits for an event of `n` that must be an error: its entry.
+pub(crate) fn eq_error(n: &Net) -> Result<sys::kfi_eq_err_entry> {
+    match event(n) {
+        Err(e) if e.to_errno() == -(sys::KFI_EAVAIL as i32) => {}
+        _ => return Err(EPROTO),
+    }
+    let mut err = sys::kfi_eq_err_entry::default();
+    // SAFETY: Open EQ, writable entry.
+    if unsafe { sys::kfi_eq_readerr(n.eq.as_ptr(), &mut err, 0) } != 1 {
+        return Err(EPROTO);
+    }
+    Ok(err)
 }

@@ -142,42 +142,12 @@ mod e2e {
         Ok((s, c))
     }
 
-    /// Connects a new client endpoint on `c` to the listener of `s`; both
-    /// connected events consumed.
-    fn connect(
-        c: &Net,
-        s: &Net,
-        ccq: &Owned<sys::kfid_cq>,
-        scq: &Owned<sys::kfid_cq>,
-    ) -> Result<(Owned<sys::kfid_ep>, Owned<sys::kfid_ep>)> {
-        let cep = endpoint(c, c.dst.first(), ccq)?;
-        // SAFETY: An open, bound endpoint.
-        let ret =
-            unsafe { sys::kfi_connect(cep.as_ptr(), core::ptr::null(), core::ptr::null(), 0) };
-        kernel::error::to_result(ret)?;
-        let (ev, buf, _) = event(s)?;
-        if ev != sys::KFI_CONNREQ {
-            return Err(EPROTO);
-        }
-        let req = cm_entry(&buf);
-        let sep = endpoint(s, req.info, scq);
-        // SAFETY: The request's info is ours to free.
-        unsafe { sys::kfi_freeinfo(req.info) };
-        let sep = sep?;
-        // SAFETY: An open endpoint made for the request.
-        kernel::error::to_result(unsafe { sys::kfi_accept(sep.as_ptr(), core::ptr::null(), 0) })?;
-        if event(s)?.0 != sys::KFI_CONNECTED || event(c)?.0 != sys::KFI_CONNECTED {
-            return Err(EPROTO);
-        }
-        Ok((cep, sep))
-    }
-
     fn pair(case: i32, cq_size: usize, format: u32) -> Result<Pair> {
         let (s, c) = sides(case)?;
         let pep = listen(&s)?;
         let ccq = cq_format(&c, cq_size, format)?;
         let scq = cq_format(&s, cq_size, format)?;
-        let (cep, sep) = connect(&c, &s, &ccq, &scq)?;
+        let (cep, sep) = connect_to(&c, &s, &ccq, &scq)?;
         Ok(Pair {
             cep,
             sep,
@@ -276,32 +246,6 @@ mod e2e {
     fn start_connect(ep: &Owned<sys::kfid_ep>) -> c_int {
         // SAFETY: An open, bound endpoint; no private data.
         unsafe { sys::kfi_connect(ep.as_ptr(), core::ptr::null(), core::ptr::null(), 0) }
-    }
-
-    /// Waits for an event of `n` that must be an error: its errno.
-    fn eq_error(n: &Net) -> Result<i32> {
-        let mut ev = 0u32;
-        let mut ent = [0u8; CM + 256];
-        // SAFETY: Open EQ, room for any entry.
-        let r = unsafe {
-            sys::kfi_eq_sread(
-                n.eq.as_ptr(),
-                &mut ev,
-                ent.as_mut_ptr().cast(),
-                ent.len(),
-                WAIT_MS,
-                0,
-            )
-        };
-        if r != -(sys::KFI_EAVAIL as isize) {
-            return Err(EPROTO);
-        }
-        let mut err = sys::kfi_eq_err_entry::default();
-        // SAFETY: Open EQ, writable entry.
-        if unsafe { sys::kfi_eq_readerr(n.eq.as_ptr(), &mut err, 0) } != 1 {
-            return Err(EPROTO);
-        }
-        Ok(err.err)
     }
 
     /// Waits for a completion that must be an error: its entry.
@@ -911,7 +855,7 @@ mod e2e {
         let (ck, sk) = (key(&cmr), key(&smr));
         let mut eps = KVec::new();
         for _ in 0..CONNS {
-            eps.push(connect(&c, &s, &ccq, &scq)?, GFP_KERNEL)?;
+            eps.push(connect_to(&c, &s, &ccq, &scq)?, GFP_KERNEL)?;
         }
         let one = 1u64;
         let mut olds = KVec::new();
@@ -1029,17 +973,17 @@ mod e2e {
         // SAFETY: The request's info is ours to free.
         unsafe { sys::kfi_freeinfo(req.info) };
         assert_eq!(ret, 0);
-        assert_eq!(eq_error(&c)?, ECONNREFUSED.to_errno().wrapping_neg());
+        assert_eq!(eq_error(&c)?.err, ECONNREFUSED.to_errno().wrapping_neg());
         drop(cep);
         drop(pep);
         // Nobody listens on the port any more.
         let cep = endpoint(&c, c.dst.first(), &ccq)?;
         assert_eq!(start_connect(&cep), 0);
-        assert!(eq_error(&c)? > 0);
+        assert!(eq_error(&c)?.err > 0);
         drop(cep);
         // The peer goes away with sends, a read and an atomic in flight.
         let pep = listen(&s)?;
-        let (cep, sep) = connect(&c, &s, &ccq, &scq)?;
+        let (cep, sep) = connect_to(&c, &s, &ccq, &scq)?;
         let mut target = zeroed(1 << 20, 1)?;
         let tmr = mr(
             &s,

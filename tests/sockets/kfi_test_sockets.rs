@@ -931,14 +931,7 @@ mod msg_tests {
         let req = cm_entry(&buf);
         // SAFETY: The request's info is ours to free; it stays unanswered.
         unsafe { sys::kfi_freeinfo(req.info) };
-        assert_eq!(
-            event(&n).err().map(|e| e.to_errno()),
-            Some(-(sys::KFI_EAVAIL as i32))
-        );
-        let mut err = sys::kfi_eq_err_entry::default();
-        // SAFETY: Open EQ, writable entry.
-        let ret = unsafe { sys::kfi_eq_readerr(n.eq.as_ptr(), &mut err, 0) };
-        assert_eq!(ret, 1);
+        let err = eq_error(&n)?;
         assert_eq!((err.fid, err.err), (cep.fid(), -ETIMEDOUT.to_errno()));
         drop(cep);
         // A silent peer: the listener's close waits at most the timeout.
