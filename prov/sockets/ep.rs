@@ -480,7 +480,16 @@ fn spawn(sh: &Arc<Shared>, f: fn(&Arc<Shared>)) -> Result {
 pub(crate) fn start(sh: &Arc<Shared>) -> Result {
     let sock = sh.state.lock().sock.clone().ok_or(ENOTCONN)?;
     progress::hook(sh, &sock)?;
-    sh.state.lock().connected = true;
+    {
+        let mut s = sh.state.lock();
+        if s.closing {
+            // `close` may have unhooked before we hooked: undo it here.
+            drop(s);
+            progress::unhook(&sock);
+            return Err(ECANCELED);
+        }
+        s.connected = true;
+    }
     // Bytes may have arrived before the callbacks were in place.
     progress::kick_rx(sh);
     progress::kick_tx(sh);
@@ -625,8 +634,9 @@ impl SockEp {
             s.closing = true;
             s.sock.clone()
         };
+        // The end of the stream tells the peer: a Shutdown frame written
+        // here could cut into a frame the transmit work is sending.
         if let Some(sock) = sock {
-            let _ = frame::send_frame(&sock, &Hdr::new(Op::Shutdown, 0, 0), &[], &[]);
             sock.shutdown();
         }
         self.0.wake.notify_all();

@@ -109,12 +109,18 @@ pub(crate) enum Answer {
 /// Client, second half: waits for the server's answer.
 pub(crate) fn connect_finish(sock: &Socket) -> Result<Answer> {
     let h = recv_hdr(sock)?;
+    // The op first: only connection messages have a small length bound.
+    let accepted = match h.op {
+        Op::Accept => true,
+        Op::Reject => false,
+        _ => return Err(EPROTO),
+    };
     let data = recv_cm_data(sock, &h)?;
-    match h.op {
-        Op::Accept => Ok(Answer::Accepted(data)),
-        Op::Reject => Ok(Answer::Rejected(data)),
-        _ => Err(EPROTO),
-    }
+    Ok(if accepted {
+        Answer::Accepted(data)
+    } else {
+        Answer::Rejected(data)
+    })
 }
 
 /// Server: reads the request of a freshly accepted connection.

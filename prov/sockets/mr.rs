@@ -190,17 +190,18 @@ impl MrTable {
     /// context.
     fn unregister(&self, key: u64) {
         let mut inner = self.inner.lock();
-        let Some(i) = inner.entries.iter().position(|e| e.key == key) else {
+        let Some(e) = inner.entries.iter_mut().find(|e| e.key == key) else {
             return;
         };
-        if let Some(e) = inner.entries.get_mut(i) {
-            e.dead = true;
-        }
-        while inner.entries.get(i).is_some_and(|e| e.busy > 0) {
+        e.dead = true;
+        // Found again after every wait: other regions may leave meanwhile.
+        while inner.entries.iter().any(|e| e.key == key && e.busy > 0) {
             self.idle.wait(&mut inner);
         }
-        // Entries only leave here, under the lock: `i` still names it.
-        let gone = inner.entries.remove(i);
+        let gone = match inner.entries.iter().position(|e| e.key == key) {
+            Some(i) => inner.entries.remove(i).ok(),
+            None => None,
+        };
         drop(inner);
         drop(gone);
     }

@@ -20,7 +20,7 @@ use crate::{
     atomics::{self, ATOMIC_MAX},
     bufs::{self, slice, Buf},
     ep::{
-        self, complete, fail, Kind, Pending, Resp, RxOp, Shared, Unexpected, RESP_MAX, UNEXP_BYTES,
+        complete, fail, Kind, Pending, Resp, RxOp, Shared, Unexpected, RESP_MAX, UNEXP_BYTES,
         UNEXP_MAX,
     },
     events, frame,
@@ -57,9 +57,10 @@ pub(crate) fn run(sh: &Arc<Shared>) {
     }
 }
 
-/// The connection ended (`e`): queued operations fail, the endpoint hears
-/// of it. Once.
-fn teardown(sh: &Shared, sock: &Socket, e: Error) {
+/// The connection ended (`e`): the endpoint hears of it, and the transmit
+/// work (the only one that may still use the buffers of operations being
+/// sent) fails what was queued or waits for a response. Once.
+pub(crate) fn teardown(sh: &Arc<Shared>, sock: &Socket, e: Error) {
     let (closing, eq, fid) = {
         let mut s = sh.state.lock();
         if s.dead {
@@ -68,9 +69,9 @@ fn teardown(sh: &Shared, sock: &Socket, e: Error) {
         s.dead = true;
         (s.closing, s.eq, s.fid)
     };
-    // The transmit work stops too.
+    // A send in progress fails; the next run of the transmit work flushes.
     sock.shutdown();
-    ep::flush(sh);
+    progress::kick_tx(sh);
     if closing {
         return;
     }
@@ -115,6 +116,27 @@ pub(crate) fn complete_tagged(
         placed,
         payload.len() - placed,
     );
+}
+
+/// A receive taken off its queue whose payload could not be read: it
+/// fails here, as nobody else can report it any more.
+fn fail_recv_on_err(
+    cq: Option<CqRef>,
+    op: &RxOp,
+    kind: u64,
+    r: Result<(usize, usize)>,
+) -> Result<(usize, usize)> {
+    if let Err(e) = r {
+        fail(
+            cq,
+            op.context,
+            sys::KFI_RECV | kind,
+            e.to_errno().wrapping_neg(),
+            0,
+            0,
+        );
+    }
+    r
 }
 
 /// Reports a receive that got `placed` bytes and lost `truncated`.
@@ -205,7 +227,10 @@ impl Rx<'_> {
     /// Parks `h` until a receive is posted (called with the receive
     /// queues locked, so no posting slips between the check and this).
     fn park(&self, s: &mut RxState, h: &Hdr) -> Result<Step> {
-        s.stalled.push(self.sh.clone(), GFP_ATOMIC)?;
+        // Once: a parked connection is re-run by every arriving segment.
+        if !s.stalled.iter().any(|c| Arc::ptr_eq(c, self.sh)) {
+            s.stalled.push(self.sh.clone(), GFP_ATOMIC)?;
+        }
         self.sh.state.lock().parked = Some(*h);
         Ok(Step::Parked)
     }
@@ -290,7 +315,8 @@ impl Rx<'_> {
             (s.rx.remove(0).map_err(|_| EINVAL)?, s.cq)
         };
         // SAFETY: A posted receive's buffers, valid until it completes.
-        let (placed, dropped) = unsafe { self.place(&op.bufs[..op.n], h.len as usize) }?;
+        let placing = unsafe { self.place(&op.bufs[..op.n], h.len as usize) };
+        let (placed, dropped) = fail_recv_on_err(cq, &op, sys::KFI_MSG, placing)?;
         finish_recv(cq, &op, sys::KFI_MSG, 0, Self::cq_data(h), placed, dropped);
         self.ack_if_asked(h)?;
         Ok(Step::Done)
@@ -319,7 +345,8 @@ impl Rx<'_> {
         };
         if let Some((op, cq)) = found {
             // SAFETY: A posted receive's buffers, valid until it completes.
-            let (placed, dropped) = unsafe { self.place(&op.bufs[..op.n], len) }?;
+            let placing = unsafe { self.place(&op.bufs[..op.n], len) };
+            let (placed, dropped) = fail_recv_on_err(cq, &op, sys::KFI_TAGGED, placing)?;
             finish_recv(
                 cq,
                 &op,
@@ -346,8 +373,9 @@ impl Rx<'_> {
             match s.trx.iter().position(|r| r.matches(h.tag)) {
                 Some(i) => Some((s.trx.remove(i).map_err(|_| EINVAL)?, s.cq, u)),
                 None => {
-                    s.unexp_bytes += u.payload.len();
+                    let n = u.payload.len();
                     s.unexp.push(u, GFP_ATOMIC)?;
+                    s.unexp_bytes += n;
                     None
                 }
             }
@@ -439,13 +467,17 @@ impl Rx<'_> {
         };
         let datatype = h.tag as u32;
         let op = (h.tag >> 32) as u32;
+        // Bounded before any arithmetic: these lengths come from the peer.
+        if d.len > ATOMIC_MAX as u64 {
+            return Err(EPROTO);
+        }
         let len = d.len as usize;
         let want = if atomics::has_compare(op) {
             2 * len
         } else {
             len
         };
-        if len > ATOMIC_MAX || h.len as usize != want {
+        if h.len != want as u64 {
             return Err(EPROTO);
         }
         let mut operands = [0u8; 2 * ATOMIC_MAX];
@@ -559,7 +591,10 @@ impl Rx<'_> {
     fn atomic_resp(&mut self, h: &Hdr) -> Result {
         let (p, cq, st) = self.data_response(h, Kind::Atomic, ATOMIC_MAX)?;
         let mut old = [0u8; ATOMIC_MAX];
-        frame::recv_exact(self.sock, &mut old[..h.len as usize])?;
+        if let Err(e) = frame::recv_exact(self.sock, &mut old[..h.len as usize]) {
+            fail(cq, p.context, p.flags, e.to_errno().wrapping_neg(), 0, 0);
+            return Err(e);
+        }
         if st.is_ok() && p.n > 0 {
             atomics::to_wire(&mut old[..p.expect], p.elem);
             // SAFETY: Our fetch's result buffers, valid until it completes.

@@ -87,17 +87,19 @@ impl RxQueues {
             return Err(EAGAIN);
         }
         s.rx.push(op, GFP_ATOMIC)?;
-        let stalled = core::mem::take(&mut s.stalled);
-        drop(s);
-        Self::resume(stalled);
+        Self::resume(&mut s);
         Ok(())
     }
 
     /// Queues the receive work of connections that waited for a receive.
-    fn resume(stalled: KVec<Arc<Shared>>) {
-        for sh in stalled.iter() {
+    /// Under the lock: `unstall` then knows that no reference it dropped
+    /// from the list is held elsewhere, so none is ever dropped last here
+    /// (which could free a connection in the poster's context).
+    fn resume(s: &mut RxState) {
+        for sh in s.stalled.iter() {
             progress::kick_rx(sh);
         }
+        s.stalled.clear();
     }
 
     /// Forgets a closing connection (it waits for nothing any more).
@@ -119,30 +121,28 @@ impl RxQueues {
             ..Default::default()
         };
         op.n = bufs::of_msg(&t.msg, &mut op.bufs)?;
-        let (held, cq, stalled) = {
+        let (held, cq) = {
             let mut s = self.state.lock();
             if s.closing {
                 return Err(ENOTCONN);
             }
             // A receive or the room it frees may be what they wait for.
-            let stalled = core::mem::take(&mut s.stalled);
+            Self::resume(&mut s);
             match s.unexp.iter().position(|u| op.matches(u.tag)) {
                 Some(i) => {
                     let u = s.unexp.remove(i).map_err(|_| EINVAL)?;
                     s.unexp_bytes -= u.payload.len();
-                    (Some(u), s.cq, stalled)
+                    (Some(u), s.cq)
                 }
                 None => {
                     if s.trx.len() >= QUEUE {
-                        s.stalled = stalled;
                         return Err(EAGAIN);
                     }
                     s.trx.push(op, GFP_ATOMIC)?;
-                    (None, s.cq, stalled)
+                    (None, s.cq)
                 }
             }
         };
-        Self::resume(stalled);
         if let Some(u) = held {
             rx::complete_tagged(cq, &op, u.tag, u.data, &u.payload);
         }
@@ -152,21 +152,20 @@ impl RxQueues {
     /// Closes the queues: posted receives fail with `ECANCELED`, held
     /// messages are dropped, waiting receivers return.
     pub(crate) fn close(&self) {
-        let (rx, trx, unexp, stalled, cq) = {
+        let (rx, trx, unexp, cq) = {
             let mut s = self.state.lock();
             s.closing = true;
             s.unexp_bytes = 0;
+            // Their receive work sees the queues closed.
+            Self::resume(&mut s);
             (
                 core::mem::take(&mut s.rx),
                 core::mem::take(&mut s.trx),
                 core::mem::take(&mut s.unexp),
-                core::mem::take(&mut s.stalled),
                 s.cq,
             )
         };
         drop(unexp);
-        // Their receive work sees the queues closed.
-        Self::resume(stalled);
         let canceled = -ECANCELED.to_errno();
         for r in rx.iter() {
             fail(cq, r.context, sys::KFI_RECV | sys::KFI_MSG, canceled, 0, 0);

@@ -16,11 +16,11 @@ use kernel::{prelude::*, sync::Arc};
 use crate::{
     atomics::{self, ATOMIC_MAX},
     bufs::{self, slice},
-    ep::{complete, fail, Kind, Pending, Resp, Shared, TxOp, IOV_MAX, QUEUE},
+    ep::{self, complete, fail, Kind, Pending, Resp, Shared, TxOp, IOV_MAX, QUEUE},
     frame,
     kfi::{kfi_sys as sys, provider::CqRef},
     ksock::Socket,
-    progress,
+    rx,
     wire::{flags, Hdr, Op},
 };
 
@@ -36,7 +36,17 @@ enum Job {
 /// The transmit work (`progress.rs`): sends responses and queued
 /// operations until there is nothing it may send.
 pub(crate) fn run(sh: &Arc<Shared>) {
-    let Some(sock) = sh.state.lock().sock.clone() else {
+    let (sock, dead) = {
+        let s = sh.state.lock();
+        (s.sock.clone(), s.dead)
+    };
+    if dead {
+        // Torn down: nothing is being sent any more, so the operations
+        // can fail now.
+        ep::flush(sh);
+        return;
+    }
+    let Some(sock) = sock else {
         return;
     };
     // Queued again by whoever makes more work for us.
@@ -62,11 +72,10 @@ pub(crate) fn run(sh: &Arc<Shared>) {
             }
         }
         drop(job);
-        if r.is_err() {
-            // The receive work sees the end and tears the connection down.
-            sock.shutdown();
+        if let Err(e) = r {
+            // The receive work may be parked: tear down from here.
+            rx::teardown(sh, &sock, e);
             sh.wake.notify_all();
-            progress::kick_rx(sh);
             return;
         }
     }
