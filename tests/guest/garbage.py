@@ -102,6 +102,8 @@ AFTER = [
     hdr(READRESP, ident=424242),
     hdr(ACK, ident=77),
     hdr(ATOMIC, rma=1, length=8, tag=7 | (2 << 32)) + desc(0, 512, 0x1000) + b"z" * 8,
+    # A compare op whose length would overflow when doubled.
+    hdr(ATOMIC, rma=1, length=16, tag=7 | (12 << 32)) + desc(0, 1 << 63, 0x1000) + b"c" * 16,
     hdr(MSG, flags=0x80),
     hdr(READREQ, rma=1, length=5) + desc(0, 8, 1),
     bytes(rng.getrandbits(8) for _ in range(64)),
