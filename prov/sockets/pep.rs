@@ -26,6 +26,9 @@ struct State {
     fid: Option<FidRef>,
     eq: Option<EqRef>,
     listener: Option<Arc<Socket>>,
+    /// Sockets whose request is being read: shut down at close, so no
+    /// worker waits on a silent peer.
+    busy: KVec<Arc<Socket>>,
     closing: bool,
 }
 
@@ -94,16 +97,35 @@ fn acceptor(sh: &Arc<Shared>) {
         let Ok(s) = Arc::new(s, GFP_KERNEL) else {
             continue;
         };
+        {
+            let mut st = sh.state.lock();
+            if st.closing || st.busy.push(s.clone(), GFP_KERNEL).is_err() {
+                drop(st);
+                s.shutdown();
+                continue;
+            }
+        }
         let s2 = s.clone();
         if spawn(sh, move |sh| handshake(sh, s2)).is_err() {
+            untrack(sh, &s);
             s.shutdown();
         }
     }
 }
 
-/// Reads a request and reports it.
+fn untrack(sh: &Shared, s: &Arc<Socket>) {
+    sh.state.lock().busy.retain(|b| !Arc::ptr_eq(b, s));
+}
+
+/// Reads a request and reports it; the socket is no longer busy after.
 fn handshake(sh: &Arc<Shared>, s: Arc<Socket>) {
-    let Ok(data) = with_timeout(&s, || frame::read_connreq(&s)) else {
+    read_request(sh, &s);
+    untrack(sh, &s);
+}
+
+/// Reads a request and reports it.
+fn read_request(sh: &Arc<Shared>, s: &Arc<Socket>) {
+    let Ok(data) = with_timeout(s, || frame::read_connreq(s)) else {
         s.shutdown();
         return;
     };
@@ -124,6 +146,13 @@ fn handshake(sh: &Arc<Shared>, s: Arc<Socket>) {
         s.shutdown();
         return;
     };
+    if sh.state.lock().closing {
+        // Close may have dropped our handles before this one went in.
+        if let Ok(s) = handles::take(handle) {
+            s.shutdown();
+        }
+        return;
+    }
     let posted = request_info(&sh.src, sh.ns, handle).and_then(|info| {
         let raw = info.into_raw();
         let r = events::post_cm(eq, sys::KFI_CONNREQ, fid, raw, &data);
@@ -156,6 +185,7 @@ impl SockPep {
                     fid: None,
                     eq: None,
                     listener: None,
+                    busy: KVec::new(),
                     closing: false,
                 }),
                 workers <- Workers::new(),
@@ -209,13 +239,16 @@ impl SockPep {
 
 impl Drop for SockPep {
     fn drop(&mut self) {
-        let l = {
+        let (l, busy) = {
             let mut s = self.0.state.lock();
             s.closing = true;
-            s.listener.clone()
+            (s.listener.clone(), core::mem::take(&mut s.busy))
         };
         if let Some(l) = l {
             l.shutdown();
+        }
+        for b in busy.iter() {
+            b.shutdown();
         }
         handles::drop_owned_by(Arc::as_ptr(&self.0) as usize);
         self.0.workers.wait_idle();

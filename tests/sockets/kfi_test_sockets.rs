@@ -934,7 +934,7 @@ mod msg_tests {
         let err = eq_error(&n)?;
         assert_eq!((err.fid, err.err), (cep.fid(), -ETIMEDOUT.to_errno()));
         drop(cep);
-        // A silent peer: the listener's close waits at most the timeout.
+        // A silent peer: the listener's close shuts its socket down.
         let addr = SockAddr::v4([127, 0, 0, 1], 7470);
         let silent = Socket::tcp(&addr)?;
         silent.connect(&addr)?;
