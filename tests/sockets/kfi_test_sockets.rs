@@ -576,14 +576,7 @@ mod msg_tests {
             );
             sys::kfi_freeinfo(req.info);
         }
-        assert_eq!(
-            event(&n).err().map(|e| e.to_errno()),
-            Some(-(sys::KFI_EAVAIL as i32))
-        );
-        let mut err = sys::kfi_eq_err_entry::default();
-        // SAFETY: Open EQ, writable entry.
-        let ret = unsafe { sys::kfi_eq_readerr(n.eq.as_ptr(), &mut err, 0) };
-        assert_eq!(ret, 1);
+        let err = eq_error(&n)?;
         assert_eq!((err.fid, err.err), (cep.fid(), -ECONNREFUSED.to_errno()));
         // SAFETY: The error data lives until the next error read.
         let data =
@@ -600,14 +593,7 @@ mod msg_tests {
         let ret =
             unsafe { sys::kfi_connect(lonely.as_ptr(), core::ptr::null(), core::ptr::null(), 0) };
         assert_eq!(ret, 0);
-        assert_eq!(
-            event(&n2).err().map(|e| e.to_errno()),
-            Some(-(sys::KFI_EAVAIL as i32))
-        );
-        // SAFETY: Open EQ, writable entry.
-        let ret = unsafe { sys::kfi_eq_readerr(n2.eq.as_ptr(), &mut err, 0) };
-        assert_eq!(ret, 1);
-        assert_eq!(err.err, -ECONNREFUSED.to_errno());
+        assert_eq!(eq_error(&n2)?.err, -ECONNREFUSED.to_errno());
         // Sending on an endpoint that never connected.
         // SAFETY: Open endpoint, valid message.
         let r = unsafe { sys::kfi_sendmsg(lonely.as_ptr(), &msg(&kvec(b"x"), 0, 0), 0) };
@@ -664,14 +650,7 @@ mod msg_tests {
         let mut bad = Hdr::new(Op::Msg, 0, 0).encode();
         bad[3] = 200;
         raw.send(&[&bad])?;
-        assert_eq!(
-            event(&n).err().map(|e| e.to_errno()),
-            Some(-(sys::KFI_EAVAIL as i32))
-        );
-        let mut err = sys::kfi_eq_err_entry::default();
-        // SAFETY: Open EQ, writable entry.
-        let ret = unsafe { sys::kfi_eq_readerr(n.eq.as_ptr(), &mut err, 0) };
-        assert_eq!(ret, 1);
+        let err = eq_error(&n)?;
         assert_eq!((err.fid, err.err), (sep.fid(), -EPROTO.to_errno()));
         let (ev, _, _) = event(&n)?;
         assert_eq!(ev, sys::KFI_SHUTDOWN);
