@@ -2,14 +2,16 @@
 
 //! kfi_sockets.ko: the kfabric provider over kernel TCP.
 //!
-//! Connected (MSG) endpoints over IPv4 and IPv6: connection management
-//! (listen, connect, accept and reject with private data, shutdown),
-//! messages and tagged messages (kvec, bio_vec and scatterlist buffers,
-//! inject, remote CQ data, unexpected tagged messages held until their
-//! receive is posted), RMA write/read on registered memory checked by key,
-//! bounds and access, atomics on 32- and 64-bit integers, and the
-//! delivery and commit completion levels. The wire protocol is in
-//! Documentation/sockets-wire.rst. RDM endpoints are not implemented yet.
+//! Connected (MSG) endpoints and reliable-datagram (RDM) endpoints over
+//! an address vector, IPv4 and IPv6, in any network namespace: connection
+//! management (listen, connect, accept and reject with private data,
+//! shutdown), messages and tagged messages (kvec, bio_vec and scatterlist
+//! buffers, inject, remote CQ data, unexpected tagged messages held until
+//! their receive is posted), RMA write/read on registered memory checked
+//! by key, bounds and access, atomics on 32- and 64-bit integers, and the
+//! delivery and commit completion levels. Progress is driven by socket
+//! callbacks (progress.rs). The wire protocol is in
+//! Documentation/sockets-wire.rst.
 
 use core::ffi::CStr;
 use kernel::prelude::*;
