@@ -8,6 +8,7 @@
 use kernel::{prelude::*, task::might_sleep};
 
 use crate::{
+    buffers::list_len,
     kfi_sys as sys,
     object::{self, checked, class_of, finish_open, ObjectCore, Pending},
     slot::errno,
@@ -134,6 +135,12 @@ pub(crate) unsafe extern "C" fn kfi_mr_regattr(
         // SAFETY: Non-NULL, valid for reads (C contract).
         let a = unsafe { &*attr };
         if a.access & !sys::KFI_MR_ACCESS != 0 || a.iov_type > sys::KFI_SGL || a.iov_count == 0 {
+            return Err(EINVAL);
+        }
+        // SAFETY: All members of the union are pointers; the list has
+        // `iov_count` entries of its type (C contract).
+        let len = unsafe { list_len(a.iov_type, a.__bindgen_anon_1.mr_iov.cast(), a.iov_count) }?;
+        if len == 0 {
             return Err(EINVAL);
         }
         // SAFETY: `domain` is an open domain (checked).

@@ -9,7 +9,12 @@
 
 use kernel::prelude::*;
 
-use crate::{kfi_sys as sys, object::checked, slot::errno};
+use crate::{
+    buffers::{add_len, list_len},
+    kfi_sys as sys,
+    object::checked,
+    slot::errno,
+};
 
 /// Flags that need the endpoint's support (`kfid_ep.op_flags`).
 const NEEDS_SUPPORT: u64 = sys::KFI_INJECT
@@ -47,12 +52,18 @@ unsafe fn ep_for<'a>(ep: *mut sys::kfid_ep, cap: u64, flags: u64) -> Result<&'a 
     Ok(e)
 }
 
-/// Checks a message's buffer list against the endpoint's limits.
+/// Checks a message's buffer list against the endpoint's limits; returns
+/// the buffers' total length.
 ///
 /// # Safety
 ///
 /// `msg` is NULL or valid for reads, with a buffer list as it says.
-unsafe fn check_msg(e: &sys::kfid_ep, msg: *const sys::kfi_msg, dir: Dir, flags: u64) -> Result {
+unsafe fn check_msg(
+    e: &sys::kfid_ep,
+    msg: *const sys::kfi_msg,
+    dir: Dir,
+    flags: u64,
+) -> Result<usize> {
     if msg.is_null() {
         return Err(EINVAL);
     }
@@ -66,49 +77,64 @@ unsafe fn check_msg(e: &sys::kfid_ep, msg: *const sys::kfi_msg, dir: Dir, flags:
         return Err(EINVAL);
     }
     // SAFETY: All members of the union are pointers; reading one as a
-    // pointer is defined whichever was written.
-    if m.iov_count != 0 && unsafe { m.__bindgen_anon_1.msg_iov }.is_null() {
+    // pointer is defined whichever was written. The list has `iov_count`
+    // entries of its type (safety requirement).
+    let len = unsafe { list_len(m.iov_type, m.__bindgen_anon_1.msg_iov.cast(), m.iov_count) }?;
+    if flags & sys::KFI_INJECT != 0 && len > e.inject_size {
         return Err(EINVAL);
     }
-    if flags & sys::KFI_INJECT != 0 {
-        // SAFETY: The list has `iov_count` entries of its type (safety
-        // requirement).
-        let len = unsafe { inject_len(m) }?;
-        if len > e.inject_size {
-            return Err(EINVAL);
-        }
+    if matches!(dir, Dir::Tx) {
+        check_size(e, len)?;
+    }
+    Ok(len)
+}
+
+/// `EMSGSIZE` when a transfer of `len` bytes is longer than the endpoint
+/// allows.
+fn check_size(e: &sys::kfid_ep, len: usize) -> Result {
+    if e.max_msg_size != 0 && len > e.max_msg_size {
+        return Err(EMSGSIZE);
     }
     Ok(())
 }
 
-/// Total length of an inject's buffers (kvec or bio_vec lists only).
+/// Checks local atomic operand arrays: 1 to `limit` of them, none NULL with
+/// elements, element counts whose byte length cannot overflow.
 ///
 /// # Safety
 ///
-/// The list of `m` has `iov_count` valid entries.
-unsafe fn inject_len(m: &sys::kfi_msg) -> Result<usize> {
-    let n = m.iov_count;
-    // SAFETY: The union member matches `iov_type`; the lists have `n`
-    // entries (safety requirement).
-    unsafe {
-        match m.iov_type {
-            sys::KFI_KVEC => Ok((0..n)
-                .map(|i| (*m.__bindgen_anon_1.msg_iov.add(i)).iov_len)
-                .sum()),
-            sys::KFI_BVEC => Ok((0..n)
-                .map(|i| (*m.__bindgen_anon_1.msg_bvec.add(i)).bv_len as usize)
-                .sum()),
-            _ => Err(EINVAL),
-        }
+/// `iocs` is NULL or has `count` valid entries.
+unsafe fn check_iocs(iocs: *const sys::kfi_ioc, count: usize, limit: usize) -> Result {
+    if iocs.is_null() || count == 0 || count > limit {
+        return Err(EINVAL);
     }
+    let mut total = 0usize;
+    for i in 0..count {
+        // SAFETY: `count` entries (safety requirement).
+        let c = unsafe { &*iocs.add(i) };
+        // No datatype is larger than 32 bytes (long double complex).
+        let bytes = c.count.checked_mul(32).ok_or(EINVAL)?;
+        total = add_len(total, c.addr.is_null(), bytes)?;
+    }
+    Ok(())
 }
 
 /// Checks the remote side of an RMA operation.
-fn check_rma_iov(e: &sys::kfid_ep, iov: *const sys::kfi_rma_iov, count: usize) -> Result {
+///
+/// # Safety
+///
+/// `iov` is NULL or has `count` valid entries.
+unsafe fn check_rma_iov(e: &sys::kfid_ep, iov: *const sys::kfi_rma_iov, count: usize) -> Result {
     if iov.is_null() || count == 0 || count > e.rma_iov_limit {
         return Err(EINVAL);
     }
-    Ok(())
+    let mut total = 0usize;
+    for i in 0..count {
+        // SAFETY: `count` entries (safety requirement).
+        let r = unsafe { &*iov.add(i) };
+        total = add_len(total, false, r.len)?;
+    }
+    check_size(e, total)
 }
 
 macro_rules! msg_call {
@@ -232,15 +258,14 @@ unsafe fn atomic_ep<'a>(
     let m = unsafe { &*msg };
     if m.datatype >= sys::KFI_DATATYPE_LAST
         || m.op >= sys::KFI_ATOMIC_OP_LAST
-        || m.msg_iov.is_null()
-        || m.iov_count == 0
-        || m.iov_count > e.tx_iov_limit
         || m.rma_iov.is_null()
         || m.rma_iov_count == 0
         || m.rma_iov_count > e.rma_iov_limit
     {
         return Err(EINVAL);
     }
+    // SAFETY: `iov_count` operand arrays (safety requirement).
+    unsafe { check_iocs(m.msg_iov, m.iov_count, e.tx_iov_limit) }?;
     Ok(e)
 }
 
@@ -281,9 +306,11 @@ pub(crate) unsafe extern "C" fn kfi_fetch_atomicmsg(
     errno((|| {
         // SAFETY: The C contract.
         let e = unsafe { atomic_ep(ep, msg, flags) }?;
-        if resultv.is_null() || result_count == 0 || flags & sys::KFI_INJECT != 0 {
+        if flags & sys::KFI_INJECT != 0 {
             return Err(EINVAL);
         }
+        // SAFETY: `result_count` arrays (C contract).
+        unsafe { check_iocs(resultv, result_count, e.tx_iov_limit) }?;
         let f = slot!(e.atomic, sys::kfi_ops_atomic, readwritemsg)?;
         // SAFETY: The provider is pinned by the open endpoint.
         kernel::error::to_result(unsafe { f(ep, msg, resultv, result_desc, result_count, flags) })
@@ -313,14 +340,13 @@ pub(crate) unsafe extern "C" fn kfi_compare_atomicmsg(
         let e = unsafe { atomic_ep(ep, msg, flags) }?;
         // SAFETY: `msg` checked non-NULL by `atomic_ep`.
         let op = unsafe { (*msg).op };
-        if op < sys::KFI_CSWAP
-            || comparev.is_null()
-            || compare_count == 0
-            || resultv.is_null()
-            || result_count == 0
-            || flags & sys::KFI_INJECT != 0
-        {
+        if op < sys::KFI_CSWAP || flags & sys::KFI_INJECT != 0 {
             return Err(EINVAL);
+        }
+        // SAFETY: `compare_count` and `result_count` arrays (C contract).
+        unsafe {
+            check_iocs(comparev, compare_count, e.tx_iov_limit)?;
+            check_iocs(resultv, result_count, e.tx_iov_limit)?;
         }
         let f = slot!(e.atomic, sys::kfi_ops_atomic, compwritemsg)?;
         // SAFETY: The provider is pinned by the open endpoint.

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! `/sys/kernel/debug/kfabric/`: the registered providers and live objects.
+//! `/sys/kernel/debug/kfabric/`: the registered providers, live objects,
+//! and `getinfo` (see `debugfs_getinfo.rs`).
 
 use core::fmt;
 use kernel::{
@@ -8,13 +9,21 @@ use kernel::{
     prelude::*,
 };
 
-use crate::{object, registry};
+use crate::{debugfs_getinfo as getinfo, object, registry};
 
 /// The debugfs files; removed when dropped.
 pub(crate) struct Debugfs {
     _providers: Pin<KBox<File<()>>>,
     _objects: Pin<KBox<File<()>>>,
+    _getinfo: Pin<KBox<GetinfoFile>>,
     _dir: Dir,
+}
+
+/// The `getinfo` file with the hints last written to it.
+#[pin_data]
+struct GetinfoFile {
+    #[pin]
+    file: File<getinfo::State>,
 }
 
 /// `providers`: one line per provider: name, version, open objects.
@@ -49,9 +58,22 @@ impl Debugfs {
             dir.read_callback_file(c"objects", (), &show_objects),
             GFP_KERNEL,
         )?;
+        let d = &dir;
+        let getinfo = KBox::pin_init(
+            try_pin_init!(GetinfoFile {
+                file <- d.read_write_callback_file(
+                    c"getinfo",
+                    getinfo::state(),
+                    &getinfo::show,
+                    &getinfo::write,
+                ),
+            }),
+            GFP_KERNEL,
+        )?;
         Ok(Self {
             _providers: providers,
             _objects: objects,
+            _getinfo: getinfo,
             _dir: dir,
         })
     }

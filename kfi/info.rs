@@ -4,8 +4,11 @@
 //! asks every provider and keeps the entries that match the hints.
 //!
 //! An entry is one allocation holding the `kfi_info` and its five attribute
-//! structures; its names and addresses are separate kmalloc'ed buffers it
-//! owns.
+//! structures. Its names and addresses are separate kmalloc'ed buffers;
+//! the entry owns exactly those kfabric.ko made for it (`kfi_info_set`,
+//! `kfi_dupinfo`, `kfi_getinfo`) and records them, so `kfi_freeinfo` frees
+//! what it allocated and never a pointer a caller stored (a string literal
+//! in a hint stays the caller's).
 
 use core::{ffi::CStr, ptr};
 use kernel::{bindings, prelude::*, str::CStrExt, task::might_sleep};
@@ -16,7 +19,8 @@ use crate::{kfi_sys as sys, registry, slot::errno};
 ///
 /// # Invariants
 ///
-/// `info`'s attribute pointers point at the fields of the same block.
+/// `info`'s attribute pointers point at the fields of the same block; each
+/// non-NULL `owned` entry is a kmalloc'ed buffer only this block frees.
 #[repr(C)]
 #[derive(Default)]
 struct Block {
@@ -26,6 +30,49 @@ struct Block {
     ep: sys::kfi_ep_attr,
     domain: sys::kfi_domain_attr,
     fabric: sys::kfi_fabric_attr,
+    /// The buffers kfabric.ko made for this entry, by `kfi_info_field`.
+    owned: [usize; FIELDS],
+}
+
+/// The longest address an entry holds (`struct sockaddr_storage`).
+const ADDR_MAX: usize = 128;
+
+/// The pointer fields of an entry (`enum kfi_info_field`).
+const FIELDS: usize = sys::KFI_INFO_FIELD_LAST as usize;
+
+/// The block of an entry.
+///
+/// # Safety
+///
+/// `info` was made by `alloc_block` and is live.
+unsafe fn block<'a>(info: *mut sys::kfi_info) -> &'a mut Block {
+    // SAFETY: `info` is the first field of a live `Block` (safety
+    // requirement).
+    unsafe { &mut *info.cast::<Block>() }
+}
+
+/// Points field `field` of `b` at `p` (with length `len` for addresses)
+/// and makes `b` own `p`, freeing what it owned there before.
+fn own(b: &mut Block, field: u32, p: *mut c_void, len: usize) -> Result {
+    let slot = b.owned.get_mut(field as usize).ok_or(EINVAL)?;
+    let old = core::mem::replace(slot, p as usize);
+    match field {
+        sys::KFI_INFO_SRC_ADDR => {
+            b.info.src_addr = p;
+            b.info.src_addrlen = if p.is_null() { 0 } else { len };
+        }
+        sys::KFI_INFO_DEST_ADDR => {
+            b.info.dest_addr = p;
+            b.info.dest_addrlen = if p.is_null() { 0 } else { len };
+        }
+        sys::KFI_INFO_FABRIC_NAME => b.fabric.name = p.cast(),
+        sys::KFI_INFO_PROV_NAME => b.fabric.prov_name = p.cast(),
+        _ => b.domain.name = p.cast(),
+    }
+    // SAFETY: A buffer this block owned; no field points at it any more
+    // (the one that did was just replaced).
+    unsafe { kfree(old as *mut c_void) };
+    Ok(())
 }
 
 /// A zeroed entry with its attributes linked.
@@ -91,14 +138,12 @@ unsafe fn kfree(p: *mut c_void) {
 ///
 /// `info` was made by `alloc_block` and is no longer used.
 unsafe fn free_one(info: *mut sys::kfi_info) {
-    // SAFETY: A block's info and attributes (type invariant of `Block`).
+    // SAFETY: A block, no longer used (safety requirement); it owns the
+    // buffers it recorded (type invariant of `Block`).
     unsafe {
-        let i = &*info;
-        kfree(i.src_addr);
-        kfree(i.dest_addr);
-        kfree((*i.fabric_attr).name.cast());
-        kfree((*i.fabric_attr).prov_name.cast());
-        kfree((*i.domain_attr).name.cast());
+        for p in (*info.cast::<Block>()).owned {
+            kfree(p as *mut c_void);
+        }
         drop(KBox::from_raw(info.cast::<Block>()));
     }
 }
@@ -122,39 +167,34 @@ pub(crate) fn free_list(mut info: *mut sys::kfi_info) {
 /// `src` is a valid entry made by `alloc_block`.
 unsafe fn dup_one(src: *const sys::kfi_info) -> Result<*mut sys::kfi_info> {
     let dst = alloc_block()?;
-    // SAFETY: Both are valid blocks; the copy's owned buffers are replaced
-    // by fresh copies before anything can free them.
+    // SAFETY: Both are valid blocks; the copied pointers are replaced by
+    // fresh copies the new block owns before anything can use them.
     let r = unsafe {
         let s = &*src;
-        let d = &mut *dst;
-        *d.tx_attr = *s.tx_attr;
-        *d.rx_attr = *s.rx_attr;
-        *d.ep_attr = *s.ep_attr;
-        *d.domain_attr = *s.domain_attr;
-        *d.fabric_attr = *s.fabric_attr;
-        (*d.domain_attr).name = ptr::null_mut();
-        (*d.fabric_attr).name = ptr::null_mut();
-        (*d.fabric_attr).prov_name = ptr::null_mut();
-        d.caps = s.caps;
-        d.mode = s.mode;
-        d.addr_format = s.addr_format;
-        d.handle = s.handle;
+        let d = block(dst);
+        d.tx = *s.tx_attr;
+        d.rx = *s.rx_attr;
+        d.ep = *s.ep_attr;
+        d.domain = *s.domain_attr;
+        d.fabric = *s.fabric_attr;
+        d.domain.name = ptr::null_mut();
+        d.fabric.name = ptr::null_mut();
+        d.fabric.prov_name = ptr::null_mut();
+        d.info.caps = s.caps;
+        d.info.mode = s.mode;
+        d.info.addr_format = s.addr_format;
+        d.info.handle = s.handle;
         (|| -> Result {
-            d.src_addr = dup_bytes(s.src_addr, s.src_addrlen)?;
-            d.src_addrlen = if d.src_addr.is_null() {
-                0
-            } else {
-                s.src_addrlen
-            };
-            d.dest_addr = dup_bytes(s.dest_addr, s.dest_addrlen)?;
-            d.dest_addrlen = if d.dest_addr.is_null() {
-                0
-            } else {
-                s.dest_addrlen
-            };
-            (*d.domain_attr).name = dup_str((*s.domain_attr).name)?;
-            (*d.fabric_attr).name = dup_str((*s.fabric_attr).name)?;
-            (*d.fabric_attr).prov_name = dup_str((*s.fabric_attr).prov_name)?;
+            let src_addr = dup_bytes(s.src_addr, s.src_addrlen)?;
+            own(d, sys::KFI_INFO_SRC_ADDR, src_addr, s.src_addrlen)?;
+            let dest_addr = dup_bytes(s.dest_addr, s.dest_addrlen)?;
+            own(d, sys::KFI_INFO_DEST_ADDR, dest_addr, s.dest_addrlen)?;
+            let name = dup_str((*s.domain_attr).name)?;
+            own(d, sys::KFI_INFO_DOMAIN_NAME, name.cast(), 0)?;
+            let name = dup_str((*s.fabric_attr).name)?;
+            own(d, sys::KFI_INFO_FABRIC_NAME, name.cast(), 0)?;
+            let name = dup_str((*s.fabric_attr).prov_name)?;
+            own(d, sys::KFI_INFO_PROV_NAME, name.cast(), 0)?;
             Ok(())
         })()
     };
@@ -216,7 +256,8 @@ unsafe fn matches(info: &sys::kfi_info, hints: &sys::kfi_info) -> bool {
             }
         }
         if let Some(h) = hints.domain_attr.as_ref() {
-            if !str_matches(h.name, (*info.domain_attr).name) {
+            if !str_matches(h.name, (*info.domain_attr).name) || !domain_fits(h, &*info.domain_attr)
+            {
                 return false;
             }
         }
@@ -228,6 +269,25 @@ unsafe fn matches(info: &sys::kfi_info, hints: &sys::kfi_info) -> bool {
         }
     }
     true
+}
+
+/// Whether a domain's threading, progress and memory region modes meet
+/// what the hints ask (`enum kfi_threading`, `enum kfi_progress`).
+fn domain_fits(want: &sys::kfi_domain_attr, have: &sys::kfi_domain_attr) -> bool {
+    let threading = want.threading == sys::KFI_THREAD_UNSPEC
+        || want.threading == have.threading
+        || have.threading == sys::KFI_THREAD_SAFE;
+    let progress = |w: u32, h: u32| {
+        w == sys::KFI_PROGRESS_UNSPEC
+            || w == h
+            || (w == sys::KFI_PROGRESS_MANUAL && h == sys::KFI_PROGRESS_AUTO)
+    };
+    // Hints without memory region modes accept any.
+    let mr_mode = want.mr_mode == 0 || have.mr_mode & !want.mr_mode == 0;
+    threading
+        && progress(want.control_progress, have.control_progress)
+        && progress(want.data_progress, have.data_progress)
+        && mr_mode
 }
 
 /// The provider name `hints` asks for, if any.
@@ -277,11 +337,17 @@ unsafe fn ask(
         unsafe {
             list = (*cur).next;
             (*cur).next = ptr::null_mut();
-            let f = &mut *(*cur).fabric_attr;
             // Entries always name their provider, so kfi_fabric() finds it.
-            if f.prov_name.is_null() {
-                f.prov_name = dup_str(p.name)?;
+            if (*(*cur).fabric_attr).prov_name.is_null() {
+                let named = dup_str(p.name)
+                    .and_then(|n| own(block(cur), sys::KFI_INFO_PROV_NAME, n.cast(), 0));
+                if let Err(e) = named {
+                    free_one(cur);
+                    free_list(list);
+                    return Err(e);
+                }
             }
+            let f = &mut *(*cur).fabric_attr;
             f.prov_version = p.version;
             f.api_version = sys::KFI_MAJOR_VERSION << 16 | sys::KFI_MINOR_VERSION;
             if hints.is_null() || matches(&*cur, &*hints) {
@@ -369,4 +435,43 @@ pub(crate) unsafe extern "C" fn kfi_dupinfo(info: *const sys::kfi_info) -> *mut 
 #[no_mangle]
 pub(crate) unsafe extern "C" fn kfi_freeinfo(info: *mut sys::kfi_info) {
     free_list(info);
+}
+
+/// `kfi_info_set`.
+///
+/// # Safety
+///
+/// The C contract: `info` NULL or an entry made by kfabric.ko; `val` NULL,
+/// or a NUL-terminated string (names) or `len` bytes (addresses).
+#[no_mangle]
+pub(crate) unsafe extern "C" fn kfi_info_set(
+    info: *mut sys::kfi_info,
+    field: u32,
+    val: *const c_void,
+    len: usize,
+) -> c_int {
+    errno((|| {
+        might_sleep();
+        if info.is_null() || field >= sys::KFI_INFO_FIELD_LAST {
+            return Err(EINVAL);
+        }
+        let is_addr = matches!(field, sys::KFI_INFO_SRC_ADDR | sys::KFI_INFO_DEST_ADDR);
+        let copy = if is_addr {
+            if !val.is_null() && (len == 0 || len > ADDR_MAX) {
+                return Err(EINVAL);
+            }
+            // SAFETY: `val` holds `len` bytes (C contract).
+            unsafe { dup_bytes(val, len) }?
+        } else {
+            // SAFETY: NULL or a NUL-terminated string (C contract).
+            unsafe { dup_str(val.cast()) }?.cast()
+        };
+        // SAFETY: An entry of kfabric.ko's (C contract).
+        let r = own(unsafe { block(info) }, field, copy, len);
+        if r.is_err() {
+            // SAFETY: Made above, never handed out.
+            unsafe { kfree(copy) };
+        }
+        r
+    })())
 }

@@ -16,9 +16,11 @@ mod kfi_sys;
 #[macro_use]
 mod slot;
 
+mod buffers;
 mod control;
 mod data;
 mod debugfs;
+mod debugfs_getinfo;
 mod exports;
 mod info;
 mod object;

@@ -46,3 +46,8 @@ pub(crate) fn count(r: kernel::error::Result<isize>) -> isize {
         Err(e) => e.to_errno() as isize,
     }
 }
+
+/// `KFI_EAVAIL` as an error: an error entry waits at a queue's head.
+pub(crate) fn eavail() -> kernel::error::Error {
+    kernel::error::Error::from_errno(-(crate::kfi_sys::KFI_EAVAIL as kernel::ffi::c_int))
+}

@@ -18,7 +18,7 @@ use kernel::{
 
 use crate::{
     kfi_sys as sys,
-    slot::{count, errno},
+    slot::{count, eavail, errno},
     util_ring,
     util_wait::Deadline,
 };
@@ -175,7 +175,7 @@ unsafe fn read_locked(ring: &mut Ring, buf: *mut c_void, n: usize, format: u32) 
         return Ok(done as isize);
     }
     if ring.slots.front().is_some() || ring.overflow {
-        Err(EIO)
+        Err(eavail())
     } else {
         Err(EAGAIN)
     }

@@ -4,8 +4,10 @@
 //! `KFI_EQ_DATA_MAX` bytes of private data, in fixed slots allocated at open
 //! so that providers can post from any context but hard interrupt.
 //!
-//! A `KFI_CONNREQ` event carries a `kfi_info` its reader owns; one still
-//! queued when the EQ is closed is freed with it.
+//! A `KFI_CONNREQ` event a provider posts (`kfi_util_eq_write_cm`) carries
+//! a `kfi_info` the EQ owns until a read without `KFI_PEEK` hands it to the
+//! reader; one still queued when the EQ is closed is freed with it. Events
+//! a ULP writes (`kfi_eq_write`) own nothing: their bytes are only copied.
 
 use core::{pin::Pin, ptr::NonNull};
 use kernel::{
@@ -16,7 +18,7 @@ use kernel::{
 
 use crate::{
     info, kfi_sys as sys,
-    slot::{count, errno},
+    slot::{count, eavail, errno},
     util_ring,
     util_wait::Deadline,
 };
@@ -41,6 +43,8 @@ struct Slot {
     len: usize,
     bytes: [u8; EVENT_MAX],
     err: Option<ErrInfo>,
+    /// A provider's CONNREQ: the `info` in `bytes` is the EQ's to free.
+    owns_info: bool,
 }
 
 impl Default for Slot {
@@ -50,6 +54,7 @@ impl Default for Slot {
             len: 0,
             bytes: [0; EVENT_MAX],
             err: None,
+            owns_info: false,
         }
     }
 }
@@ -57,7 +62,8 @@ impl Default for Slot {
 impl Slot {
     /// The `kfi_info` a queued CONNREQ owns, if any.
     fn connreq_info(&self) -> *mut sys::kfi_info {
-        if self.err.is_some()
+        if !self.owns_info
+            || self.err.is_some()
             || self.event != sys::KFI_CONNREQ
             || self.len < size_of::<sys::kfi_eq_cm_entry>()
         {
@@ -150,7 +156,7 @@ unsafe fn read_locked(
 ) -> Result<isize> {
     let s = match ring.slots.front() {
         None => return Err(EAGAIN),
-        Some(s) if s.err.is_some() => return Err(EIO),
+        Some(s) if s.err.is_some() => return Err(eavail()),
         Some(s) => s,
     };
     if s.len > len {
@@ -280,7 +286,37 @@ fn post(u: &UtilEq, slot: Slot) -> Result {
     r
 }
 
-/// The EQ's `write` op.
+/// Queues `len` bytes at `buf` as event `event`.
+///
+/// # Safety
+///
+/// `buf` holds `len` bytes (it may be NULL when `len` is 0).
+unsafe fn write_event(
+    u: &UtilEq,
+    event: u32,
+    buf: *const c_void,
+    len: usize,
+    owns_info: bool,
+) -> Result {
+    if len > EVENT_MAX || (len > 0 && buf.is_null()) {
+        return Err(EINVAL);
+    }
+    let mut slot = Slot {
+        event,
+        len,
+        owns_info,
+        ..Default::default()
+    };
+    if len > 0 {
+        // SAFETY: `buf` holds `len` bytes (safety requirement).
+        slot.bytes[..len]
+            .copy_from_slice(unsafe { core::slice::from_raw_parts(buf.cast::<u8>(), len) });
+    }
+    post(u, slot)
+}
+
+/// The EQ's `write` op: a ULP's event, whose bytes are only copied (an
+/// `info` in a CONNREQ stays the writer's).
 ///
 /// # Safety
 ///
@@ -296,22 +332,33 @@ unsafe extern "C" fn eq_write(
     count((|| {
         // SAFETY: kfabric.ko passes an open EQ.
         let u = unsafe { util(eq) }?;
-        if len > EVENT_MAX {
+        // SAFETY: `buf` holds `len` bytes (C contract).
+        unsafe { write_event(u, event, buf, len, false) }?;
+        Ok(len as isize)
+    })())
+}
+
+/// `kfi_util_eq_write_cm`: a provider's connection event. A CONNREQ's
+/// `info` belongs to the EQ once queued.
+///
+/// # Safety
+///
+/// The C contract: NULL or valid pointers.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn kfi_util_eq_write_cm(
+    eq: *mut sys::kfid_eq,
+    event: u32,
+    buf: *const c_void,
+    len: usize,
+) -> c_int {
+    errno((|| {
+        // SAFETY: NULL or an EQ header (C contract).
+        let u = unsafe { util(eq) }?;
+        if event == sys::KFI_CONNREQ && len < size_of::<sys::kfi_eq_cm_entry>() {
             return Err(EINVAL);
         }
-        let mut slot = Slot {
-            event,
-            len,
-            ..Default::default()
-        };
-        if len > 0 {
-            // SAFETY: `buf` holds `len` bytes (C contract; checked non-NULL
-            // by kfabric.ko when `len` is non-zero).
-            slot.bytes[..len]
-                .copy_from_slice(unsafe { core::slice::from_raw_parts(buf.cast::<u8>(), len) });
-        }
-        post(u, slot)?;
-        Ok(len as isize)
+        // SAFETY: `buf` holds `len` bytes (C contract).
+        unsafe { write_event(u, event, buf, len, event == sys::KFI_CONNREQ) }
     })())
 }
 

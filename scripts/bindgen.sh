@@ -29,7 +29,7 @@ cd "$kdir"
 	--use-core --ctypes-prefix ffi --with-derive-default --no-layout-tests \
 	--no-debug '.*' --no-doc-comments --rust-target 1.85 \
 	--allowlist-file '.*/include/kfabric/.*' \
-	--blocklist-type 'module|kvec|bio_vec|scatterlist|net' \
+	--blocklist-type 'module|kvec|bio_vec|scatterlist|net|page' \
 	--default-enum-style consts --no-prepend-enum-name \
 	-o "$tmp" -- $clang_args -I"$KFABRIC_TOP/include" -DMODULE
 # Capability and flag bits are 64-bit in C (1ULL << n); bindgen types a

@@ -140,26 +140,14 @@ struct kfi_addr_ib {
 	u64 service_id;
 };
 
+/* Ops tables: defined for providers in <kfabric/kfi_provider.h>. */
+struct kfi_ops;
+struct kfi_ops_fabric;
 struct kfid;
 struct kfid_fabric;
 struct kfid_domain;
 struct net;
 struct kfi_provider;
-
-/**
- * struct kfi_ops - operations every object has
- * @size: sizeof(struct kfi_ops) as the provider was built; the core never
- *	calls a slot beyond it
- * @close: releases the object; called by kfi_close() in process context
- * @bind: associates another object with this one (kfi_ep_bind(), ...)
- * @control: object-specific commands (kfi_control(), kfi_enable())
- */
-struct kfi_ops {
-	size_t size;
-	int (*close)(struct kfid *fid);
-	int (*bind)(struct kfid *fid, struct kfid *bfid, u64 flags);
-	int (*control)(struct kfid *fid, int command, void *arg);
-};
 
 /* kfi_control() commands. */
 #define KFI_ENABLE	1	/* endpoints: start operating */
@@ -244,6 +232,52 @@ struct kfi_ep_attr {
 };
 
 /**
+ * enum kfi_threading - how much a domain serializes for its users
+ * @KFI_THREAD_UNSPEC: in hints: any
+ * @KFI_THREAD_SAFE: every call may come from any thread at any time
+ * @KFI_THREAD_FID: calls on one object must be serialized by the ULP
+ * @KFI_THREAD_DOMAIN: calls on one domain must be serialized by the ULP
+ * @KFI_THREAD_COMPLETION: calls tied to one CQ must be serialized
+ * @KFI_THREAD_ENDPOINT: calls on one endpoint must be serialized
+ *
+ * A hint other than KFI_THREAD_UNSPEC matches a domain with the same
+ * model or with KFI_THREAD_SAFE.
+ */
+enum kfi_threading {
+	KFI_THREAD_UNSPEC,
+	KFI_THREAD_SAFE,
+	KFI_THREAD_FID,
+	KFI_THREAD_DOMAIN,
+	KFI_THREAD_COMPLETION,
+	KFI_THREAD_ENDPOINT,
+};
+
+/**
+ * enum kfi_progress - who moves operations forward
+ * @KFI_PROGRESS_UNSPEC: in hints: any
+ * @KFI_PROGRESS_AUTO: the provider (its device or threads), with no calls
+ *	from the ULP
+ * @KFI_PROGRESS_MANUAL: only while the ULP calls into the provider (reads
+ *	its CQ or EQ)
+ *
+ * A hint of KFI_PROGRESS_MANUAL is met by either; KFI_PROGRESS_AUTO only
+ * by KFI_PROGRESS_AUTO.
+ */
+enum kfi_progress {
+	KFI_PROGRESS_UNSPEC,
+	KFI_PROGRESS_AUTO,
+	KFI_PROGRESS_MANUAL,
+};
+
+/* Memory region modes (kfi_domain_attr.mr_mode), libfabric's values. */
+/* Local buffers need the kfi_mr_desc() of a region that holds them. */
+#define KFI_MR_LOCAL		(1ULL << 2)
+/* Remote addresses are the target's virtual addresses, not offsets. */
+#define KFI_MR_VIRT_ADDR	(1ULL << 4)
+/* The provider chooses every key; requested_key is ignored. */
+#define KFI_MR_PROV_KEY		(1ULL << 6)
+
+/**
  * struct kfi_domain_attr - domain attributes
  * @domain: an open domain these attributes describe, or NULL
  * @name: the domain's name (a device, an interface)
@@ -253,6 +287,12 @@ struct kfi_ep_attr {
  * @mr_key_size: bytes of an MR key
  * @mr_iov_limit: most buffers in one registration
  * @max_err_data: bytes of provider error data in error entries
+ * @threading: enum kfi_threading: which concurrent calls the domain's
+ *	objects allow without the ULP's own locking
+ * @control_progress: enum kfi_progress of connection management
+ * @data_progress: enum kfi_progress of data transfers
+ * @mr_mode: KFI_MR_* bits the provider requires of the ULP's use of
+ *	memory regions (0: none); in hints, the bits the ULP can live with
  * @net: the network namespace the domain's addresses and connections live
  *	in; NULL for the initial namespace. Set it in the hints of
  *	kfi_getinfo(); providers copy it into their entries. The ULP keeps the
@@ -268,6 +308,10 @@ struct kfi_domain_attr {
 	size_t mr_key_size;
 	size_t mr_iov_limit;
 	size_t max_err_data;
+	u32 threading;
+	u32 control_progress;
+	u32 data_progress;
+	u64 mr_mode;
 	struct net *net;
 };
 
@@ -305,8 +349,11 @@ struct kfi_fabric_attr {
  * @fabric_attr: fabric attributes
  *
  * Entries are allocated with kfi_allocinfo() (never on the stack or with
- * kmalloc directly) and freed with kfi_freeinfo(): names and addresses are
- * kmalloc'ed and owned by the entry.
+ * kmalloc directly) and freed with kfi_freeinfo(). The names and addresses
+ * kfabric.ko made for an entry (kfi_info_set(), kfi_dupinfo(), the entries
+ * of kfi_getinfo()) are owned by the entry and freed with it; a pointer the
+ * caller stores in a field itself (a string literal as a hint's prov_name)
+ * stays the caller's and is never freed by kfabric.ko.
  */
 struct kfi_info {
 	struct kfi_info *next;
@@ -328,24 +375,6 @@ struct kfi_info {
 struct kfi_eq_attr;
 struct kfid_eq;
 struct kfid_pep;
-
-/**
- * struct kfi_ops_fabric - a fabric's operations
- * @size: sizeof(struct kfi_ops_fabric) as the provider was built
- * @domain: opens a domain (kfi_domain())
- * @passive_ep: opens a passive endpoint (kfi_passive_ep())
- * @eq_open: opens an event queue (kfi_eq_open()); providers usually pass
- *	kfi_util_eq_open() here
- */
-struct kfi_ops_fabric {
-	size_t size;
-	int (*domain)(struct kfid_fabric *fabric, struct kfi_info *info,
-		      struct kfid_domain **domain, void *context);
-	int (*passive_ep)(struct kfid_fabric *fabric, struct kfi_info *info,
-			  struct kfid_pep **pep, void *context);
-	int (*eq_open)(struct kfid_fabric *fabric, struct kfi_eq_attr *attr,
-		       struct kfid_eq **eq, void *context);
-};
 
 /**
  * struct kfid_fabric - a fabric: the provider's view of one network
@@ -388,6 +417,43 @@ int kfi_getinfo(u32 version, const char *node, const char *service, u64 flags,
  * Return: the entry, or NULL when out of memory.
  */
 struct kfi_info *kfi_allocinfo(void);
+
+/**
+ * enum kfi_info_field - the name and address fields of a kfi_info
+ * @KFI_INFO_SRC_ADDR: src_addr (and src_addrlen)
+ * @KFI_INFO_DEST_ADDR: dest_addr (and dest_addrlen)
+ * @KFI_INFO_FABRIC_NAME: fabric_attr->name
+ * @KFI_INFO_PROV_NAME: fabric_attr->prov_name
+ * @KFI_INFO_DOMAIN_NAME: domain_attr->name
+ * @KFI_INFO_FIELD_LAST: the number of fields
+ */
+enum kfi_info_field {
+	KFI_INFO_SRC_ADDR,
+	KFI_INFO_DEST_ADDR,
+	KFI_INFO_FABRIC_NAME,
+	KFI_INFO_PROV_NAME,
+	KFI_INFO_DOMAIN_NAME,
+	KFI_INFO_FIELD_LAST,
+};
+
+/**
+ * kfi_info_set() - set a name or address of an entry to a copy the entry owns
+ * @info: an entry from kfi_allocinfo(), kfi_dupinfo() or kfi_getinfo()
+ * @field: which field
+ * @val: a NUL-terminated string (names) or @len bytes (addresses); NULL
+ *	clears the field
+ * @len: the address's length (1 to sizeof(struct sockaddr_storage));
+ *	ignored for names
+ *
+ * The copy is freed with the entry, or when the field is set again.
+ * Providers build their getinfo and CONNREQ entries with it.
+ *
+ * Context: process context; may sleep.
+ * Return: 0; -EINVAL on a NULL entry, an unknown field or a bad length;
+ * -ENOMEM.
+ */
+int kfi_info_set(struct kfi_info *info, enum kfi_info_field field,
+		 const void *val, size_t len);
 
 /**
  * kfi_dupinfo() - a deep copy of one kfi_info entry (not of its list)

@@ -9,6 +9,10 @@
 struct kvec;
 struct bio_vec;
 struct scatterlist;
+/* Ops tables: defined for providers in <kfabric/kfi_provider.h>. */
+struct kfi_ops_mr;
+struct kfi_ops_domain;
+struct kfi_ops_av;
 struct kfid_av;
 struct kfid_cq;
 struct kfid_cntr;
@@ -62,17 +66,6 @@ struct kfi_mr_attr {
 		       KFI_REMOTE_READ | KFI_REMOTE_WRITE)
 
 /**
- * struct kfi_ops_mr - memory registration of a domain
- * @size: sizeof(struct kfi_ops_mr) as the provider was built
- * @regattr: registers the buffers of @attr; @flags may hold KFI_RMA_PMEM
- */
-struct kfi_ops_mr {
-	size_t size;
-	int (*regattr)(struct kfid_domain *domain, const struct kfi_mr_attr *attr,
-		       u64 flags, struct kfid_mr **mr);
-};
-
-/**
  * struct kfid_mr - a registered memory region
  * @fid: the object header (fclass KFI_CLASS_MR)
  * @mem_desc: the local descriptor to pass with buffers of the region
@@ -82,26 +75,6 @@ struct kfid_mr {
 	struct kfid fid;
 	void *mem_desc;
 	u64 key;
-};
-
-/**
- * struct kfi_ops_domain - a domain's operations
- * @size: sizeof(struct kfi_ops_domain) as the provider was built
- * @av_open: opens an address vector
- * @cq_open: opens a completion queue; usually kfi_util_cq_open()
- * @endpoint: opens an active endpoint
- * @cntr_open: opens a counter; usually kfi_util_cntr_open()
- */
-struct kfi_ops_domain {
-	size_t size;
-	int (*av_open)(struct kfid_domain *domain, struct kfi_av_attr *attr,
-		       struct kfid_av **av, void *context);
-	int (*cq_open)(struct kfid_domain *domain, struct kfi_cq_attr *attr,
-		       struct kfid_cq **cq, void *context);
-	int (*endpoint)(struct kfid_domain *domain, struct kfi_info *info,
-			struct kfid_ep **ep, void *context);
-	int (*cntr_open)(struct kfid_domain *domain, struct kfi_cntr_attr *attr,
-			 struct kfid_cntr **cntr, void *context);
 };
 
 /**
@@ -138,27 +111,6 @@ struct kfi_av_attr {
 	u32 type;
 	size_t count;
 	u64 flags;
-};
-
-/**
- * struct kfi_ops_av - an address vector's operations
- * @size: sizeof(struct kfi_ops_av) as the provider was built
- * @insert: adds @count addresses of the domain's format
- * @insertsvc: adds the address of @node/@service
- * @remove: removes @count addresses
- * @lookup: copies the address of @fi_addr to @addr (at most *@addrlen bytes;
- *	*@addrlen is set to the full length)
- */
-struct kfi_ops_av {
-	size_t size;
-	int (*insert)(struct kfid_av *av, const void *addr, size_t count,
-		      kfi_addr_t *fi_addr, u64 flags, void *context);
-	int (*insertsvc)(struct kfid_av *av, const char *node, const char *service,
-			 kfi_addr_t *fi_addr, u64 flags, void *context);
-	int (*remove)(struct kfid_av *av, kfi_addr_t *fi_addr, size_t count,
-		      u64 flags);
-	int (*lookup)(struct kfid_av *av, kfi_addr_t fi_addr, void *addr,
-		      size_t *addrlen);
 };
 
 /**

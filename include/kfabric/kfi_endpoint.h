@@ -13,14 +13,23 @@
  * (process, softirq, under a spinlock): neither kfabric.ko nor a provider
  * sleeps in them. They return 0 when the operation was queued; -EAGAIN when
  * the endpoint is out of resources (retry after reading completions);
- * -EINVAL on bad arguments (an unknown flag, too many buffers, an inject
- * larger than inject_size); -EOPNOTSUPP when the endpoint lacks the
+ * -EINVAL on bad arguments (an unknown flag, too many buffers, a NULL buffer
+ * with a non-zero length, lengths above SSIZE_MAX or whose sum overflows, an
+ * inject larger than inject_size); -EMSGSIZE for a send, RMA or atomic
+ * longer than the endpoint's max_msg_size; -EOPNOTSUPP when the endpoint lacks the
  * capability or completion level; -ENOSYS when the provider does not
  * implement the call; -ENOTCONN on an endpoint that is not connected.
  */
 #ifndef _KFABRIC_KFI_ENDPOINT_H
 #define _KFABRIC_KFI_ENDPOINT_H
 
+/* Ops tables: defined for providers in <kfabric/kfi_provider.h>. */
+struct kfi_ops_ep;
+struct kfi_ops_cm;
+struct kfi_ops_msg;
+struct kfi_ops_rma;
+struct kfi_ops_tagged;
+struct kfi_ops_atomic;
 struct kfid_eq;
 
 /**
@@ -180,121 +189,10 @@ struct kfi_msg_atomic {
 	u64 data;
 };
 
-/**
- * struct kfi_ops_ep - endpoint control
- * @size: sizeof(struct kfi_ops_ep) as the provider was built
- * @cancel: cancels the queued operation with @context; it completes with
- *	-ECANCELED
- * @getopt: reads an option
- * @setopt: sets an option
- */
-struct kfi_ops_ep {
-	size_t size;
-	int (*cancel)(struct kfid *fid, void *context);
-	int (*getopt)(struct kfid *fid, int level, int optname, void *optval,
-		      size_t *optlen);
-	int (*setopt)(struct kfid *fid, int level, int optname,
-		      const void *optval, size_t optlen);
-};
-
 /* kfi_getopt/kfi_setopt levels and options. */
 #define KFI_OPT_ENDPOINT	0
 #define KFI_OPT_MIN_MULTI_RECV	0	/* size_t */
 #define KFI_OPT_CM_DATA_SIZE	1	/* size_t, read only */
-
-/**
- * struct kfi_ops_cm - connection management
- * @size: sizeof(struct kfi_ops_cm) as the provider was built
- * @getname: the local address
- * @getpeer: the peer's address
- * @connect: starts connecting to @addr with private data @param
- * @listen: starts listening (passive endpoints)
- * @accept: accepts the connection request the endpoint was opened for
- * @reject: rejects connection request @handle with private data
- * @shutdown: ends the connection
- */
-struct kfi_ops_cm {
-	size_t size;
-	int (*getname)(struct kfid *fid, void *addr, size_t *addrlen);
-	int (*getpeer)(struct kfid_ep *ep, void *addr, size_t *addrlen);
-	int (*connect)(struct kfid_ep *ep, const void *addr, const void *param,
-		       size_t paramlen);
-	int (*listen)(struct kfid_pep *pep);
-	int (*accept)(struct kfid_ep *ep, const void *param, size_t paramlen);
-	int (*reject)(struct kfid_pep *pep, struct kfid *handle,
-		      const void *param, size_t paramlen);
-	int (*shutdown)(struct kfid_ep *ep, u64 flags);
-};
-
-/**
- * struct kfi_ops_msg - messages
- * @size: sizeof(struct kfi_ops_msg) as the provider was built
- * @recvmsg: posts a receive
- * @sendmsg: posts a send (KFI_INJECT, KFI_REMOTE_CQ_DATA, completion levels)
- */
-struct kfi_ops_msg {
-	size_t size;
-	int (*recvmsg)(struct kfid_ep *ep, const struct kfi_msg *msg, u64 flags);
-	int (*sendmsg)(struct kfid_ep *ep, const struct kfi_msg *msg, u64 flags);
-};
-
-/**
- * struct kfi_ops_rma - remote memory access
- * @size: sizeof(struct kfi_ops_rma) as the provider was built
- * @readmsg: reads remote memory into the local buffers
- * @writemsg: writes the local buffers to remote memory
- */
-struct kfi_ops_rma {
-	size_t size;
-	int (*readmsg)(struct kfid_ep *ep, const struct kfi_msg_rma *msg,
-		       u64 flags);
-	int (*writemsg)(struct kfid_ep *ep, const struct kfi_msg_rma *msg,
-			u64 flags);
-};
-
-/**
- * struct kfi_ops_tagged - tagged messages
- * @size: sizeof(struct kfi_ops_tagged) as the provider was built
- * @recvmsg: posts a tagged receive
- * @sendmsg: posts a tagged send
- */
-struct kfi_ops_tagged {
-	size_t size;
-	int (*recvmsg)(struct kfid_ep *ep, const struct kfi_msg_tagged *msg,
-		       u64 flags);
-	int (*sendmsg)(struct kfid_ep *ep, const struct kfi_msg_tagged *msg,
-		       u64 flags);
-};
-
-/**
- * struct kfi_ops_atomic - atomics
- * @size: sizeof(struct kfi_ops_atomic) as the provider was built
- * @writemsg: target = op(target, source)
- * @readwritemsg: as @writemsg, returning the old target in @resultv
- * @compwritemsg: compare-and-swap family, returning the old target
- * @writevalid: whether @writemsg supports (@datatype, @op); *@count: most
- *	elements in one operation
- * @readwritevalid: the same for @readwritemsg
- * @compwritevalid: the same for @compwritemsg
- */
-struct kfi_ops_atomic {
-	size_t size;
-	int (*writemsg)(struct kfid_ep *ep, const struct kfi_msg_atomic *msg,
-			u64 flags);
-	int (*readwritemsg)(struct kfid_ep *ep, const struct kfi_msg_atomic *msg,
-			    struct kfi_ioc *resultv, void **result_desc,
-			    size_t result_count, u64 flags);
-	int (*compwritemsg)(struct kfid_ep *ep, const struct kfi_msg_atomic *msg,
-			    const struct kfi_ioc *comparev, void **compare_desc,
-			    size_t compare_count, struct kfi_ioc *resultv,
-			    void **result_desc, size_t result_count, u64 flags);
-	int (*writevalid)(struct kfid_ep *ep, u32 datatype, u32 op,
-			  size_t *count);
-	int (*readwritevalid)(struct kfid_ep *ep, u32 datatype, u32 op,
-			      size_t *count);
-	int (*compwritevalid)(struct kfid_ep *ep, u32 datatype, u32 op,
-			      size_t *count);
-};
 
 /**
  * struct kfid_ep - an active endpoint
@@ -314,6 +212,8 @@ struct kfi_ops_atomic {
  * @rx_iov_limit: most buffers in a receive
  * @rma_iov_limit: most remote buffers in an RMA or atomic operation
  * @inject_size: largest KFI_INJECT payload
+ * @max_msg_size: longest send, RMA or atomic transfer (0: no limit is
+ *	checked by kfabric.ko)
  */
 struct kfid_ep {
 	struct kfid fid;
@@ -329,6 +229,7 @@ struct kfid_ep {
 	size_t rx_iov_limit;
 	size_t rma_iov_limit;
 	size_t inject_size;
+	size_t max_msg_size;
 };
 
 /**

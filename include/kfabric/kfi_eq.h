@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * kfabric completion queues, event queues and counters, and the util
- * implementations kfabric.ko provides so that providers need not write
- * their own. Included by <kfabric/kfabric.h>.
+ * kfabric completion queues, event queues and counters. Included by
+ * <kfabric/kfabric.h>. The util implementations kfabric.ko offers providers
+ * are in <kfabric/kfi_provider.h>.
  *
  * Two ways to learn of completions and events: poll (kfi_cq_read(),
  * kfi_eq_read(), kfi_cntr_read()), or wait (kfi_cq_sread(), kfi_eq_sread(),
@@ -14,13 +14,18 @@
 #ifndef _KFABRIC_KFI_EQ_H
 #define _KFABRIC_KFI_EQ_H
 
+/* Ops tables: defined for providers in <kfabric/kfi_provider.h>. */
+struct kfi_ops_cq;
+struct kfi_ops_eq;
+struct kfi_ops_cntr;
 struct kfid_cq;
 struct kfid_eq;
 struct kfid_cntr;
 
-/* Returned by the read calls when an error entry waits at the head of the
- * queue: fetch it with kfi_cq_readerr() / kfi_eq_readerr(). */
-#define KFI_EAVAIL EIO
+/* Returned (negated) by the read calls when an error entry waits at the
+ * head of the queue: fetch it with kfi_cq_readerr() / kfi_eq_readerr().
+ * Above every errno value, so it never stands for a real I/O error. */
+#define KFI_EAVAIL 259
 
 /**
  * enum kfi_cq_format - what one completion entry holds
@@ -110,25 +115,6 @@ struct kfi_cq_attr {
 };
 
 /**
- * struct kfi_ops_cq - a completion queue's operations
- * @size: sizeof(struct kfi_ops_cq) as the queue was built
- * @read: up to @count entries; their number, -EAGAIN when empty,
- *	-KFI_EAVAIL when an error entry waits
- * @readerr: the error entry at the head
- * @sread: as @read, waiting up to @timeout ms (negative: forever)
- * @signal: wakes the waiters of @sread (they return -ECANCELED)
- */
-struct kfi_ops_cq {
-	size_t size;
-	ssize_t (*read)(struct kfid_cq *cq, void *buf, size_t count);
-	ssize_t (*readerr)(struct kfid_cq *cq, struct kfi_cq_err_entry *buf,
-			   u64 flags);
-	ssize_t (*sread)(struct kfid_cq *cq, void *buf, size_t count,
-			 const void *cond, int timeout);
-	int (*signal)(struct kfid_cq *cq);
-};
-
-/**
  * struct kfid_cq - a completion queue
  * @fid: the object header (fclass KFI_CLASS_CQ)
  * @ops: the queue's operations
@@ -211,27 +197,6 @@ struct kfi_eq_attr {
 /* The most private data an EQ entry carries. */
 #define KFI_EQ_DATA_MAX 256
 
-/**
- * struct kfi_ops_eq - an event queue's operations
- * @size: sizeof(struct kfi_ops_eq) as the queue was built
- * @read: the next event: its size in bytes; -EAGAIN when empty,
- *	-KFI_EAVAIL when an error entry waits. KFI_PEEK in @flags leaves it.
- * @readerr: the error entry at the head
- * @write: queues an event (providers, or ULPs for their own use)
- * @sread: as @read, waiting up to @timeout ms
- */
-struct kfi_ops_eq {
-	size_t size;
-	ssize_t (*read)(struct kfid_eq *eq, u32 *event, void *buf, size_t len,
-			u64 flags);
-	ssize_t (*readerr)(struct kfid_eq *eq, struct kfi_eq_err_entry *buf,
-			   u64 flags);
-	ssize_t (*write)(struct kfid_eq *eq, u32 event, const void *buf,
-			 size_t len, u64 flags);
-	ssize_t (*sread)(struct kfid_eq *eq, u32 *event, void *buf, size_t len,
-			 int timeout, u64 flags);
-};
-
 #define KFI_PEEK (1ULL << 19)
 
 /**
@@ -253,29 +218,6 @@ struct kfi_cntr_attr {
 };
 
 /**
- * struct kfi_ops_cntr - a counter's operations
- * @size: sizeof(struct kfi_ops_cntr) as the counter was built
- * @read: the success count
- * @readerr: the error count
- * @add: adds to the success count
- * @set: sets the success count
- * @wait: waits until the success count reaches @threshold (-EIO when the
- *	error count changes meanwhile, -ETIMEDOUT after @timeout ms)
- * @adderr: adds to the error count
- * @seterr: sets the error count
- */
-struct kfi_ops_cntr {
-	size_t size;
-	u64 (*read)(struct kfid_cntr *cntr);
-	u64 (*readerr)(struct kfid_cntr *cntr);
-	int (*add)(struct kfid_cntr *cntr, u64 value);
-	int (*set)(struct kfid_cntr *cntr, u64 value);
-	int (*wait)(struct kfid_cntr *cntr, u64 threshold, int timeout);
-	int (*adderr)(struct kfid_cntr *cntr, u64 value);
-	int (*seterr)(struct kfid_cntr *cntr, u64 value);
-};
-
-/**
  * struct kfid_cntr - a counter of completed operations
  * @fid: the object header (fclass KFI_CLASS_CNTR)
  * @ops: the counter's operations
@@ -294,7 +236,11 @@ int kfi_cntr_open(struct kfid_domain *domain, struct kfi_cntr_attr *attr,
 		  struct kfid_cntr **cntr, void *context);
 
 /* Reading and writing: any context but hard interrupt; the s-variants and
- * kfi_cntr_wait() sleep (process context only). */
+ * kfi_cntr_wait() sleep (process context only). The read calls return the
+ * number of entries (CQ) or bytes (EQ) read, or -EAGAIN when the queue is
+ * empty, or -KFI_EAVAIL when an error entry waits at its head. The readerr
+ * calls take that entry and return 1 (one entry read), or -EAGAIN when no
+ * error entry waits; its err field is a positive errno. */
 ssize_t kfi_cq_read(struct kfid_cq *cq, void *buf, size_t count);
 ssize_t kfi_cq_readerr(struct kfid_cq *cq, struct kfi_cq_err_entry *buf,
 		       u64 flags);
@@ -329,61 +275,5 @@ static inline ssize_t kfi_eq_error(struct kfid_eq *eq,
 {
 	return kfi_eq_readerr(eq, buf, 0);
 }
-
-/*
- * Util implementations for providers (process context, may sleep): a
- * domain's cq_open may simply call kfi_util_cq_open(), a fabric's eq_open
- * kfi_util_eq_open(), a domain's cntr_open kfi_util_cntr_open(). The
- * provider then reports with the calls below, from any context but hard
- * interrupt.
- */
-int kfi_util_cq_open(struct kfid_domain *domain, struct kfi_cq_attr *attr,
-		     struct kfid_cq **cq, void *context);
-int kfi_util_eq_open(struct kfid_fabric *fabric, struct kfi_eq_attr *attr,
-		     struct kfid_eq **eq, void *context);
-int kfi_util_cntr_open(struct kfid_domain *domain, struct kfi_cntr_attr *attr,
-		       struct kfid_cntr **cntr, void *context);
-/*
- * A domain's av_open may call kfi_util_av_open() when its addresses are
- * socket addresses (sockaddr_in, sockaddr_in6): kfi_addr_t values are
- * indexes in insert order; kfi_av_lookup() works from any context but hard
- * interrupt; kfi_av_insertsvc() is not supported (-ENOSYS).
- */
-int kfi_util_av_open(struct kfid_domain *domain, struct kfi_av_attr *attr,
-		     struct kfid_av **av, void *context);
-
-/**
- * kfi_util_cq_write() - report a completion to a util CQ
- * @cq: a CQ from kfi_util_cq_open()
- * @entry: the completion, in the tagged layout (the CQ keeps what its format
- *	holds)
- *
- * Return: 0; -ENOSPC when the queue is full: the completion is lost and the
- * queue reports an -EOVERFLOW error entry next, so the ULP learns of it.
- */
-int kfi_util_cq_write(struct kfid_cq *cq, const struct kfi_cq_tagged_entry *entry);
-
-/**
- * kfi_util_cq_write_err() - report a failed operation to a util CQ
- * @cq: a CQ from kfi_util_cq_open()
- * @err: the error entry; @err->err_data is copied (at most
- *	KFI_EQ_DATA_MAX bytes)
- *
- * Return: 0 or -ENOSPC as kfi_util_cq_write().
- */
-int kfi_util_cq_write_err(struct kfid_cq *cq,
-			  const struct kfi_cq_err_entry *err);
-
-/**
- * kfi_util_eq_write_err() - report a failed asynchronous operation to a
- * util EQ
- * @eq: an EQ from kfi_util_eq_open()
- * @err: the error entry; @err->err_data is copied (at most
- *	KFI_EQ_DATA_MAX bytes)
- *
- * Return: 0 or -ENOSPC.
- */
-int kfi_util_eq_write_err(struct kfid_eq *eq,
-			  const struct kfi_eq_err_entry *err);
 
 #endif /* _KFABRIC_KFI_EQ_H */

@@ -145,32 +145,29 @@ impl Info {
         }
     }
 
-    /// Sets the fabric and domain names (copied).
+    /// Sets the fabric and domain names (copied). Process context.
     pub(crate) fn set_names(&mut self, fabric: &CStr, domain: &CStr) -> Result {
-        let f = kmalloc_copy(fabric.to_bytes_with_nul())?;
-        let d = kmalloc_copy(domain.to_bytes_with_nul())?;
-        let (_, _, _, da, fa) = self.attrs();
-        free_owned(fa.name.cast());
-        free_owned(da.name.cast());
-        fa.name = f.cast();
-        da.name = d.cast();
+        self.set(sys::KFI_INFO_FABRIC_NAME, fabric.as_char_ptr().cast(), 0)?;
+        self.set(sys::KFI_INFO_DOMAIN_NAME, domain.as_char_ptr().cast(), 0)
+    }
+
+    /// Sets the source or destination address (copied). Process context.
+    pub(crate) fn set_addr(&mut self, dest: bool, format: u32, addr: &[u8]) -> Result {
+        let field = if dest {
+            sys::KFI_INFO_DEST_ADDR
+        } else {
+            sys::KFI_INFO_SRC_ADDR
+        };
+        self.set(field, addr.as_ptr().cast(), addr.len())?;
+        self.get().addr_format = format;
         Ok(())
     }
 
-    /// Sets the source or destination address (copied).
-    pub(crate) fn set_addr(&mut self, dest: bool, format: u32, addr: &[u8]) -> Result {
-        let p = kmalloc_copy(addr)?;
-        let i = self.get();
-        i.addr_format = format;
-        let (slot, len) = if dest {
-            (&mut i.dest_addr, &mut i.dest_addrlen)
-        } else {
-            (&mut i.src_addr, &mut i.src_addrlen)
-        };
-        free_owned(*slot);
-        *slot = p;
-        *len = addr.len();
-        Ok(())
+    /// `kfi_info_set` on this entry.
+    fn set(&mut self, field: u32, val: *const c_void, len: usize) -> Result {
+        // SAFETY: An entry of kfabric.ko's (type invariant); `val` is a
+        // string or `len` bytes, copied before this returns.
+        to_result(unsafe { sys::kfi_info_set(self.ptr.as_ptr(), field, val, len) })
     }
 
     /// Hands the entry over (to kfabric.ko or an EQ event).
@@ -186,20 +183,6 @@ impl Drop for Info {
         // SAFETY: Owned (type invariant), freed once.
         unsafe { sys::kfi_freeinfo(self.ptr.as_ptr()) };
     }
-}
-
-/// A kmalloc'ed copy of `bytes`, to be owned by a `kfi_info`.
-fn kmalloc_copy(bytes: &[u8]) -> Result<*mut c_void> {
-    let mut v = KVec::with_capacity(bytes.len().max(1), GFP_KERNEL)?;
-    v.extend_from_slice(bytes, GFP_KERNEL)?;
-    let (p, _, _) = v.into_raw_parts();
-    Ok(p.cast())
-}
-
-/// Frees a buffer made by `kmalloc_copy` (NULL is fine).
-fn free_owned(p: *mut c_void) {
-    // SAFETY: NULL or a kmalloc'ed buffer this entry owned.
-    unsafe { kernel::bindings::kfree(p.cast_const()) };
 }
 
 /// The entry points of a provider.
@@ -363,23 +346,15 @@ unsafe impl Send for EqRef {}
 unsafe impl Sync for EqRef {}
 
 impl EqRef {
-    /// Queues event `event` with the bytes `entry`. Any context but hard
+    /// Queues connection event `event` with the bytes `entry` (a
+    /// `kfi_eq_cm_entry` and private data); a `KFI_CONNREQ`'s `info`
+    /// belongs to the EQ once this succeeds. Any context but hard
     /// interrupt.
     pub(crate) fn write(&self, event: u32, entry: &[u8]) -> Result {
-        // SAFETY: An open EQ (type invariant); `entry` is valid.
-        let n = unsafe {
-            sys::kfi_eq_write(
-                self.0.as_ptr(),
-                event,
-                entry.as_ptr().cast(),
-                entry.len(),
-                0,
-            )
-        };
-        if n < 0 {
-            return Err(Error::from_errno(n as c_int));
-        }
-        Ok(())
+        // SAFETY: An open util EQ (type invariant); `entry` is valid.
+        to_result(unsafe {
+            sys::kfi_util_eq_write_cm(self.0.as_ptr(), event, entry.as_ptr().cast(), entry.len())
+        })
     }
 
     /// Queues an error entry (its `err_data` is copied).
@@ -431,6 +406,8 @@ pub(crate) struct EndpointAttr {
     pub(crate) rma_iov_limit: usize,
     /// Largest inject.
     pub(crate) inject_size: usize,
+    /// Longest send, RMA or atomic transfer (0: not checked).
+    pub(crate) max_msg_size: usize,
 }
 
 /// Which atomic a validity query is about.
@@ -915,6 +892,7 @@ impl<P: Provider> Tables<P> {
                 rx_iov_limit: a.rx_iov_limit,
                 rma_iov_limit: a.rma_iov_limit,
                 inject_size: a.inject_size,
+                max_msg_size: a.max_msg_size,
             };
             // SAFETY: `out` is valid for writes.
             unsafe { hand_out(hdr, e, out) }?;

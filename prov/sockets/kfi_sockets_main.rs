@@ -102,6 +102,13 @@ fn entry(addr: &SockAddr, src: bool, ns: NetNs, ep_type: u32) -> Result<Info> {
     i.get().caps = ep::CAPS;
     let (tx, rx, epa, dom, _) = i.attrs();
     dom.net = ns.as_raw();
+    // Endpoints serialize internally; work items move data and connections
+    // without the ULP's calls; regions are addressed by offset, local
+    // buffers need no descriptor, and a ULP may choose keys: no MR mode.
+    dom.threading = sys::KFI_THREAD_SAFE;
+    dom.control_progress = sys::KFI_PROGRESS_AUTO;
+    dom.data_progress = sys::KFI_PROGRESS_AUTO;
+    dom.mr_mode = 0;
     tx.caps = ep::CAPS;
     tx.op_flags = ep::OP_FLAGS;
     tx.rma_iov_limit = wire::RMA_IOV_MAX;

@@ -160,6 +160,7 @@ impl RdmEp {
             rx_iov_limit: IOV_MAX,
             rma_iov_limit: RMA_IOV_MAX,
             inject_size: INJECT_MAX,
+            max_msg_size: crate::wire::PAYLOAD_MAX as usize,
         }
     }
 

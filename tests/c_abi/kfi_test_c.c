@@ -236,8 +236,7 @@ static int cp_getinfo(u32 version, const char *node, const char *service,
 		return -ENOMEM;
 	i->caps = KFI_MSG | KFI_SEND | KFI_RECV;
 	i->ep_attr->type = KFI_EP_RDM;
-	i->fabric_attr->name = kstrdup("cfab", GFP_KERNEL);
-	if (!i->fabric_attr->name) {
+	if (kfi_info_set(i, KFI_INFO_FABRIC_NAME, "cfab", 0)) {
 		kfi_freeinfo(i);
 		return -ENOMEM;
 	}
@@ -295,7 +294,8 @@ static int ulp_open(struct kunit *test, struct ulp *u)
 	hints = kfi_allocinfo();
 	if (!hints)
 		return -ENOMEM;
-	hints->fabric_attr->prov_name = kstrdup("kfi_test_c", GFP_KERNEL);
+	/* A literal: hints stay the caller's, kfi_freeinfo() frees none of it. */
+	hints->fabric_attr->prov_name = "kfi_test_c";
 	ret = kfi_getinfo(KFI_API_VERSION, NULL, NULL, 0, hints, &u->info);
 	kfi_freeinfo(hints);
 	if (ret)
@@ -498,7 +498,7 @@ static void c_sockets_scatterlists(struct kunit *test)
 
 	hints = kfi_allocinfo();
 	KUNIT_ASSERT_NOT_NULL(test, hints);
-	hints->fabric_attr->prov_name = kstrdup("sockets", GFP_KERNEL);
+	hints->fabric_attr->prov_name = "sockets";
 	KUNIT_ASSERT_EQ(test, kfi_getinfo(KFI_API_VERSION, "127.0.0.1", "7476",
 					  KFI_SOURCE, hints, &src), 0);
 	KUNIT_ASSERT_EQ(test, kfi_getinfo(KFI_API_VERSION, "127.0.0.1", "7476",

@@ -28,12 +28,10 @@ impl Hints {
             return Err(ENOMEM);
         }
         let h = Self(p);
-        let name = prov.to_bytes_with_nul();
-        let mut v = KVec::with_capacity(name.len(), GFP_KERNEL)?;
-        v.extend_from_slice(name, GFP_KERNEL)?;
-        let (n, _, _) = v.into_raw_parts();
-        // SAFETY: The entry's own attributes; the name is kmalloc'ed.
-        unsafe { (*(*p).fabric_attr).prov_name = n.cast() };
+        // SAFETY: An entry of kfabric.ko's; the name is copied.
+        kernel::error::to_result(unsafe {
+            sys::kfi_info_set(p, sys::KFI_INFO_PROV_NAME, prov.as_char_ptr().cast(), 0)
+        })?;
         Ok(h)
     }
 

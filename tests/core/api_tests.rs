@@ -47,10 +47,15 @@ mod tests {
         }
 
         fn set_prov_name(&mut self, name: &CStr) -> Result {
-            let n = kstr(name)?;
-            // SAFETY: The entry's own attributes; the name is kmalloc'ed.
-            unsafe { (*self.get().fabric_attr).prov_name = n };
-            Ok(())
+            // SAFETY: An entry of kfabric.ko's; the name is copied.
+            kernel::error::to_result(unsafe {
+                sys::kfi_info_set(
+                    self.0,
+                    sys::KFI_INFO_PROV_NAME,
+                    name.as_char_ptr().cast(),
+                    0,
+                )
+            })
         }
     }
 
@@ -140,6 +145,34 @@ mod tests {
         assert_eq!(&listed(Some(&h))?[..], &[&b"tag"[..]]);
         // SAFETY: As above.
         unsafe { (*h.get().rx_attr).caps = 0 };
+        // The domain models: both are listed while the hints take any.
+        h.get().mode = TAG_MODE;
+        assert_eq!(&listed(Some(&h))?[..], &[&b"loop"[..], &b"tag"[..]]);
+        // SAFETY: As above (for every block below).
+        let dom = unsafe { &mut *h.get().domain_attr };
+        // A thread-safe domain meets any threading hint.
+        dom.threading = sys::KFI_THREAD_DOMAIN;
+        assert_eq!(&listed(Some(&h))?[..], &[&b"loop"[..], &b"tag"[..]]);
+        dom.threading = sys::KFI_THREAD_SAFE;
+        assert_eq!(&listed(Some(&h))?[..], &[&b"loop"[..]]);
+        dom.threading = sys::KFI_THREAD_UNSPEC;
+        // Automatic progress meets a manual hint, not the other way round.
+        dom.data_progress = sys::KFI_PROGRESS_MANUAL;
+        assert_eq!(&listed(Some(&h))?[..], &[&b"loop"[..], &b"tag"[..]]);
+        dom.data_progress = sys::KFI_PROGRESS_AUTO;
+        assert_eq!(&listed(Some(&h))?[..], &[&b"loop"[..]]);
+        dom.data_progress = sys::KFI_PROGRESS_UNSPEC;
+        dom.control_progress = sys::KFI_PROGRESS_AUTO;
+        assert_eq!(&listed(Some(&h))?[..], &[&b"loop"[..]]);
+        dom.control_progress = sys::KFI_PROGRESS_UNSPEC;
+        // A provider that needs MR modes the ULP cannot live with is left
+        // out; one that needs none always fits.
+        dom.mr_mode = sys::KFI_MR_LOCAL;
+        assert_eq!(&listed(Some(&h))?[..], &[&b"loop"[..]]);
+        dom.mr_mode = sys::KFI_MR_LOCAL | sys::KFI_MR_VIRT_ADDR;
+        assert_eq!(&listed(Some(&h))?[..], &[&b"loop"[..], &b"tag"[..]]);
+        dom.mr_mode = 0;
+        h.get().mode = 0;
         h.set_prov_name(c"kfi_test_loop")?;
         assert_eq!(&listed(Some(&h))?[..], &[&b"loop"[..]]);
         Ok(())

@@ -297,5 +297,34 @@ mod tests {
         assert_eq!(text(EBUSY.to_errno()).to_bytes(), b"object in use");
         assert_eq!(text(0).to_bytes(), b"success");
         assert_eq!(text(-100000).to_bytes(), b"unknown error");
+        assert_eq!(text(i32::MIN).to_bytes(), b"unknown error");
+        // An error entry's `err` is positive: the same text.
+        assert_eq!(text(-EBUSY.to_errno()).to_bytes(), b"object in use");
+        // Every code the API and the providers return has its own text.
+        for e in [
+            ENOKEY,
+            ERANGE,
+            E2BIG,
+            ENOTCONN,
+            EMSGSIZE,
+            EACCES,
+            EPROTO,
+            ECANCELED,
+            EOVERFLOW,
+            ESHUTDOWN,
+            EPIPE,
+            ENOSPC,
+            EINTR,
+            EHOSTUNREACH,
+            EAFNOSUPPORT,
+            EINPROGRESS,
+        ] {
+            assert_ne!(text(e.to_errno()).to_bytes(), b"unknown error");
+        }
+        // KFI_EAVAIL is no errno: it never reads as an I/O error.
+        let eavail = -(sys::KFI_EAVAIL as i32);
+        assert_ne!(eavail, EIO.to_errno());
+        assert_ne!(text(eavail).to_bytes(), text(EIO.to_errno()).to_bytes());
+        assert_ne!(text(eavail).to_bytes(), b"unknown error");
     }
 }

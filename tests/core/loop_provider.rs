@@ -29,15 +29,8 @@ pub(crate) const TAG_MODE: u64 = 1 << 59;
 pub(crate) const LOOP_IOV_LIMIT: usize = 4;
 /// Largest inject of loop endpoints.
 pub(crate) const LOOP_INJECT: usize = 64;
-
-/// A kmalloc'ed copy of `s`, for a `kfi_info` that will own it.
-pub(crate) fn kstr(s: &CStr) -> Result<*mut c_char> {
-    let bytes = s.to_bytes_with_nul();
-    let mut v = KVec::with_capacity(bytes.len(), GFP_KERNEL)?;
-    v.extend_from_slice(bytes, GFP_KERNEL)?;
-    let (p, _, _) = v.into_raw_parts();
-    Ok(p.cast())
-}
+/// Longest message of loop endpoints.
+pub(crate) const LOOP_MAX_MSG: usize = 1 << 20;
 
 /// One listed entry.
 fn entry(
@@ -54,10 +47,21 @@ fn entry(
     e.caps = caps;
     e.mode = mode;
     e.addr_format = format;
-    let (tx, rx, ep, _, _) = i.attrs();
+    let (tx, rx, ep, dom, _) = i.attrs();
     tx.caps = caps;
     rx.caps = caps;
     ep.type_ = ep_type;
+    // The tag provider differs in every domain model that hints can ask.
+    if caps & sys::KFI_TAGGED != 0 {
+        dom.threading = sys::KFI_THREAD_DOMAIN;
+        dom.control_progress = sys::KFI_PROGRESS_MANUAL;
+        dom.data_progress = sys::KFI_PROGRESS_MANUAL;
+        dom.mr_mode = sys::KFI_MR_LOCAL | sys::KFI_MR_VIRT_ADDR;
+    } else {
+        dom.threading = sys::KFI_THREAD_SAFE;
+        dom.control_progress = sys::KFI_PROGRESS_AUTO;
+        dom.data_progress = sys::KFI_PROGRESS_AUTO;
+    }
     let mut v = KVec::new();
     v.push(i, GFP_KERNEL)?;
     Ok(v)
@@ -197,6 +201,7 @@ impl provider::Endpoint for Pin<KBox<LoopEp>> {
             rx_iov_limit: LOOP_IOV_LIMIT,
             rma_iov_limit: 1,
             inject_size: LOOP_INJECT,
+            max_msg_size: LOOP_MAX_MSG,
         }
     }
 

@@ -316,17 +316,23 @@ mod tests {
             info,
             ..Default::default()
         };
-        // SAFETY: Open EQ; the entry owns `info` from now on.
-        let n = unsafe {
-            sys::kfi_eq_write(
+        // SAFETY: Open util EQ; as a provider's request, the EQ owns
+        // `info` from now on.
+        let r = unsafe {
+            sys::kfi_util_eq_write_cm(
                 eq.as_ptr(),
                 sys::KFI_CONNREQ,
                 (&raw const cm).cast(),
                 size_of::<sys::kfi_eq_cm_entry>(),
-                0,
             )
         };
-        assert_eq!(n, size_of::<sys::kfi_eq_cm_entry>() as isize);
+        assert_eq!(r, 0);
+        // A request too short to hold its entry is refused.
+        // SAFETY: As above.
+        let r = unsafe {
+            sys::kfi_util_eq_write_cm(eq.as_ptr(), sys::KFI_CONNREQ, (&raw const cm).cast(), 4)
+        };
+        assert_eq!(r, EINVAL.to_errno());
         // Closing the EQ frees `info`; kmemleak (debug kernel) checks it.
         drop(eq);
         Ok(())
