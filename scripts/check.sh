@@ -52,7 +52,7 @@ for v in "${variants[@]}"; do
 	limit=600
 	[ "$v" = debug ] && limit=1500
 	step "test VM ($v kernel)" "$KFABRIC_TOP/scripts/vm.sh" "$kdir" "$out" "$limit" \
-		tests/guest/run-suites.sh "$out"
+		tests/guest/run-suites.sh "$out" "$kdir"
 	[ $? -eq 124 ] && log "the $v guest timed out after ${limit}s; its log: $out/console.log"
 	results+=("$v=$out")
 done

@@ -59,10 +59,49 @@ def parse_ktap(path):
     return suite, cases
 
 
+# kselftest TAP (tests/selftests): results at the top level.
+KSFT_CASE = re.compile(r"^(not ok|ok) (\d+) (.*?)\s*(# (SKIP|XFAIL)\b.*)?$")
+KSFT_PLAN = re.compile(r"^1\.\.(\d+)(\s*# SKIP.*)?$")
+
+
+def parse_kselftest(path):
+    """Returns (suite, [(name, status, lines)]) for one kselftest TAP file;
+    a plan with no results (a crash) counts its cases as failed, a whole
+    skip as one skipped case."""
+    suite = "kselftest_" + os.path.basename(path)[len("kselftest-"):-len(".tap")]
+    cases, plan, diag, skip_all = [], None, [], None
+    with open(path, errors="replace") as f:
+        for line in f:
+            line = line.rstrip("\n")
+            m = KSFT_PLAN.match(line)
+            if m:
+                plan = int(m.group(1))
+                skip_all = m.group(2)
+                continue
+            m = KSFT_CASE.match(line)
+            if m:
+                status = "skip" if m.group(5) else ("fail" if m.group(1) == "not ok" else "pass")
+                cases.append((m.group(3).replace(" ", "_"), status, diag))
+                diag = []
+            elif line.startswith("#") or line.startswith("Bail out"):
+                diag.append(line)
+    if plan == 0 and skip_all:
+        cases.append(("all", "skip", [skip_all]))
+    elif plan is None:
+        cases.append(("ran", "fail", diag[-6:] or ["# no TAP plan"]))
+    elif plan > len(cases):
+        for i in range(len(cases), plan):
+            cases.append((f"case_{i + 1}_not_reported", "fail", diag[-6:] or ["# no result"]))
+    return suite, cases
+
+
 def check_run(variant, outdir):
     """Yields (suite, name, status, detail) for one VM run."""
-    for path in sorted(glob.glob(os.path.join(outdir, "*.ktap"))):
-        suite, cases = parse_ktap(path)
+    files = [(p, parse_ktap) for p in sorted(glob.glob(os.path.join(outdir, "*.ktap")))]
+    files += [(p, parse_kselftest)
+              for p in sorted(glob.glob(os.path.join(outdir, "kselftest-*.tap")))]
+    for path, parse in files:
+        suite, cases = parse(path)
         for name, status, diag in cases:
             yield (f"{variant}:{suite}", name, status, "\n".join(diag[-6:]))
     if variant == "static":

@@ -17,6 +17,9 @@ echo "registered providers (name version open-objects):"
 sed 's/^/  /' /sys/kernel/debug/kfabric/providers
 echo "live objects per class:"
 sed 's/^/  /' /sys/kernel/debug/kfabric/objects
+echo "scripts/kfi_info provider=sockets node=127.0.0.1 service=7471 caps=msg,rma ep=msg:"
+"$top/scripts/kfi_info" provider=sockets node=127.0.0.1 service=7471 caps=msg,rma ep=msg |
+	sed 's/^/  /' || ok=failed
 echo "kfi_demo.ko: two kfi_sockets endpoints over loopback:"
 insmod "$top/tests/demo/kfi_demo.ko" || ok=failed
 dmesg | sed -n 's/.*kfi_demo: demo: /  /p'

@@ -5,9 +5,11 @@
 # checks, then every KUnit test module. Writes KTAP files, the kernel log
 # and the kmemleak report to OUTDIR, then a line KFABRIC_GUEST_DONE.
 #
-# usage: run-suites.sh OUTDIR   (from the top of the source tree)
+# usage: run-suites.sh OUTDIR KDIR   (from the top of the source tree; KDIR
+# is the kernel build, whose source has the kselftest helpers)
 
 out=$1
+kdir=$2
 top=$(pwd)
 mkdir -p "$out"
 mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
@@ -18,10 +20,14 @@ mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
 # Leaks from before the tests (boot) are not ours.
 [ -e /sys/kernel/debug/kmemleak ] && echo clear > /sys/kernel/debug/kmemleak
 
-# 1. Loading and unloading every module, in the orders a user would.
-tap_begin "$out/e2e-modules.ktap" kfi_e2e_modules
-. "$top/tests/e2e/modules.sh"
-tap_end
+# 1. The kselftest target (tests/selftests/kfabric): loading and unloading
+# every module in the orders a user would, unloading under a ULP that holds
+# objects, the debugfs views. Written as kselftest TAP (*.tap).
+for prog in $(sed -n 's/^TEST_PROGS := //p' "$top/tests/selftests/kfabric/Makefile"); do
+	KFABRIC_TOP=$top KSFT_HELPERS=$kdir/source/tools/testing/selftests/kselftest/ktap_helpers.sh \
+		bash "$top/tests/selftests/kfabric/$prog" > "$out/kselftest-${prog%.sh}.tap" 2>&1 ||
+		echo "kselftest $prog exited $?"
+done
 
 # 2. The KUnit suites: each test module runs its suites at insmod; their
 # results are copied from debugfs before the module goes away again.
