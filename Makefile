@@ -13,6 +13,7 @@
 #   make clippy         build with clippy, warnings are errors
 #   make rustfmtcheck   check the Rust formatting; 'make rustfmt' fixes it
 #   make kernel         only set up the toolchain and build the kernel
+#   make rust-analyzer  write rust-project.json for an editor
 #   KDIR=/path          use a Rust-enabled kernel build of your own instead
 
 VARIANT ?= $(if $(DEBUG),debug,normal)
@@ -20,12 +21,12 @@ VARIANTS ?= $(if $(DEBUG),debug,normal debug)
 CLIPPY ?=
 export KDIR
 
-.PHONY: all modules clippy kernel check run bench rustfmt rustfmtcheck clean help
+.PHONY: all modules clippy kernel check run bench rustfmt rustfmtcheck clean help rust-analyzer
 
 all: modules
 
 help:
-	@sed -n '3,17p' Makefile
+	@sed -n '3,18p' Makefile
 
 kernel:
 	@scripts/kernel.sh build $(VARIANT) >/dev/null
@@ -45,6 +46,9 @@ run:
 bench:
 	@scripts/run-demo.sh $(VARIANT) bench
 
+rust-analyzer:
+	@scripts/rust-analyzer.sh
+
 rustfmt:
 	@scripts/rustfmt.sh
 
@@ -55,4 +59,5 @@ clean:
 	@kdir=$$(cat .kfabric-kdir 2>/dev/null); \
 	if [ -n "$$kdir" ] && [ -d "$$kdir" ]; then \
 		$(MAKE) -s -C "$$kdir" M=$(CURDIR) clean; fi
-	@rm -f .kfabric-kdir kfi/api/bindings_generated.rs kfi/api/bindings_generated.rs.kdir
+	@rm -f .kfabric-kdir kfi/api/bindings_generated.rs kfi/api/bindings_generated.rs.kdir \
+		rust-project.json

@@ -23,9 +23,16 @@ install_apt() {
 			missing+=("$p")
 	done
 	[ ${#missing[@]} -eq 0 ] && { log "apt packages: all present"; return 0; }
-	log "apt packages to install: ${missing[*]}"
-	apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+	log "apt packages to install: ${missing[*]} (log: $KFABRIC_CACHE/apt-install.log)"
+	apt-get update -qq > "$KFABRIC_CACHE/apt-install.log" 2>&1 ||
+		{ tail -n 20 "$KFABRIC_CACHE/apt-install.log" >&2; die "apt-get update failed"; }
+	# --no-remove: set-up never takes away a package the machine has; if
+	# one would have to go, stop and say so instead.
+	if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends --no-remove \
+		"${missing[@]}" >> "$KFABRIC_CACHE/apt-install.log" 2>&1; then
+		tail -n 20 "$KFABRIC_CACHE/apt-install.log" >&2
+		die "installing ${missing[*]} failed (apt would have to remove a package this machine has, or a package is not offered); full log: $KFABRIC_CACHE/apt-install.log"
+	fi
 }
 
 install_virtme() {
@@ -141,10 +148,47 @@ configure_and_build() {
 			grep -q "^$f=y" "$out/.config" || die "$f did not stay set; see $out/.config"
 		done
 	fi
-	log "building the $variant kernel in $out with $(nproc) jobs (about 12-20 minutes on 2 cores)"
+	log "building the $variant kernel in $out with $(nproc) jobs (about 6-10 minutes on 2 cores); full log: $out/build.log"
 	# shellcheck disable=SC2046
-	make -C "$src" O="$out" $(kmake_args) -j"$(nproc)" bzImage modules > "$out/build.log" 2>&1 ||
-		{ tail -n 40 "$out/build.log" >&2; die "kernel build failed; log: $out/build.log"; }
+	make -C "$src" O="$out" $(kmake_args) -j"$(nproc)" bzImage modules > "$out/build.log" 2>&1 &
+	local pid=$! rc
+	build_progress "$variant" "$out/build.log" "$pid"
+	wait "$pid" && rc=0 || rc=$?
+	[ $rc -eq 0 ] || { tail -n 40 "$out/build.log" >&2; die "kernel build failed; full log: $out/build.log"; }
+	# The next build of this variant estimates its length from this one.
+	build_steps "$out/build.log" > "$KFABRIC_CACHE/kernel/steps-$variant"
+}
+
+# The compile and link steps a kernel build log shows so far.
+build_steps() { grep -cE '^  (CC|RUSTC|AS|LD|AR|BINDGEN|EXPORTS|HOSTCC)' "$1" 2>/dev/null || true; }
+
+# build_progress VARIANT LOG PID: one progress line (steps done / expected,
+# elapsed, estimate) while PID runs; redrawn in place on a terminal, a new
+# line every minute otherwise (CI logs).
+build_progress() {
+	local variant=$1 logf=$2 pid=$3 t0 total done el left line last=0
+	t0=$(date +%s)
+	# Measured on this project's machines; replaced by the last real count.
+	total=$(cat "$KFABRIC_CACHE/kernel/steps-$variant" 2>/dev/null || true)
+	[ -n "$total" ] || { [ "$variant" = debug ] && total=2350 || total=2300; }
+	while kill -0 "$pid" 2>/dev/null; do
+		sleep 5
+		done=$(build_steps "$logf")
+		el=$(( $(date +%s) - t0 ))
+		left=?
+		[ "$done" -gt 50 ] && [ "$done" -lt "$total" ] &&
+			left=$(( el * (total - done) / done / 60 + 1 ))m
+		line=$(printf '[kfabric %s] %s kernel: %s/~%s steps, %dm%02ds elapsed, ~%s left' \
+			"$(date +%H:%M:%S)" "$variant" "$done" "$total" $((el / 60)) $((el % 60)) "$left")
+		if [ -t 2 ]; then
+			printf '\r%s ' "$line" >&2
+		elif [ $((el - last)) -ge 60 ]; then
+			echo "$line" >&2
+			last=$el
+		fi
+	done
+	[ -t 2 ] && echo >&2
+	return 0
 }
 
 cmd_build() {
