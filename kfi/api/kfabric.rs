@@ -173,6 +173,12 @@ impl InfoList {
     }
 
     /// The first entry, for calls that take a `kfi_info`.
+    /// The first entry.
+    pub(crate) fn entry(&self) -> &sys::kfi_info {
+        // SAFETY: The list is owned and non-empty (type invariant).
+        unsafe { self.head.as_ref() }
+    }
+
     pub(crate) fn first(&self) -> *mut sys::kfi_info {
         self.head.as_ptr()
     }

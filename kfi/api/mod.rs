@@ -10,3 +10,5 @@ pub(crate) mod kfabric;
 pub(crate) mod kfi_sys;
 #[allow(dead_code)]
 pub(crate) mod provider;
+#[allow(dead_code)]
+pub(crate) mod ulp;

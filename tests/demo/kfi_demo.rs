@@ -14,13 +14,11 @@ use kernel::{
 
 #[path = "../../kfi/api/mod.rs"]
 mod kfi;
-// Shared by source inclusion; each module uses a part.
-#[allow(dead_code)]
-#[path = "../common/net.rs"]
-mod net;
 
-use kfi::{kfabric::Owned, kfi_sys as sys};
-use net::*;
+use kfi::{
+    kfi_sys as sys,
+    ulp::{CmEvent, Cq, Domain, Endpoint, Eq, Fabric, Hints, Mr},
+};
 
 module! {
     type: KfiDemo,
@@ -47,84 +45,69 @@ const PING_LEN: usize = 64;
 const CHUNK: usize = 64 * 1024;
 const CHUNKS: usize = 128;
 const WINDOW: usize = 8;
-
-/// Posts a receive of `buf` with context `ctx`.
-fn post_recv(ep: &Owned<sys::kfid_ep>, buf: &mut [u8], ctx: usize) -> Result {
-    let v = kvec_mut(buf);
-    // SAFETY: An open endpoint; `buf` outlives the receive's completion
-    // (every caller waits for it before reusing or freeing the buffer).
-    kernel::error::to_result(unsafe { sys::kfi_recvmsg(ep.as_ptr(), &msg(&v, ctx, 0), 0) })
-}
-
-/// Sends `buf` with context `ctx`.
-fn send(ep: &Owned<sys::kfid_ep>, buf: &[u8], ctx: usize) -> Result {
-    let v = kvec(buf);
-    // SAFETY: An open endpoint; `buf` outlives the send's completion.
-    kernel::error::to_result(unsafe { sys::kfi_sendmsg(ep.as_ptr(), &msg(&v, ctx, 0), 0) })
-}
+/// How long the demo waits for any one event or completion.
+const WAIT_MS: i32 = 20_000;
 
 /// Waits for the next completion on `cq`: its flags.
-fn next(cq: &Owned<sys::kfid_cq>) -> Result<u64> {
-    let mut e = sys::kfi_cq_data_entry::default();
-    match sread(cq, &mut e) {
-        1 => Ok(e.flags),
-        n => Err(Error::from_errno(n as i32)),
-    }
+fn next(cq: &Cq<'_>) -> Result<u64> {
+    Ok(cq.sread(WAIT_MS)?.flags)
 }
 
 /// Waits until `cq` reports a receive, skipping send completions.
-fn next_recv(cq: &Owned<sys::kfid_cq>) -> Result {
+fn next_recv(cq: &Cq<'_>) -> Result {
     while next(cq)? & sys::KFI_RECV == 0 {}
     Ok(())
 }
 
+/// Waits until `cq` reports a send.
+fn next_send(cq: &Cq<'_>) -> Result {
+    while next(cq)? & sys::KFI_SEND == 0 {}
+    Ok(())
+}
+
+/// An endpoint for `info`, bound to `cq` both ways and to `eq`, enabled.
+fn endpoint<'a>(
+    domain: &'a Domain<'_>,
+    info: &sys::kfi_info,
+    cq: &'a Cq<'_>,
+    eq: &'a Eq<'_>,
+) -> Result<Endpoint<'a>> {
+    let ep = domain.endpoint(info)?;
+    ep.bind_cq(cq, sys::KFI_TRANSMIT | sys::KFI_RECV)?;
+    ep.bind_eq(eq)?;
+    ep.enable()?;
+    Ok(ep)
+}
+
 fn demo() -> Result {
-    let n = net(c"7480")?;
-    let pep = listen(&n)?;
-    let (ccq, scq) = (cq(&n)?, cq(&n)?);
-    let cep = endpoint(&n, n.dst.first(), &ccq)?;
-    let hello = b"client says hello";
-    // SAFETY: An open, bound endpoint; the data lives across the call.
-    let r = unsafe {
-        sys::kfi_connect(
-            cep.as_ptr(),
-            core::ptr::null(),
-            hello.as_ptr().cast(),
-            hello.len(),
-        )
-    };
-    kernel::error::to_result(r)?;
-    let (ev, buf, len) = event(&n)?;
-    if ev != sys::KFI_CONNREQ {
+    let hints = Hints::provider(c"sockets")?;
+    let src = hints.getinfo(c"127.0.0.1", c"7480", sys::KFI_SOURCE)?;
+    let dst = hints.getinfo(c"127.0.0.1", c"7480", 0)?;
+    let fabric = Fabric::open(src.entry())?;
+    let domain = fabric.domain(src.entry())?;
+    let eq = fabric.eq(16)?;
+    let _pep = fabric.listen(src.entry(), &eq)?;
+    let (ccq, scq) = (domain.cq(16)?, domain.cq(16)?);
+    let cep = endpoint(&domain, dst.entry(), &ccq, &eq)?;
+    cep.connect(b"client says hello")?;
+    let CmEvent::ConnReq { req, data } = eq.sread(WAIT_MS)? else {
         return Err(EPROTO);
-    }
+    };
     pr_info!(
         "demo: server got a connection request with {:?}\n",
-        core::str::from_utf8(&buf[CM..len]).unwrap_or("?")
+        core::str::from_utf8(data.as_bytes()).unwrap_or("?")
     );
-    let req = cm_entry(&buf);
-    let sep = endpoint(&n, req.info, &scq);
-    // SAFETY: The request's info is ours to free.
-    unsafe { sys::kfi_freeinfo(req.info) };
-    let sep = sep?;
-    let welcome = b"server says welcome";
-    // SAFETY: An open endpoint made for the request.
-    let r = unsafe { sys::kfi_accept(sep.as_ptr(), welcome.as_ptr().cast(), welcome.len()) };
-    kernel::error::to_result(r)?;
+    let sep = endpoint(&domain, req.info(), &scq, &eq)?;
+    drop(req);
+    sep.accept(b"server says welcome")?;
     for _ in 0..2 {
-        let (ev, buf, len) = event(&n)?;
-        let side = if cm_entry(&buf).fid == cep.fid() {
-            "client"
-        } else {
-            "server"
-        };
-        if ev != sys::KFI_CONNECTED {
+        let CmEvent::Connected { fid, data } = eq.sread(WAIT_MS)? else {
             return Err(EPROTO);
-        }
+        };
         pr_info!(
             "demo: {} connected (private data {:?})\n",
-            side,
-            core::str::from_utf8(&buf[CM..len]).unwrap_or("?")
+            if cep.is(fid) { "client" } else { "server" },
+            core::str::from_utf8(data.as_bytes()).unwrap_or("?")
         );
     }
 
@@ -133,12 +116,19 @@ fn demo() -> Result {
     let (mut cbuf, mut sbuf) = ([0u8; PING_LEN], [0u8; PING_LEN]);
     let t0 = Instant::<Monotonic>::now();
     for _ in 0..PINGS {
-        post_recv(&sep, &mut sbuf, 1)?;
-        post_recv(&cep, &mut cbuf, 2)?;
-        send(&cep, &ping, 3)?;
+        // SAFETY: `sbuf` and `cbuf` are untouched until their receives'
+        // completions below; `ping` is never written and outlives the loop.
+        unsafe {
+            sep.recv(&mut sbuf, 1)?;
+            cep.recv(&mut cbuf, 2)?;
+            cep.send(&ping, 3, 0)?;
+        }
         next_recv(&scq)?;
-        send(&sep, &sbuf, 4)?;
+        // SAFETY: `sbuf` is untouched until this send's completion, read
+        // before the next round reposts it.
+        unsafe { sep.send(&sbuf, 4, 0) }?;
         next_recv(&ccq)?;
+        next_send(&scq)?;
     }
     let us = t0.elapsed().as_micros_ceil();
     pr_info!(
@@ -152,37 +142,46 @@ fn demo() -> Result {
     }
 
     // One-way stream with a window of posted receives and sends.
-    let mut src = KVec::with_capacity(CHUNK, GFP_KERNEL)?;
-    src.resize(CHUNK, 0x5a, GFP_KERNEL)?;
-    let mut dst = KVec::with_capacity(CHUNK * WINDOW, GFP_KERNEL)?;
-    dst.resize(CHUNK * WINDOW, 0, GFP_KERNEL)?;
+    let mut src_buf = KVec::with_capacity(CHUNK, GFP_KERNEL)?;
+    src_buf.resize(CHUNK, 0x5a, GFP_KERNEL)?;
+    let mut dst_buf = KVec::with_capacity(CHUNK * WINDOW, GFP_KERNEL)?;
+    dst_buf.resize(CHUNK * WINDOW, 0, GFP_KERNEL)?;
     // Drain what the ping-pong left on the CQs (send completions).
-    let mut e = sys::kfi_cq_data_entry::default();
-    // SAFETY: Open CQ; one entry of room.
-    while unsafe { sys::kfi_cq_read(ccq.as_ptr(), (&raw mut e).cast(), 1) } > 0 {}
+    while ccq.read().is_ok() {}
+    while scq.read().is_ok() {}
     let t0 = Instant::<Monotonic>::now();
     let (mut posted, mut received, mut sent, mut acked) = (0, 0, 0, 0);
     while posted < WINDOW.min(CHUNKS) {
-        post_recv(&sep, &mut dst[posted * CHUNK..(posted + 1) * CHUNK], posted)?;
+        // SAFETY: The slot is reposted only after its completion.
+        unsafe { sep.recv(&mut dst_buf[posted * CHUNK..(posted + 1) * CHUNK], posted) }?;
         posted += 1;
     }
     while received < CHUNKS {
         while sent < CHUNKS && sent - acked < WINDOW {
-            send(&cep, &src, 0)?;
+            // SAFETY: `src_buf` is never written and lives until every
+            // send's completion is read (after the loop).
+            unsafe { cep.send(&src_buf, 0, 0) }?;
             sent += 1;
         }
-        if sread(&scq, &mut e) == 1 {
-            received += 1;
-            if posted < CHUNKS {
-                let slot = e.op_context as usize;
-                post_recv(&sep, &mut dst[slot * CHUNK..(slot + 1) * CHUNK], slot)?;
-                posted += 1;
-            }
+        let c = scq.sread(WAIT_MS)?;
+        received += 1;
+        if posted < CHUNKS {
+            let slot = c.context;
+            let chunk = dst_buf
+                .get_mut(slot * CHUNK..(slot + 1) * CHUNK)
+                .ok_or(EIO)?;
+            // SAFETY: The slot's receive just completed.
+            unsafe { sep.recv(chunk, slot) }?;
+            posted += 1;
         }
-        // SAFETY: Open CQ; one entry of room.
-        while unsafe { sys::kfi_cq_read(ccq.as_ptr(), (&raw mut e).cast(), 1) } == 1 {
+        while ccq.read().is_ok() {
             acked += 1;
         }
+    }
+    // The rest of the sends' completions, before the CQ serves RMA.
+    while acked < sent {
+        next(&ccq)?;
+        acked += 1;
     }
     let us = t0.elapsed().as_micros_ceil().max(1);
     let bytes = (CHUNK * CHUNKS) as i64;
@@ -194,77 +193,28 @@ fn demo() -> Result {
         us / 1000,
         bytes / us
     );
-    if dst.iter().any(|&b| b != 0x5a) {
+    if dst_buf.iter().any(|&b| b != 0x5a) {
         return Err(EIO);
     }
-    rma(&n, &cep, &ccq)?;
-    drop(sep);
-    drop(cep);
-    drop(pep);
+    rma(&domain, &cep, &ccq)?;
     Ok(())
 }
 
 /// Registers `buf` on the server's domain with remote read and write.
-fn register(n: &Net, buf: &mut [u8], flags: u64) -> Result<Owned<sys::kfid_mr>> {
-    // SAFETY: An open domain; `buf` outlives the region (callers close the
-    // region first).
-    Owned::open(|o| unsafe {
-        sys::kfi_mr_reg(
-            n.domain.as_ptr(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-            sys::KFI_REMOTE_READ | sys::KFI_REMOTE_WRITE,
-            0,
-            0,
-            flags,
-            o,
-            core::ptr::null_mut(),
-        )
-    })
-}
-
-/// Posts one RMA operation of `local` at remote `addr` of region `key`.
-fn post_rma(
-    ep: &Owned<sys::kfid_ep>,
-    read: bool,
-    local: &mut [u8],
-    addr: u64,
-    key: u64,
-    flags: u64,
-) -> Result {
-    let l = kvec_mut(local);
-    let r = sys::kfi_rma_iov {
-        addr,
-        len: local.len(),
-        key,
-    };
-    let m = sys::kfi_msg_rma {
-        msg: msg(&l, 0, 0),
-        rma_iov: &r,
-        rma_iov_count: 1,
-    };
-    // SAFETY: An open endpoint; `local` outlives the operation's completion
-    // (every caller waits for it).
-    kernel::error::to_result(unsafe {
-        if read {
-            sys::kfi_readmsg(ep.as_ptr(), &m, flags)
-        } else {
-            sys::kfi_writemsg(ep.as_ptr(), &m, flags)
-        }
-    })
+fn register<'a>(domain: &'a Domain<'_>, buf: &'a mut [u8], flags: u64) -> Result<Mr<'a>> {
+    domain.register(buf, sys::KFI_REMOTE_READ | sys::KFI_REMOTE_WRITE, flags)
 }
 
 /// RMA: writes and reads through a 16 MiB region of the server, a commit
 /// to a persistent-memory region, an atomic fetch-add.
-fn rma(n: &Net, cep: &Owned<sys::kfid_ep>, ccq: &Owned<sys::kfid_cq>) -> Result {
+fn rma(domain: &Domain<'_>, cep: &Endpoint<'_>, ccq: &Cq<'_>) -> Result {
     const REGION: usize = 16 << 20;
     const OP: usize = 1 << 20;
     const ROUNDS: usize = 4;
     let mut target = KVVec::with_capacity(REGION, GFP_KERNEL)?;
     target.resize(REGION, 0, GFP_KERNEL)?;
-    let region = register(n, &mut target, 0)?;
-    // SAFETY: An open region.
-    let key = unsafe { (*region.as_ptr()).key };
+    let region = register(domain, &mut target, 0)?;
+    let key = region.key();
     let mut local = KVVec::with_capacity(REGION, GFP_KERNEL)?;
     for i in 0..REGION {
         local.push((i % 253) as u8, GFP_KERNEL)?;
@@ -277,15 +227,17 @@ fn rma(n: &Net, cep: &Owned<sys::kfid_ep>, ccq: &Owned<sys::kfid_cq>) -> Result 
         let t0 = Instant::<Monotonic>::now();
         for _ in 0..ROUNDS {
             // All operations of a round in flight at once.
-            for i in 0..ops {
-                post_rma(
-                    cep,
-                    read,
-                    &mut local[i * OP..(i + 1) * OP],
-                    (i * OP) as u64,
-                    key,
-                    0,
-                )?;
+            for (i, chunk) in local.chunks_mut(OP).enumerate() {
+                let addr = (i * OP) as u64;
+                // SAFETY: Each chunk stays untouched until the round's
+                // completions are read below.
+                unsafe {
+                    if read {
+                        cep.read(chunk, addr, key, i)
+                    } else {
+                        cep.write(chunk, addr, key, i, 0)
+                    }
+                }?;
             }
             for _ in 0..ops {
                 next(ccq)?;
@@ -303,6 +255,7 @@ fn rma(n: &Net, cep: &Owned<sys::kfid_ep>, ccq: &Owned<sys::kfid_cq>) -> Result 
             bytes / us
         );
     }
+    drop(region);
     if target
         .iter()
         .zip(local.iter())
@@ -315,16 +268,15 @@ fn rma(n: &Net, cep: &Owned<sys::kfid_ep>, ccq: &Owned<sys::kfid_cq>) -> Result 
         "demo: rma: all {} MiB checked on both sides\n",
         REGION >> 20
     );
-    drop(region);
 
     // Commit completion on a region registered as persistent memory.
     let mut pmem = KVec::with_capacity(4096, GFP_KERNEL)?;
     pmem.resize(4096, 0u8, GFP_KERNEL)?;
-    let pregion = register(n, &mut pmem, sys::KFI_RMA_PMEM)?;
-    // SAFETY: An open region.
-    let pkey = unsafe { (*pregion.as_ptr()).key };
-    let mut record = *b"journal record 42";
-    post_rma(cep, false, &mut record, 100, pkey, sys::KFI_COMMIT_COMPLETE)?;
+    let pregion = register(domain, &mut pmem, sys::KFI_RMA_PMEM)?;
+    let pkey = pregion.key();
+    let record = *b"journal record 42";
+    // SAFETY: `record` lives until the completion read below.
+    unsafe { cep.write(&record, 100, pkey, 0, sys::KFI_COMMIT_COMPLETE) }?;
     next(ccq)?;
     pr_info!(
         "demo: commit-complete write of {} B to a pmem region: persistent at the target before its completion\n",
@@ -332,36 +284,12 @@ fn rma(n: &Net, cep: &Owned<sys::kfid_ep>, ccq: &Owned<sys::kfid_cq>) -> Result 
     );
 
     // An atomic fetch-add on a counter in the same region.
-    let one = 5u64;
+    let five = 5u64;
     let mut old = 0u64;
-    let ioc = sys::kfi_ioc {
-        addr: (&raw const one).cast_mut().cast(),
-        count: 1,
-    };
-    let mut res = sys::kfi_ioc {
-        addr: (&raw mut old).cast(),
-        count: 1,
-    };
-    let rioc = sys::kfi_rma_ioc {
-        addr: 0,
-        count: 1,
-        key: pkey,
-    };
-    let m = sys::kfi_msg_atomic {
-        msg_iov: &ioc,
-        iov_count: 1,
-        rma_iov: &rioc,
-        rma_iov_count: 1,
-        datatype: sys::KFI_UINT64,
-        op: sys::KFI_SUM,
-        ..Default::default()
-    };
     for _ in 0..2 {
-        // SAFETY: An open endpoint; the operands outlive the completion.
-        let r = unsafe {
-            sys::kfi_fetch_atomicmsg(cep.as_ptr(), &m, &mut res, core::ptr::null_mut(), 1, 0)
-        };
-        kernel::error::to_result(r)?;
+        // SAFETY: The operand and result live until the completion read
+        // right after.
+        unsafe { cep.fetch_atomic_u64(sys::KFI_SUM, &five, &mut old, 0, pkey, 0) }?;
         next(ccq)?;
     }
     drop(pregion);

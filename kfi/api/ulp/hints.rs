@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Discovery: hints for `kfi_getinfo` and the entries it lists.
+
+use core::{ffi::CStr, ptr::NonNull};
+use kernel::{error::to_result, prelude::*, str::CStrExt};
+
+use super::super::{
+    kfabric::{getinfo_at, InfoList},
+    kfi_sys as sys,
+};
+
+/// A hints entry, freed when dropped.
+///
+/// # Invariants
+///
+/// `ptr` was made by `kfi_allocinfo` and is owned by this value.
+pub(crate) struct Hints {
+    ptr: NonNull<sys::kfi_info>,
+}
+
+impl Hints {
+    /// Empty hints. Process context.
+    pub(crate) fn new() -> Result<Self> {
+        // SAFETY: No arguments.
+        let ptr = NonNull::new(unsafe { sys::kfi_allocinfo() }).ok_or(ENOMEM)?;
+        // INVARIANT: fresh from kfi_allocinfo.
+        Ok(Self { ptr })
+    }
+
+    /// Hints that ask for the provider `name`. Process context.
+    pub(crate) fn provider(name: &CStr) -> Result<Self> {
+        let h = Self::new()?;
+        // SAFETY: An entry of kfabric.ko's (type invariant); the name is
+        // copied.
+        to_result(unsafe {
+            sys::kfi_info_set(
+                h.ptr.as_ptr(),
+                sys::KFI_INFO_PROV_NAME,
+                name.as_char_ptr().cast(),
+                0,
+            )
+        })?;
+        Ok(h)
+    }
+
+    /// The entry, to set more hints in.
+    pub(crate) fn get(&mut self) -> &mut sys::kfi_info {
+        // SAFETY: Owned and valid (type invariant).
+        unsafe { self.ptr.as_mut() }
+    }
+
+    /// Lists what matches these hints for `node`/`service` (`flags`:
+    /// `KFI_SOURCE` for a local address). Process context.
+    pub(crate) fn getinfo(&self, node: &CStr, service: &CStr, flags: u64) -> Result<InfoList> {
+        // SAFETY: A valid entry (type invariant).
+        getinfo_at(node, service, flags, Some(unsafe { self.ptr.as_ref() }))
+    }
+}
+
+impl Drop for Hints {
+    fn drop(&mut self) {
+        // SAFETY: Owned (type invariant), freed once.
+        unsafe { sys::kfi_freeinfo(self.ptr.as_ptr()) };
+    }
+}

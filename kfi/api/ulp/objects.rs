@@ -1,0 +1,252 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Typed kfabric objects. Each child borrows its parent (and an endpoint
+//! the queues bound to it), so the compiler keeps the close order the core
+//! demands: children and bound endpoints close before what they depend on.
+//! Opening, binding and closing are process context.
+
+use core::marker::PhantomData;
+use kernel::{error::to_result, prelude::*};
+
+use super::super::{kfabric::Owned, kfi_sys as sys};
+
+/// An open fabric.
+pub(crate) struct Fabric {
+    obj: Owned<sys::kfid_fabric>,
+}
+
+/// An open domain of a fabric.
+pub(crate) struct Domain<'f> {
+    obj: Owned<sys::kfid_domain>,
+    _fabric: PhantomData<&'f Fabric>,
+}
+
+/// An event queue (connection events).
+pub(crate) struct Eq<'f> {
+    pub(super) obj: Owned<sys::kfid_eq>,
+    _fabric: PhantomData<&'f Fabric>,
+}
+
+/// A completion queue (`KFI_CQ_FORMAT_TAGGED` entries).
+pub(crate) struct Cq<'d> {
+    pub(super) obj: Owned<sys::kfid_cq>,
+    _domain: PhantomData<&'d ()>,
+}
+
+/// A listening (passive) endpoint.
+pub(crate) struct PassiveEndpoint<'f> {
+    obj: Owned<sys::kfid_pep>,
+    _fabric: PhantomData<&'f Fabric>,
+}
+
+/// An active endpoint; `'a` covers its domain and the queues bound to it.
+pub(crate) struct Endpoint<'a> {
+    pub(super) obj: Owned<sys::kfid_ep>,
+    // Invariant in `'a`: a shorter borrow must not satisfy `bind_cq`.
+    _bound: PhantomData<fn(&'a ()) -> &'a ()>,
+}
+
+/// A registered memory region over a buffer it borrows.
+pub(crate) struct Mr<'a> {
+    obj: Owned<sys::kfid_mr>,
+    _buf: PhantomData<&'a mut [u8]>,
+}
+
+impl Fabric {
+    /// Opens the fabric `info` names.
+    pub(crate) fn open(info: &sys::kfi_info) -> Result<Self> {
+        // SAFETY: A valid entry of a kfi_getinfo list.
+        let obj = Owned::open(|o| unsafe {
+            sys::kfi_fabric(info.fabric_attr, o, core::ptr::null_mut())
+        })?;
+        Ok(Self { obj })
+    }
+
+    /// A domain for `info`.
+    pub(crate) fn domain<'f>(&'f self, info: &sys::kfi_info) -> Result<Domain<'f>> {
+        let info = core::ptr::from_ref(info).cast_mut();
+        // SAFETY: An open fabric; `info` is only read.
+        let obj = Owned::open(|o| unsafe {
+            sys::kfi_domain(self.obj.as_ptr(), info, o, core::ptr::null_mut())
+        })?;
+        Ok(Domain {
+            obj,
+            _fabric: PhantomData,
+        })
+    }
+
+    /// An event queue of `size` events.
+    pub(crate) fn eq<'f>(&'f self, size: usize) -> Result<Eq<'f>> {
+        let mut a = sys::kfi_eq_attr {
+            size,
+            ..Default::default()
+        };
+        // SAFETY: An open fabric; valid attributes.
+        let obj = Owned::open(|o| unsafe {
+            sys::kfi_eq_open(self.obj.as_ptr(), &mut a, o, core::ptr::null_mut())
+        })?;
+        Ok(Eq {
+            obj,
+            _fabric: PhantomData,
+        })
+    }
+
+    /// A passive endpoint for `info` (a source address), reporting to `eq`
+    /// and listening.
+    pub(crate) fn listen<'f>(
+        &'f self,
+        info: &sys::kfi_info,
+        eq: &'f Eq<'_>,
+    ) -> Result<PassiveEndpoint<'f>> {
+        let info = core::ptr::from_ref(info).cast_mut();
+        // SAFETY: An open fabric; `info` is only read.
+        let obj = Owned::open(|o| unsafe {
+            sys::kfi_passive_ep(self.obj.as_ptr(), info, o, core::ptr::null_mut())
+        })?;
+        // SAFETY: Open objects.
+        unsafe {
+            to_result(sys::kfi_pep_bind(obj.as_ptr(), eq.obj.fid(), 0))?;
+            to_result(sys::kfi_listen(obj.as_ptr()))?;
+        }
+        Ok(PassiveEndpoint {
+            obj,
+            _fabric: PhantomData,
+        })
+    }
+}
+
+impl<'f> Domain<'f> {
+    /// A completion queue of `size` entries.
+    pub(crate) fn cq<'d>(&'d self, size: usize) -> Result<Cq<'d>> {
+        let mut a = sys::kfi_cq_attr {
+            size,
+            format: sys::KFI_CQ_FORMAT_TAGGED,
+            ..Default::default()
+        };
+        // SAFETY: An open domain; valid attributes.
+        let obj = Owned::open(|o| unsafe {
+            sys::kfi_cq_open(self.obj.as_ptr(), &mut a, o, core::ptr::null_mut())
+        })?;
+        Ok(Cq {
+            obj,
+            _domain: PhantomData,
+        })
+    }
+
+    /// An endpoint for `info` (an entry of getinfo or a connection
+    /// request), not yet bound or enabled.
+    pub(crate) fn endpoint<'a>(&'a self, info: &sys::kfi_info) -> Result<Endpoint<'a>> {
+        let info = core::ptr::from_ref(info).cast_mut();
+        // SAFETY: An open domain; `info` is only read.
+        let obj = Owned::open(|o| unsafe {
+            sys::kfi_endpoint(self.obj.as_ptr(), info, o, core::ptr::null_mut())
+        })?;
+        Ok(Endpoint {
+            obj,
+            _bound: PhantomData,
+        })
+    }
+
+    /// Registers `buf` with `access` (`KFI_REMOTE_READ`, ...) and `flags`
+    /// (`KFI_RMA_PMEM`); the region borrows `buf` until it is dropped.
+    pub(crate) fn register<'a>(
+        &'a self,
+        buf: &'a mut [u8],
+        access: u64,
+        flags: u64,
+    ) -> Result<Mr<'a>> {
+        // SAFETY: An open domain; `buf` is borrowed for as long as the
+        // region lives.
+        let obj = Owned::open(|o| unsafe {
+            sys::kfi_mr_reg(
+                self.obj.as_ptr(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                access,
+                0,
+                0,
+                flags,
+                o,
+                core::ptr::null_mut(),
+            )
+        })?;
+        Ok(Mr {
+            obj,
+            _buf: PhantomData,
+        })
+    }
+}
+
+impl PassiveEndpoint<'_> {
+    /// Refuses a connection request, with `data` for the peer.
+    pub(crate) fn reject(&self, req: &super::ConnReq, data: &[u8]) -> Result {
+        // SAFETY: An open passive endpoint; the request's handle came with
+        // it; `data` is read during the call.
+        to_result(unsafe {
+            sys::kfi_reject(
+                self.obj.as_ptr(),
+                req.info().handle,
+                data.as_ptr().cast(),
+                data.len(),
+            )
+        })
+    }
+}
+
+impl<'a> Endpoint<'a> {
+    /// Binds `cq` for `flags` (`KFI_TRANSMIT`, `KFI_RECV`).
+    pub(crate) fn bind_cq(&self, cq: &'a Cq<'_>, flags: u64) -> Result {
+        // SAFETY: Open objects; `cq` outlives the endpoint (`'a`).
+        to_result(unsafe { sys::kfi_ep_bind(self.obj.as_ptr(), cq.obj.fid(), flags) })
+    }
+
+    /// Binds `eq` for connection events.
+    pub(crate) fn bind_eq(&self, eq: &'a Eq<'_>) -> Result {
+        // SAFETY: Open objects; `eq` outlives the endpoint (`'a`).
+        to_result(unsafe { sys::kfi_ep_bind(self.obj.as_ptr(), eq.obj.fid(), 0) })
+    }
+
+    /// Enables the endpoint (its queues bound).
+    pub(crate) fn enable(&self) -> Result {
+        // SAFETY: An open endpoint.
+        to_result(unsafe { sys::kfi_enable(self.obj.as_ptr()) })
+    }
+
+    /// Connects to the address of the endpoint's info, with `data`.
+    pub(crate) fn connect(&self, data: &[u8]) -> Result {
+        // SAFETY: An open endpoint; `data` is read during the call.
+        to_result(unsafe {
+            sys::kfi_connect(
+                self.obj.as_ptr(),
+                core::ptr::null(),
+                data.as_ptr().cast(),
+                data.len(),
+            )
+        })
+    }
+
+    /// Accepts the connection request the endpoint was opened for.
+    pub(crate) fn accept(&self, data: &[u8]) -> Result {
+        // SAFETY: An open endpoint; `data` is read during the call.
+        to_result(unsafe { sys::kfi_accept(self.obj.as_ptr(), data.as_ptr().cast(), data.len()) })
+    }
+
+    /// Shuts the connection down.
+    pub(crate) fn shutdown(&self) -> Result {
+        // SAFETY: An open endpoint.
+        to_result(unsafe { sys::kfi_shutdown(self.obj.as_ptr(), 0) })
+    }
+
+    /// Whether an event is about this endpoint.
+    pub(crate) fn is(&self, fid: *mut sys::kfid) -> bool {
+        core::ptr::eq(self.obj.fid(), fid)
+    }
+}
+
+impl Mr<'_> {
+    /// The key peers name the region by.
+    pub(crate) fn key(&self) -> u64 {
+        // SAFETY: An open region.
+        unsafe { (*self.obj.as_ptr()).key }
+    }
+}
