@@ -74,7 +74,7 @@ def parse_samples(path):
                 kv = dict(w.split("=", 1) for w in line.split()[2:] if "=" in w)
                 if kv.get("rep") == "warmup":
                     continue
-                s = {k: (v if k == "row" else int(v)) for k, v in kv.items()}
+                s = {k: (v if k in ("row", "cpus") else int(v)) for k, v in kv.items()}
                 samples.append(s)
             elif line.startswith("bench: config "):
                 config = dict(w.split("=", 1) for w in line.split()[2:] if "=" in w)
@@ -198,6 +198,35 @@ def ratio_block(kfi, raw, value):
     return {"ratio": med, "ratio_min": min(per), "ratio_max": max(per), "ratio_per_rep": per}
 
 
+def sample_list(m, value):
+    """The repetitions of a row: value and where the sides ran."""
+    return [{"rep": r, "value": round(value(m[r]), 3), "cpus": m[r].get("cpus", "")} for r in sorted(m)]
+
+
+def same_cpu(s):
+    """Whether the two sides of a run started on one CPU (None: one side)."""
+    sides = [c.split(">")[0] for c in s.get("cpus", "").split(",") if ">" in c]
+    return sides[0] == sides[1] if len(sides) == 2 else None
+
+
+def placement(samples):
+    """Per two-sided row and size: medians of the runs whose sides started
+    on one CPU and of those that started on two."""
+    out = []
+    keys = sorted({(s["row"], s["bytes"], s["win"]) for s in samples if same_cpu(s) is not None},
+                  key=lambda k: (k[0], k[2], k[1]))
+    for row, size, win in keys:
+        m = [s for s in samples if (s["row"], s["bytes"], s["win"]) == (row, size, win)]
+        pp = "p50" in m[0]
+        value = (lambda s: s["p50"] / 1000.0) if pp else mbps
+        same = [value(s) for s in m if same_cpu(s)]
+        split = [value(s) for s in m if same_cpu(s) is False]
+        out.append({"op": row, "bytes": size, "window": win, "unit": "rtt usec p50" if pp else "MB/s",
+                    "same_cpu_runs": len(same), "same_cpu_median": statistics.median(same) if same else None,
+                    "two_cpu_runs": len(split), "two_cpu_median": statistics.median(split) if split else None})
+    return out
+
+
 def build_rows(samples):
     rows = []
     sizes = sorted({s["bytes"] for s in samples if s["row"] == "raw_stream"})
@@ -221,7 +250,8 @@ def build_rows(samples):
                    "reps": len(p50), "rtt_us_p50": stats(p50),
                    "rtt_us_p99": stats([s["p99"] / 1000.0 for s in m.values()]),
                    "rtt_us_mean": stats([s["ns"] / s["iters"] / 1000.0 for s in m.values()]),
-                   "verified": all(s["verified"] for s in m.values())}
+                   "verified": all(s["verified"] for s in m.values()),
+                   "samples": sample_list(m, lambda s: s["p50"] / 1000.0)}
             if name != "raw_pingpong":
                 rb = ratio_block(m, raw, lambda s: s["p50"])
                 if rb:
@@ -244,7 +274,8 @@ def build_rows(samples):
                      "mbps": stats(vals),
                      "mxfers_per_s": statistics.median([s["iters"] * 1000.0 / s["ns"] for s in raw.values()]),
                      "usec_per_xfer": statistics.median([s["ns"] / s["iters"] / 1000.0 for s in raw.values()]),
-                     "verified": all(s["verified"] for s in raw.values())})
+                     "verified": all(s["verified"] for s in raw.values()),
+                     "samples": sample_list(raw, mbps)})
         for name, _ in KFI_ROWS:
             for win in sorted({s["win"] for s in samples if s["row"] == name}):
                 m = by_rep(samples, name, size, win)
@@ -256,7 +287,8 @@ def build_rows(samples):
                        "mxfers_per_s": statistics.median([s["iters"] * 1000.0 / s["ns"] for s in m.values()]),
                        "usec_per_xfer": statistics.median([s["ns"] / s["iters"] / 1000.0 for s in m.values()]),
                        "raw_mbps": statistics.median([mbps(s) for s in raw.values()]),
-                       "verified": all(s["verified"] for s in m.values())}
+                       "verified": all(s["verified"] for s in m.values()),
+                       "samples": sample_list(m, mbps)}
                 rb = ratio_block(m, raw, mbps)
                 if rb:
                     row.update(rb)
@@ -279,7 +311,7 @@ def spread(r):
     return "[%.2f..%.2f]" % (r["ratio_min"], r["ratio_max"]) if "ratio_min" in r else ""
 
 
-def print_report(facts, config, status, rows, out):
+def print_report(facts, config, status, rows, placement_rows):
     p = print
     p("")
     p("kfabric bench: kfi_sockets against raw kernel TCP, loopback, same boot (%s)"
@@ -343,6 +375,19 @@ def print_report(facts, config, status, rows, out):
                   % (human(r["bytes"]), r["iters"], r["mbps"]["min"], r["mbps"]["median"], r["mbps"]["p90"],
                      r["usec_per_xfer"], r["raw_mbps"], r.get("ratio", float("nan")), spread(r),
                      r.get("verdict", ""), "yes" if r["verified"] else "NO"))
+
+    # Printed for the two-sided rows of the targets; all are in the JSON.
+    pl = [x for x in placement_rows if x["same_cpu_runs"] and x["two_cpu_runs"]
+          and (x["op"] != "kfi_send" or x["window"] >= TARGET_WINDOW)]
+    if pl:
+        p("")
+        p("placement: medians of the runs (warm-up excluded) whose two sides started on one vCPU / on two")
+        p("  %-22s %7s %3s %-12s %11s %11s %7s" % ("row", "bytes", "win", "unit", "one vCPU", "two vCPUs",
+                                                 "runs"))
+        for x in pl:
+            p("  %-22s %7s %3d %-12s %11.1f %11.1f %3d/%-3d"
+              % (x["op"], human(x["bytes"]), x["window"], x["unit"], x["same_cpu_median"], x["two_cpu_median"],
+                 x["same_cpu_runs"], x["two_cpu_runs"]))
 
     p("")
     p("targets (verdict from the spread: met only if every repetition meets it)")
@@ -456,10 +501,12 @@ def main():
         sys.exit("bench-report: no samples in %s/samples.txt" % out)
     facts = load_facts(out)
     rows = build_rows(samples)
-    print_report(facts, config, status, rows, out)
+    places = placement(samples)
+    print_report(facts, config, status, rows, places)
     js = os.path.join(out, "latest.json")
     with open(js, "w", encoding="utf-8") as f:
-        json.dump({"facts": facts, "config": config, "status": status, "rows": rows}, f, indent=1)
+        json.dump({"facts": facts, "config": config, "status": status, "rows": rows, "placement": places}, f,
+                  indent=1)
         f.write("\n")
     png = os.path.join(out, "bench.png")
     note = plot(rows, facts, png)

@@ -260,13 +260,31 @@ impl kernel::fmt::Display for Rep {
     }
 }
 
+/// The CPUs of a run's sides: `first>last` each, comma-separated.
+struct Sides([Option<run::Cpus>; 2]);
+
+impl kernel::fmt::Display for Sides {
+    fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+        let mut sep = "";
+        for c in self.0.iter().flatten() {
+            write!(f, "{}{}>{}", sep, c.first, c.last)?;
+            sep = ",";
+        }
+        if sep.is_empty() {
+            f.write_str("-")?;
+        }
+        Ok(())
+    }
+}
+
 /// `bench: sample row=.. bytes=.. win=.. rep=.. iters=.. ns=.. [p50=..
-/// p99=.. min=.. max=..] verified=..` (times in nanoseconds).
+/// p99=.. min=.. max=..] cpus=.. verified=..` (times in nanoseconds).
 fn print(row: Row, sh: Shape, rep: Option<usize>, s: &Sample, ok: bool) {
     let rep = Rep(rep);
+    let cpus = Sides(s.cpus);
     match s.lat {
         Some(l) => pr_info!(
-            "bench: sample row={} bytes={} win={} rep={} iters={} ns={} p50={} p99={} min={} max={} verified={}\n",
+            "bench: sample row={} bytes={} win={} rep={} iters={} ns={} p50={} p99={} min={} max={} cpus={} verified={}\n",
             row.name(),
             sh.size,
             sh.win,
@@ -277,16 +295,18 @@ fn print(row: Row, sh: Shape, rep: Option<usize>, s: &Sample, ok: bool) {
             l.p99,
             l.min,
             l.max,
+            cpus,
             u8::from(ok)
         ),
         None => pr_info!(
-            "bench: sample row={} bytes={} win={} rep={} iters={} ns={} verified={}\n",
+            "bench: sample row={} bytes={} win={} rep={} iters={} ns={} cpus={} verified={}\n",
             row.name(),
             sh.size,
             sh.win,
             rep,
             sh.iters,
             s.ns,
+            cpus,
             u8::from(ok)
         ),
     }
@@ -313,7 +333,12 @@ fn memcpy_bound(reps: usize) -> Result {
             }
             let ns = run::span_ns(t0, &[Time::now()]);
             let ok = pattern::first_bad(&dst, MIN_SIZE).is_none();
-            print(Row::Memcpy, sh, rep, &Sample { ns, lat: None }, ok);
+            let s = Sample {
+                ns,
+                lat: None,
+                cpus: [None, None],
+            };
+            print(Row::Memcpy, sh, rep, &s, ok);
         }
     }
     Ok(())

@@ -15,7 +15,7 @@ use kernel::{error::to_result, prelude::*, sync::Arc};
 use crate::{
     kfi::{kfabric::Owned, kfi_sys as sys},
     net::*,
-    run::{span_ns, Back, Bufs, Grave, Lat, Sample, Shape, Time},
+    run::{cpu_now, span_ns, Back, Bufs, Cpus, Grave, Lat, Sample, Shape, Time},
     spawn::spawn,
 };
 
@@ -319,6 +319,7 @@ fn side<T>(
     body: impl FnOnce(&mut Bufs, &mut Track, &mut Track) -> Result<T>,
 ) -> Back<T> {
     let mut bufs = bufs;
+    let first = cpu_now();
     let (mut a, mut b) = match tracks {
         Ok(t) => t,
         Err(e) => {
@@ -326,12 +327,22 @@ fn side<T>(
                 bufs,
                 res: Err(e),
                 busy: false,
+                cpus: Cpus { first, last: first },
             }
         }
     };
     let res = body(&mut bufs, &mut a, &mut b);
     let busy = res.is_err() && a.in_flight() + b.in_flight() > 0;
-    Back { bufs, res, busy }
+    let cpus = Cpus {
+        first,
+        last: cpu_now(),
+    };
+    Back {
+        bufs,
+        res,
+        busy,
+        cpus,
+    }
 }
 
 /// Flags of a send of `size` bytes: inject when it fits.
@@ -380,9 +391,10 @@ pub(crate) fn pingpong(
     };
     let (cb, sb) = (client.join(), server.join());
     let r = g.sort(cb);
-    g.sort(sb)?;
-    let (bufs, (ns, lat)) = r?;
-    Ok((bufs, Sample { ns, lat }))
+    let (_, (), sc) = g.sort(sb)?;
+    let (bufs, (ns, lat), cc) = r?;
+    let cpus = [Some(cc), Some(sc)];
+    Ok((bufs, Sample { ns, lat, cpus }))
 }
 
 /// The client of [`pingpong`].
@@ -476,8 +488,16 @@ pub(crate) fn stream(
             let t = tracks(sh, (kind, false), (Kind::Send, true));
             side(bufs, t, |b, ops, _| rma(&pc, kind, sh, b, ops))
         })?;
-        let (bufs, ns) = g.sort(j.join())?;
-        return Ok((bufs, Sample { ns, lat: None }));
+        let (bufs, ns, c) = g.sort(j.join())?;
+        let cpus = [Some(c), None];
+        return Ok((
+            bufs,
+            Sample {
+                ns,
+                lat: None,
+                cpus,
+            },
+        ));
     }
     let (src, dst) = bufs.split();
     let ps = p.clone();
@@ -500,10 +520,18 @@ pub(crate) fn stream(
     };
     let (sb, rb) = (sender.join(), receiver.join());
     let s = g.sort(sb);
-    let (dst, received) = g.sort(rb)?;
-    let (src, (t0, sent)) = s?;
+    let (dst, received, rc) = g.sort(rb)?;
+    let (src, (t0, sent), sc) = s?;
     let ns = span_ns(t0, &[sent, received]);
-    Ok((Bufs::rejoin(src, dst), Sample { ns, lat: None }))
+    let cpus = [Some(sc), Some(rc)];
+    Ok((
+        Bufs::rejoin(src, dst),
+        Sample {
+            ns,
+            lat: None,
+            cpus,
+        },
+    ))
 }
 
 /// The sender of a send/recv run: its start and end.

@@ -11,7 +11,7 @@ use kernel::{bindings, error::to_result, prelude::*, sync::Arc};
 
 use crate::{
     ksock::{SockAddr, Socket},
-    run::{span_ns, Back, Bufs, Grave, Lat, Sample, Shape, Time},
+    run::{cpu_now, span_ns, Back, Bufs, Cpus, Grave, Lat, Sample, Shape, Time},
     spawn::spawn,
 };
 
@@ -97,7 +97,12 @@ pub(crate) fn pair(port: u16) -> Result<RawPair> {
 /// Runs `body` as a side of a run on `sock`; a failed side shuts its
 /// socket down so that the peer's blocking calls return at once.
 fn side<T>(sock: &Socket, mut bufs: Bufs, body: impl FnOnce(&mut Bufs) -> Result<T>) -> Back<T> {
+    let first = cpu_now();
     let res = body(&mut bufs);
+    let cpus = Cpus {
+        first,
+        last: cpu_now(),
+    };
     if res.is_err() {
         sock.shutdown();
     }
@@ -106,6 +111,7 @@ fn side<T>(sock: &Socket, mut bufs: Bufs, body: impl FnOnce(&mut Bufs) -> Result
         bufs,
         res,
         busy: false,
+        cpus,
     }
 }
 
@@ -155,9 +161,10 @@ pub(crate) fn pingpong(
         }
     };
     let (cb, sb) = (client.join(), server.join());
-    let (bufs, (ns, lat)) = g.sort(cb)?;
-    g.sort(sb)?;
-    Ok((bufs, Sample { ns, lat }))
+    let (bufs, (ns, lat), cc) = g.sort(cb)?;
+    let (_, (), sc) = g.sort(sb)?;
+    let cpus = [Some(cc), Some(sc)];
+    Ok((bufs, Sample { ns, lat, cpus }))
 }
 
 /// The same-thread floor: one work item drives both sockets (send on the
@@ -185,8 +192,9 @@ pub(crate) fn pingpong_one_thread(
             Ok((span_ns(t0, &[Time::now()]), Lat::of(&mut rtt)))
         })
     })?;
-    let (bufs, (ns, lat)) = g.sort(j.join())?;
-    Ok((bufs, Sample { ns, lat }))
+    let (bufs, (ns, lat), c) = g.sort(j.join())?;
+    let cpus = [Some(c), None];
+    Ok((bufs, Sample { ns, lat, cpus }))
 }
 
 /// One-way stream: the sender sends the operations of the source back to
@@ -221,8 +229,16 @@ pub(crate) fn stream(p: &RawPair, sh: Shape, bufs: Bufs, g: &mut Grave) -> Resul
         }
     };
     let (sb, rb) = (sender.join(), receiver.join());
-    let (src, (t0, sent)) = g.sort(sb)?;
-    let (dst, received) = g.sort(rb)?;
+    let (src, (t0, sent), sc) = g.sort(sb)?;
+    let (dst, received, rc) = g.sort(rb)?;
     let ns = span_ns(t0, &[sent, received]);
-    Ok((Bufs::rejoin(src, dst), Sample { ns, lat: None }))
+    let cpus = [Some(sc), Some(rc)];
+    Ok((
+        Bufs::rejoin(src, dst),
+        Sample {
+            ns,
+            lat: None,
+            cpus,
+        },
+    ))
 }

@@ -103,12 +103,28 @@ impl Lat {
     }
 }
 
+/// The CPUs a side of a run started and ended on (the scheduler may move
+/// it in between), to see how placement moves the results.
+#[derive(Clone, Copy)]
+pub(crate) struct Cpus {
+    pub(crate) first: u32,
+    pub(crate) last: u32,
+}
+
+/// The CPU this code runs on now.
+pub(crate) fn cpu_now() -> u32 {
+    kernel::cpu::CpuId::current().as_u32()
+}
+
 /// What a run measured.
 pub(crate) struct Sample {
     /// From the first operation's start to the last one's end on either
     /// side.
     pub(crate) ns: i64,
     pub(crate) lat: Option<Lat>,
+    /// Where its sides ran: the active side (client, sender, initiator)
+    /// first.
+    pub(crate) cpus: [Option<Cpus>; 2],
 }
 
 /// Nanoseconds from `t0` to the later of `ends`.
@@ -127,6 +143,7 @@ pub(crate) struct Back<T> {
     pub(crate) bufs: Bufs,
     pub(crate) res: Result<T>,
     pub(crate) busy: bool,
+    pub(crate) cpus: Cpus,
 }
 
 /// Buffers of failed runs that a provider may still write into: kept
@@ -139,11 +156,11 @@ impl Grave {
         Self(KVec::new())
     }
 
-    /// The buffers and value of a side that succeeded; else its error,
-    /// its buffers kept here when they may still be in use.
-    pub(crate) fn sort<T>(&mut self, b: Back<T>) -> Result<(Bufs, T)> {
+    /// The buffers, value and CPUs of a side that succeeded; else its
+    /// error, its buffers kept here when they may still be in use.
+    pub(crate) fn sort<T>(&mut self, b: Back<T>) -> Result<(Bufs, T, Cpus)> {
         match b.res {
-            Ok(v) => Ok((b.bufs, v)),
+            Ok(v) => Ok((b.bufs, v, b.cpus)),
             Err(e) => {
                 if b.busy {
                     self.keep(b.bufs);
