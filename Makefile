@@ -4,8 +4,8 @@
 # toolchain and a Rust-enabled kernel on first use (cached, see README.md).
 #
 #   make run            boot the VM and run the demo
-#   make bench          boot the VM and run the benchmark (kfi_sockets
-#                       against plain kernel TCP, as ratios)
+#   make bench          boot the VM and run the benchmark (kfi_sockets against
+#                       raw kernel TCP; BENCH_ARGS='reps=3' sets kfi_bench params)
 #   make check          build, then run every test suite in the VM, on the
 #                       normal and the debug kernel
 #   make check VARIANTS=normal   only the normal kernel (quicker)
@@ -44,7 +44,7 @@ run:
 	@scripts/run-demo.sh $(VARIANT)
 
 bench:
-	@scripts/run-demo.sh $(VARIANT) bench
+	@KFABRIC_BENCH_ARGS="$(BENCH_ARGS)" scripts/run-demo.sh $(VARIANT) bench
 
 rust-analyzer:
 	@scripts/rust-analyzer.sh

@@ -14,7 +14,7 @@ set -euo pipefail
 
 APT_PACKAGES="rustc-web rust-web-src rustfmt-web rust-web-clippy clang-19 lld-19 llvm-19
 	libclang-19-dev flex bison bc libelf-dev libssl-dev cpio kmod qemu-system-x86
-	busybox-static iproute2 python3-venv python3-pip make gcc git xz-utils util-linux"
+	busybox-static iproute2 python3-venv python3-pip make gcc git xz-utils util-linux python3-matplotlib"
 
 install_apt() {
 	local missing=() p

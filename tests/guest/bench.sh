@@ -1,18 +1,63 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
 #
-# The benchmark of 'make bench', inside the VM: load kfabric.ko and
-# kfi_sockets.ko, run kfi_bench.ko (plain kernel TCP as the baseline, then
-# kfi_sockets) and print its results.
+# The benchmark of 'make bench', inside the VM: records the guest's facts
+# and CPU times, loads kfabric.ko and kfi_sockets.ko, runs kfi_bench.ko
+# (its parameters: the arguments after OUTDIR) and keeps the lines it
+# prints for the host (scripts/bench-report.py): OUTDIR/samples.txt and
+# OUTDIR/guest.txt.
+#
+# usage: bench.sh OUTDIR [kfi_bench parameters...]   (from the top of the tree)
+out=${1:?usage: bench.sh OUTDIR [params...]}
+shift
 top=$(pwd)
+mkdir -p "$out"
+mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug 2>/dev/null
 echo KFABRIC_DEMO_BEGIN
 echo "kernel: $(uname -r), $(nproc) CPUs"
+
+facts=$out/guest.txt
+{
+	echo "kernel=$(uname -r)"
+	echo "version=$(uname -v)"
+	echo "vcpus=$(nproc)"
+	echo "clocksource=$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)"
+	echo "cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)"
+	echo "hypervisor=$(dmesg | sed -n 's/.*Hypervisor detected: //p' | head -n 1)"
+	echo "preempt_dynamic=$(cat /sys/kernel/debug/sched/preempt 2>/dev/null)"
+	echo "mem_kb=$(sed -n 's/^MemTotal: *\([0-9]*\).*/\1/p' /proc/meminfo)"
+	echo "params=$*"
+	echo "stat_before=$(head -n 1 /proc/stat)"
+} > "$facts"
+
+# The module's lines go to the log buffer only (a console write under TCG
+# is slow and may run beside the next timed run); a reader keeps them all
+# (the buffer is small).
+echo 4 > /proc/sys/kernel/printk
+kmsg=/tmp/kfi-bench-kmsg.txt
+cat /dev/kmsg > "$kmsg" &
+reader=$!
+
 ok=ok
 insmod "$top/kfi/kfabric.ko" || ok=failed
 insmod "$top/prov/sockets/kfi_sockets.ko" || ok=failed
-insmod "$top/tests/bench/kfi_bench.ko" || ok=failed
-dmesg | sed -n 's/.*kfi_bench: bench: /  /p'
-dmesg | grep -q 'kfi_bench: bench: done' || ok=failed
+t0=$(date +%s)
+insmod "$top/tests/bench/kfi_bench.ko" "$@" || ok=failed
+echo "bench_seconds=$(( $(date +%s) - t0 ))" >> "$facts"
+echo "stat_after=$(head -n 1 /proc/stat)" >> "$facts"
+
+# The reader may lag behind the module's last line.
+i=0
+while [ $i -lt 20 ] && ! grep -q 'kfi_bench: bench: \(done\|failed\)' "$kmsg"; do
+	sleep 0.5
+	i=$((i + 1))
+done
+kill "$reader"
+sed -n 's/^[^;]*;kfi_bench: bench: /bench: /p' "$kmsg" > "$out/samples.txt"
+grep -v '^bench: sample ' "$out/samples.txt" | sed 's/^bench: /  /'
+echo "  $(grep -c '^bench: sample ' "$out/samples.txt") samples in $out/samples.txt"
+grep -q '^bench: done' "$out/samples.txt" || ok=failed
+
 rmmod kfi_bench || ok=failed
 rmmod kfi_sockets || ok=failed
 rmmod kfabric || ok=failed

@@ -1,0 +1,520 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""bench-report.py OUTDIR: the summary of 'make bench'.
+
+Reads what the guest left in OUTDIR (samples.txt: one 'bench: sample ...'
+line per timed run of kfi_bench.ko; guest.txt: the guest's facts and CPU
+times) and what run-demo.sh recorded on the host (host.txt: load before and
+after), and writes:
+
+  - the header (guest facts, memcpy bound, host load, busy flag) and one
+    table per operation to stdout, medians over the repetitions with their
+    spread;
+  - OUTDIR/latest.json: the facts and one object per table row;
+  - OUTDIR/bench.png: bandwidth, ratio and latency plots (matplotlib; skipped
+    with a note when it is missing).
+
+Warm-up runs are excluded. A kfi row's ratio is the ratio of the medians of
+kfi and of its raw baseline; its spread is the smallest and largest ratio of
+a kfi run to the raw run of the same repetition (they ran back to back).
+"""
+
+import json
+import math
+import os
+import statistics
+import sys
+import time
+
+# Targets of the benchmark issue: (row, least bytes, most bytes, comparison,
+# bound).
+# Bandwidth targets apply to the pipelined rows (window >= 8): a window of 1
+# drains the pipeline after every operation, which a blocking stream never
+# does; those rows show their ratio without a verdict.
+TARGET_WINDOW = 8
+TARGETS = [
+    ("kfi_send", 64 << 10, None, ">=", 0.95),
+    ("kfi_write", 64 << 10, None, ">=", 0.95),
+    ("kfi_pingpong", 64, 64, "<=", 1.25),
+]
+# Other processes using more CPUs than this, on average, make the run busy.
+BUSY_CPUS = 0.25
+# Guest steal time above this share of its CPU time makes the run busy.
+BUSY_STEAL = 0.01
+
+KFI_ROWS = [("kfi_send", "send/recv"), ("kfi_write", "RMA write"), ("kfi_read", "RMA read")]
+PP_ROWS = [
+    ("raw_pingpong", "raw TCP, two threads"),
+    ("raw_pingpong_1thread", "raw TCP, one thread (floor)"),
+    ("kfi_pingpong", "kfi_sockets"),
+]
+
+
+def read_kv(path):
+    """KEY=VALUE lines of a file (missing file: empty)."""
+    out = {}
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                k, sep, v = line.rstrip("\n").partition("=")
+                if sep:
+                    out[k.strip()] = v.strip()
+    except OSError:
+        pass
+    return out
+
+
+def parse_samples(path):
+    """(samples, config, status lines) of samples.txt."""
+    samples, config, status = [], {}, []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            line = line.strip()
+            if line.startswith("bench: sample "):
+                kv = dict(w.split("=", 1) for w in line.split()[2:] if "=" in w)
+                if kv.get("rep") == "warmup":
+                    continue
+                s = {k: (v if k in ("row", "cpus") else int(v)) for k, v in kv.items()}
+                samples.append(s)
+            elif line.startswith("bench: config "):
+                config = dict(w.split("=", 1) for w in line.split()[2:] if "=" in w)
+            elif line.startswith("bench: "):
+                status.append(line[len("bench: "):])
+    return samples, config, status
+
+
+def pct(values, p):
+    """Nearest-rank percentile."""
+    v = sorted(values)
+    return v[max(1, math.ceil(len(v) * p / 100)) - 1]
+
+
+def stats(values):
+    return {"min": min(values), "median": statistics.median(values), "p90": pct(values, 90)}
+
+
+def mbps(s):
+    return s["bytes"] * s["iters"] * 1000.0 / s["ns"]
+
+
+def cpu_fields(stat_line):
+    """user..steal ticks of a /proc/stat 'cpu' line: (busy, idle, steal)."""
+    f = [int(x) for x in stat_line.split()[1:]]
+    f += [0] * (8 - len(f))
+    user, nice, system, idle, iowait, irq, softirq, steal = f[:8]
+    return user + nice + system + irq + softirq + steal, idle + iowait, steal
+
+
+def seconds(times_line):
+    """The two values of a bash 'times' line ('0m1.5s 0m0.2s'), summed."""
+    total = 0.0
+    for t in times_line.split():
+        m, _, s = t.rstrip("s").partition("m")
+        total += int(m) * 60 + float(s)
+    return total
+
+
+def load_facts(out):
+    g = read_kv(os.path.join(out, "guest.txt"))
+    h = read_kv(os.path.join(out, "host.txt"))
+    facts = {
+        "accel": h.get("accel", "?"),
+        "vcpus": g.get("vcpus", "?"),
+        "kernel": g.get("kernel", "?"),
+        "clocksource": g.get("clocksource", "?"),
+        "guest_cpu": g.get("cpu_model", "?"),
+        "hypervisor": g.get("hypervisor", "") or "none detected",
+        "host_cpus": h.get("host_cpus", "?"),
+        "host_cpu": h.get("host_cpu", "?"),
+        "bench_seconds": g.get("bench_seconds", "?"),
+    }
+    kconf = read_kv(h.get("kconfig", "/nonexistent"))
+    facts["hz"] = kconf.get("CONFIG_HZ", "?")
+    models = [m for m in ("NONE", "VOLUNTARY", "LAZY", "RT") if kconf.get("CONFIG_PREEMPT_" + m) == "y"]
+    if kconf.get("CONFIG_PREEMPT") == "y":
+        models.append("FULL")
+    facts["preemption"] = "/".join(models) or "?"
+    if kconf.get("CONFIG_PREEMPT_DYNAMIC") == "y":
+        facts["preemption"] += " (dynamic: %s)" % (g.get("preempt_dynamic") or "?")
+    facts["hz_mode"] = next(
+        (m for m in ("HZ_PERIODIC", "NO_HZ_IDLE", "NO_HZ_FULL") if kconf.get("CONFIG_" + m) == "y"), "?")
+
+    # Guest steal time over the bench.
+    if "stat_before" in g and "stat_after" in g:
+        b0, i0, s0 = cpu_fields(g["stat_before"])
+        b1, i1, s1 = cpu_fields(g["stat_after"])
+        total = (b1 - b0) + (i1 - i0)
+        facts["guest_steal_share"] = (s1 - s0) / total if total > 0 else 0.0
+    # Host: what else ran while the VM did.
+    busy_reasons = []
+    try:
+        hz = int(h.get("user_hz", "100"))
+        wall = float(h["after_time"]) - float(h["before_time"])
+        host_busy = (cpu_fields(h["after_stat"])[0] - cpu_fields(h["before_stat"])[0]) / hz
+        ours = seconds(h["after_times"]) - seconds(h["before_times"])
+        facts["host_wall_s"] = round(wall, 1)
+        facts["host_vm_cpu_s"] = round(ours, 1)
+        facts["host_other_cpus"] = round(max(0.0, host_busy - ours) / wall, 3) if wall > 0 else None
+        facts["host_loadavg_before"] = h["before_loadavg"]
+        facts["host_loadavg_after"] = h["after_loadavg"]
+        if facts["host_other_cpus"] is not None and facts["host_other_cpus"] > BUSY_CPUS:
+            busy_reasons.append("other processes used %.2f CPUs on average" % facts["host_other_cpus"])
+    except (KeyError, ValueError):
+        busy_reasons.append("host load not recorded")
+    if facts.get("guest_steal_share", 0.0) > BUSY_STEAL:
+        busy_reasons.append("guest steal %.1f%%" % (100 * facts["guest_steal_share"]))
+    facts["busy"] = bool(busy_reasons)
+    facts["busy_reasons"] = busy_reasons
+    return facts
+
+
+def by_rep(samples, row, size, win=None):
+    return {s["rep"]: s for s in samples
+            if s["row"] == row and s["bytes"] == size and (win is None or s["win"] == win)}
+
+
+def verdict(target, lo, hi):
+    """'met', 'not met' or 'inconclusive' for ratio spread [lo, hi]."""
+    op, bound = target
+    if op == ">=":
+        return "met" if lo >= bound else ("not met" if hi < bound else "inconclusive")
+    return "met" if hi <= bound else ("not met" if lo > bound else "inconclusive")
+
+
+def target_for(row, size):
+    for r, least, most, op, bound in TARGETS:
+        if r == row and size >= least and (most is None or size <= most):
+            return (op, bound)
+    return None
+
+
+def ratio_block(kfi, raw, value):
+    """Ratio of medians and per-repetition spread of kfi over raw samples."""
+    reps = sorted(set(kfi) & set(raw))
+    if not reps:
+        return None
+    per = [value(kfi[r]) / value(raw[r]) for r in reps]
+    med = statistics.median([value(kfi[r]) for r in reps]) / statistics.median([value(raw[r]) for r in reps])
+    return {"ratio": med, "ratio_min": min(per), "ratio_max": max(per), "ratio_per_rep": per}
+
+
+def sample_list(m, value):
+    """The repetitions of a row: value and where the sides ran."""
+    return [{"rep": r, "value": round(value(m[r]), 3), "cpus": m[r].get("cpus", "")} for r in sorted(m)]
+
+
+def same_cpu(s):
+    """Whether the two sides of a run started on one CPU (None: one side)."""
+    sides = [c.split(">")[0] for c in s.get("cpus", "").split(",") if ">" in c]
+    return sides[0] == sides[1] if len(sides) == 2 else None
+
+
+def placement(samples):
+    """Per two-sided row and size: medians of the runs whose sides started
+    on one CPU and of those that started on two."""
+    out = []
+    keys = sorted({(s["row"], s["bytes"], s["win"]) for s in samples if same_cpu(s) is not None},
+                  key=lambda k: (k[0], k[2], k[1]))
+    for row, size, win in keys:
+        m = [s for s in samples if (s["row"], s["bytes"], s["win"]) == (row, size, win)]
+        pp = "p50" in m[0]
+        value = (lambda s: s["p50"] / 1000.0) if pp else mbps
+        same = [value(s) for s in m if same_cpu(s)]
+        split = [value(s) for s in m if same_cpu(s) is False]
+        out.append({"op": row, "bytes": size, "window": win, "unit": "rtt usec p50" if pp else "MB/s",
+                    "same_cpu_runs": len(same), "same_cpu_median": statistics.median(same) if same else None,
+                    "two_cpu_runs": len(split), "two_cpu_median": statistics.median(split) if split else None})
+    return out
+
+
+def build_rows(samples):
+    rows = []
+    sizes = sorted({s["bytes"] for s in samples if s["row"] == "raw_stream"})
+    # Memcpy bound.
+    for size in sorted({s["bytes"] for s in samples if s["row"] == "memcpy"}):
+        m = by_rep(samples, "memcpy", size)
+        vals = [mbps(s) for s in m.values()]
+        rows.append({"op": "memcpy", "bytes": size, "window": 1, "iters": next(iter(m.values()))["iters"],
+                     "reps": len(vals), "mbps": stats(vals),
+                     "verified": all(s["verified"] for s in m.values())})
+    # Ping-pong.
+    for size in sorted({s["bytes"] for s in samples if s["row"] == "raw_pingpong"}):
+        raw = by_rep(samples, "raw_pingpong", size)
+        floor = by_rep(samples, "raw_pingpong_1thread", size)
+        for name, _ in PP_ROWS:
+            m = by_rep(samples, name, size)
+            if not m:
+                continue
+            p50 = [s["p50"] / 1000.0 for s in m.values()]
+            row = {"op": name, "bytes": size, "window": 1, "iters": next(iter(m.values()))["iters"],
+                   "reps": len(p50), "rtt_us_p50": stats(p50),
+                   "rtt_us_p99": stats([s["p99"] / 1000.0 for s in m.values()]),
+                   "rtt_us_mean": stats([s["ns"] / s["iters"] / 1000.0 for s in m.values()]),
+                   "verified": all(s["verified"] for s in m.values()),
+                   "samples": sample_list(m, lambda s: s["p50"] / 1000.0)}
+            if name != "raw_pingpong":
+                rb = ratio_block(m, raw, lambda s: s["p50"])
+                if rb:
+                    row.update(rb)
+                    t = target_for(name, size)
+                    if t and name.startswith("kfi"):
+                        row["target"] = "%s %.2fx raw two-thread" % t
+                        row["verdict"] = verdict(t, rb["ratio_min"], rb["ratio_max"])
+            if name == "kfi_pingpong" and floor:
+                fb = ratio_block(m, floor, lambda s: s["p50"])
+                if fb:
+                    row["ratio_vs_floor"] = fb["ratio"]
+            rows.append(row)
+    # Bandwidth.
+    for size in sizes:
+        raw = by_rep(samples, "raw_stream", size)
+        vals = [mbps(s) for s in raw.values()]
+        iters = next(iter(raw.values()))["iters"]
+        rows.append({"op": "raw_stream", "bytes": size, "window": 0, "iters": iters, "reps": len(vals),
+                     "mbps": stats(vals),
+                     "mxfers_per_s": statistics.median([s["iters"] * 1000.0 / s["ns"] for s in raw.values()]),
+                     "usec_per_xfer": statistics.median([s["ns"] / s["iters"] / 1000.0 for s in raw.values()]),
+                     "verified": all(s["verified"] for s in raw.values()),
+                     "samples": sample_list(raw, mbps)})
+        for name, _ in KFI_ROWS:
+            for win in sorted({s["win"] for s in samples if s["row"] == name}):
+                m = by_rep(samples, name, size, win)
+                if not m:
+                    continue
+                vals = [mbps(s) for s in m.values()]
+                row = {"op": name, "bytes": size, "window": win, "iters": next(iter(m.values()))["iters"],
+                       "reps": len(vals), "mbps": stats(vals),
+                       "mxfers_per_s": statistics.median([s["iters"] * 1000.0 / s["ns"] for s in m.values()]),
+                       "usec_per_xfer": statistics.median([s["ns"] / s["iters"] / 1000.0 for s in m.values()]),
+                       "raw_mbps": statistics.median([mbps(s) for s in raw.values()]),
+                       "verified": all(s["verified"] for s in m.values()),
+                       "samples": sample_list(m, mbps)}
+                rb = ratio_block(m, raw, mbps)
+                if rb:
+                    row.update(rb)
+                    t = target_for(name, size)
+                    if t and win >= TARGET_WINDOW:
+                        row["target"] = "%s %.2fx raw stream" % t
+                        row["verdict"] = verdict(t, rb["ratio_min"], rb["ratio_max"])
+                rows.append(row)
+    return rows
+
+
+def human(n):
+    for unit, shift in (("M", 20), ("K", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return "%d%s" % (n >> shift, unit)
+    return str(n)
+
+
+def spread(r):
+    return "[%.2f..%.2f]" % (r["ratio_min"], r["ratio_max"]) if "ratio_min" in r else ""
+
+
+def print_report(facts, config, status, rows, placement_rows):
+    p = print
+    p("")
+    p("kfabric bench: kfi_sockets against raw kernel TCP, loopback, same boot (%s)"
+      % time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+    p("  guest: accel %s, %s vCPUs (%s), HZ %s (%s), preemption %s, clocksource %s, kernel %s"
+      % (facts["accel"], facts["vcpus"], facts["guest_cpu"], facts["hz"], facts["hz_mode"],
+         facts["preemption"], facts["clocksource"], facts["kernel"]))
+    mc = [r for r in rows if r["op"] == "memcpy"]
+    p("  memcpy bound (1 CPU, median): " + ", ".join(
+        "%s %.0f MB/s" % (human(r["bytes"]), r["mbps"]["median"]) for r in mc))
+    p("  host: %s CPUs (%s); load before %s, after %s; other processes %s CPUs; guest steal %s"
+      % (facts["host_cpus"], facts["host_cpu"], facts.get("host_loadavg_before", "?"),
+         facts.get("host_loadavg_after", "?"),
+         facts.get("host_other_cpus", "?"),
+         "%.2f%%" % (100 * facts["guest_steal_share"]) if "guest_steal_share" in facts else "?"))
+    if facts["busy"]:
+        p("  *** BUSY MACHINE: %s: treat these numbers with suspicion ***" % "; ".join(facts["busy_reasons"]))
+    else:
+        p("  machine quiet during the run (other processes <= %.2f CPUs, steal <= %.0f%%)"
+          % (BUSY_CPUS, 100 * BUSY_STEAL))
+    p("  %s timed repetitions per row after one warm-up (excluded), raw and kfi interleaved;"
+      " bench ran %s s in the guest" % (config.get("reps", "?"), facts["bench_seconds"]))
+    p("  MB/s = 10^6 bytes/s; min/median/p90 over repetitions; ratio = kfi median / raw median,"
+      " [spread] = min..max of per-repetition ratios")
+
+    pp = [r for r in rows if r["op"] in dict(PP_ROWS)]
+    if pp:
+        p("")
+        p("ping-pong (round trip, usec)")
+        p("  %-22s %7s %6s %8s %8s %8s %8s %7s %-13s %-14s %s"
+          % ("row", "bytes", "iters", "p50min", "p50med", "p50p90", "p99med", "ratio", "spread", "target",
+             "verified"))
+        for r in pp:
+            p("  %-22s %7s %6d %8.1f %8.1f %8.1f %8.1f %7s %-13s %-14s %s"
+              % (r["op"], human(r["bytes"]), r["iters"], r["rtt_us_p50"]["min"], r["rtt_us_p50"]["median"],
+                 r["rtt_us_p50"]["p90"], r["rtt_us_p99"]["median"],
+                 "%.2fx" % r["ratio"] if "ratio" in r else "-", spread(r),
+                 r.get("verdict", ""), "yes" if r["verified"] else "NO"))
+        for r in pp:
+            if "ratio_vs_floor" in r:
+                p("  kfi_pingpong %s B: %.2fx the one-thread floor" % (human(r["bytes"]), r["ratio_vs_floor"]))
+
+    raw = [r for r in rows if r["op"] == "raw_stream"]
+    p("")
+    p("raw_stream (two threads, blocking kernel_sendmsg/kernel_recvmsg, TCP_NODELAY)")
+    p("  %7s %6s %9s %9s %9s %10s %s" % ("bytes", "iters", "MB/s min", "median", "p90", "usec/xfer", "verified"))
+    for r in raw:
+        p("  %7s %6d %9.0f %9.0f %9.0f %10.2f %s"
+          % (human(r["bytes"]), r["iters"], r["mbps"]["min"], r["mbps"]["median"], r["mbps"]["p90"],
+             r["usec_per_xfer"], "yes" if r["verified"] else "NO"))
+    for name, label in KFI_ROWS:
+        for win in sorted({r["window"] for r in rows if r["op"] == name}):
+            sel = [r for r in rows if r["op"] == name and r["window"] == win]
+            p("")
+            p("%s (%s), window %d" % (name, label, win))
+            p("  %7s %6s %9s %9s %9s %10s %9s %7s %-13s %-13s %s"
+              % ("bytes", "iters", "MB/s min", "median", "p90", "usec/xfer", "raw MB/s", "ratio", "spread",
+                 "target", "verified"))
+            for r in sel:
+                p("  %7s %6d %9.0f %9.0f %9.0f %10.2f %9.0f %6.2fx %-13s %-13s %s"
+                  % (human(r["bytes"]), r["iters"], r["mbps"]["min"], r["mbps"]["median"], r["mbps"]["p90"],
+                     r["usec_per_xfer"], r["raw_mbps"], r.get("ratio", float("nan")), spread(r),
+                     r.get("verdict", ""), "yes" if r["verified"] else "NO"))
+
+    # Printed for the two-sided rows of the targets; all are in the JSON.
+    pl = [x for x in placement_rows if x["same_cpu_runs"] and x["two_cpu_runs"]
+          and (x["op"] != "kfi_send" or x["window"] >= TARGET_WINDOW)]
+    if pl:
+        p("")
+        p("placement: medians of the runs (warm-up excluded) whose two sides started on one vCPU / on two")
+        p("  %-22s %7s %3s %-12s %11s %11s %7s" % ("row", "bytes", "win", "unit", "one vCPU", "two vCPUs",
+                                                 "runs"))
+        for x in pl:
+            p("  %-22s %7s %3d %-12s %11.1f %11.1f %3d/%-3d"
+              % (x["op"], human(x["bytes"]), x["window"], x["unit"], x["same_cpu_median"], x["two_cpu_median"],
+                 x["same_cpu_runs"], x["two_cpu_runs"]))
+
+    p("")
+    p("targets (verdict from the spread: met only if every repetition meets it)")
+    for row, least, most, op, bound in TARGETS:
+        sel = [r for r in rows if r["op"] == row and "verdict" in r]
+        where = ("at %s B" % human(least)) if least == most else ("at >= %s, window %d" % (human(least), TARGET_WINDOW))
+        parts = ["%s %s (%.2fx %s)" % (human(r["bytes"]), r["verdict"], r["ratio"], spread(r)) for r in sel]
+        p("  %s %s %.2fx raw %s: %s" % (row, op, bound, where, "; ".join(parts) or "not measured"))
+    if facts["busy"]:
+        p("  (busy machine: the verdicts above are not evidence)")
+    bad = [s for s in status if s.startswith("failed")]
+    if bad:
+        p("")
+        p("BENCH FAILED: " + "; ".join(bad))
+
+
+def plot(rows, facts, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "skipped: no matplotlib for %s (Debian: python3-matplotlib)" % sys.executable
+    from matplotlib.ticker import FuncFormatter
+    fig, (bw, ra, lat) = plt.subplots(1, 3, figsize=(17, 5.2))
+    size_fmt = FuncFormatter(lambda v, _: human(int(v)) if v >= 1 else "")
+    styles = {1: "--", 8: "-"}
+    colors = {"raw_stream": "black", "kfi_send": "tab:blue", "kfi_write": "tab:orange", "kfi_read": "tab:green"}
+
+    def series(op, win):
+        sel = sorted((r for r in rows if r["op"] == op and r["window"] == win), key=lambda r: r["bytes"])
+        return sel, [r["bytes"] for r in sel]
+
+    sel, x = series("raw_stream", 0)
+    if sel:
+        y = [r["mbps"]["median"] for r in sel]
+        bw.plot(x, y, "o-", color=colors["raw_stream"], label="raw TCP stream (2 threads)", linewidth=2)
+        bw.fill_between(x, [r["mbps"]["min"] for r in sel], [r["mbps"]["p90"] for r in sel],
+                        color=colors["raw_stream"], alpha=0.12)
+    for op, label in KFI_ROWS:
+        for win in (1, 8):
+            sel, x = series(op, win)
+            if not sel:
+                continue
+            bw.plot(x, [r["mbps"]["median"] for r in sel], "o" + styles.get(win, ":"), color=colors[op],
+                    label="kfi %s, window %d" % (label, win))
+            bw.fill_between(x, [r["mbps"]["min"] for r in sel], [r["mbps"]["p90"] for r in sel],
+                            color=colors[op], alpha=0.08)
+            ra.plot(x, [r["ratio"] for r in sel], "o" + styles.get(win, ":"), color=colors[op],
+                    label="%s, window %d" % (label, win))
+            ra.vlines(x, [r["ratio_min"] for r in sel], [r["ratio_max"] for r in sel], color=colors[op], alpha=0.5)
+    for r in (r for r in rows if r["op"] == "memcpy"):
+        bw.axhline(r["mbps"]["median"], color="grey", linestyle=":", linewidth=1)
+        bw.annotate("memcpy %s" % human(r["bytes"]), (64, r["mbps"]["median"]), fontsize=7, color="grey",
+                    va="bottom")
+    bw.set_xscale("log", base=2)
+    bw.xaxis.set_major_formatter(size_fmt)
+    bw.set_yscale("log")
+    bw.set_xlabel("operation size (bytes)")
+    bw.set_ylabel("MB/s (median; band: min..p90)")
+    bw.set_title("bandwidth")
+    bw.legend(fontsize=7, loc="lower right")
+    bw.grid(True, which="both", alpha=0.3)
+    ra.axhline(1.0, color="black", linewidth=1)
+    ra.axhline(0.95, color="red", linestyle=":", linewidth=1, label="target 0.95x (send, write; >= 64K)")
+    ra.set_xscale("log", base=2)
+    ra.xaxis.set_major_formatter(size_fmt)
+    ra.set_xlabel("operation size (bytes)")
+    ra.set_ylabel("kfi / raw stream (median; bar: per-rep min..max)")
+    ra.set_title("ratio to the raw stream")
+    ra.legend(fontsize=7, loc="upper left")
+    ra.grid(True, which="both", alpha=0.3)
+    pp_sizes = sorted({r["bytes"] for r in rows if r["op"] == "raw_pingpong"})
+    pp_colors = ["black", "grey", "tab:blue"]
+    for i, (op, label) in enumerate(PP_ROWS):
+        sel = sorted((r for r in rows if r["op"] == op), key=lambda r: r["bytes"])
+        if not sel:
+            continue
+        if len(pp_sizes) > 1:
+            lat.plot([r["bytes"] for r in sel], [r["rtt_us_p50"]["median"] for r in sel], "o-",
+                     color=pp_colors[i], label=label + " p50")
+            lat.plot([r["bytes"] for r in sel], [r["rtt_us_p99"]["median"] for r in sel], "x:",
+                     color=pp_colors[i], label=label + " p99")
+            lat.set_xscale("log", base=2)
+            lat.set_yscale("log")
+            lat.xaxis.set_major_formatter(size_fmt)
+            lat.set_xlabel("message size (bytes)")
+        else:
+            r = sel[0]
+            lat.bar(i - 0.2, r["rtt_us_p50"]["median"], 0.4, color="tab:blue", label="p50" if i == 0 else None)
+            lat.bar(i + 0.2, r["rtt_us_p99"]["median"], 0.4, color="tab:red", label="p99" if i == 0 else None)
+            lat.set_xticks(range(len(PP_ROWS)), [lbl.replace(", ", "\n") for _, lbl in PP_ROWS], fontsize=8)
+            lat.set_xlabel("%s B ping-pong" % human(r["bytes"]))
+    lat.set_ylabel("round trip, usec (median over repetitions)")
+    lat.set_title("latency")
+    lat.legend(fontsize=7)
+    lat.grid(True, axis="y", alpha=0.3)
+    fig.suptitle("kfabric bench: accel %s, %s vCPUs, HZ %s%s" % (
+        facts["accel"], facts["vcpus"], facts["hz"], " - BUSY MACHINE" if facts["busy"] else ""))
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    return None
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: bench-report.py OUTDIR")
+    out = sys.argv[1]
+    samples, config, status = parse_samples(os.path.join(out, "samples.txt"))
+    if not samples:
+        sys.exit("bench-report: no samples in %s/samples.txt" % out)
+    facts = load_facts(out)
+    rows = build_rows(samples)
+    places = placement(samples)
+    print_report(facts, config, status, rows, places)
+    js = os.path.join(out, "latest.json")
+    with open(js, "w", encoding="utf-8") as f:
+        json.dump({"facts": facts, "config": config, "status": status, "rows": rows, "placement": places}, f,
+                  indent=1)
+        f.write("\n")
+    png = os.path.join(out, "bench.png")
+    note = plot(rows, facts, png)
+    print("")
+    print("results: %s" % os.path.abspath(js))
+    print("plot:    %s" % (note or os.path.abspath(png)))
+    print("samples: %s" % os.path.abspath(os.path.join(out, "samples.txt")))
+
+
+if __name__ == "__main__":
+    main()

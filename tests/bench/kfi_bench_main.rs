@@ -1,0 +1,402 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! kfi_bench.ko: the benchmark of `make bench` (`Documentation/testing.rst`).
+//!
+//! At load it measures, in one boot and over loopback, kfi_sockets through
+//! kfabric.ko against plain kernel TCP driven with the same threading (each
+//! side a work item on the unbound system workqueue, as kfi_sockets' own
+//! progress work): ping-pong latency, and for sizes from 64 B up by powers
+//! of 4 a raw stream against kfi send/recv, RMA write and RMA read with 1
+//! and 8 operations in flight; plus the guest's memcpy bandwidth as the
+//! physical bound. Every row is run once to warm up (TCG translates each
+//! path the first time), then `reps` times, raw and kfi interleaved.
+//!
+//! Every operation carries its own pattern, checked after each run; every
+//! kfi completion is checked. Each run prints one line (`bench: sample
+//! ...`) that the host turns into tables, JSON and a plot
+//! (`scripts/bench-report.py`). Nothing passes or fails on speed; a run
+//! with wrong data ends the bench as failed.
+
+use kernel::{prelude::*, sync::Arc};
+
+#[path = "../../kfi/api/mod.rs"]
+mod kfi;
+#[allow(dead_code)]
+#[path = "../../prov/sockets/ksock.rs"]
+mod ksock;
+// Shared by source inclusion; each module uses a part.
+#[allow(dead_code)]
+#[path = "../common/net.rs"]
+mod net;
+
+mod kfi_runs;
+mod pattern;
+mod raw;
+mod run;
+mod spawn;
+
+use kfi_runs::Kind;
+use run::{Bufs, Grave, Sample, Shape, Time};
+
+module! {
+    type: KfiBench,
+    name: "kfi_bench",
+    authors: ["kfabric developers"],
+    description: "kfabric benchmark: kfi_sockets against plain kernel TCP",
+    license: "GPL",
+    params: {
+        reps: u32 {
+            default: 7,
+            description: "Timed repetitions of every row (1..=50)",
+        },
+        max_size: u32 {
+            default: 4 << 20,
+            description: "Largest bandwidth size, bytes (64 B up by powers of 4)",
+        },
+        pp_max: u32 {
+            default: 64 << 10,
+            description: "Largest ping-pong size, bytes (64 B up by powers of 4)",
+        },
+        budget_mib: u32 {
+            default: 64,
+            description: "MiB one bandwidth run moves (within the iteration bounds)",
+        },
+        max_iters: u32 {
+            default: 3000,
+            description: "Most operations in one run",
+        },
+    },
+}
+
+struct KfiBench;
+
+impl kernel::Module for KfiBench {
+    fn init(_module: &'static ThisModule) -> Result<Self> {
+        let t0 = Time::now();
+        match bench() {
+            Ok(0) => pr_info!(
+                "bench: done in {} s\n",
+                run::span_ns(t0, &[Time::now()]) / 1_000_000_000
+            ),
+            Ok(bad) => pr_err!("bench: failed: {} runs with wrong data\n", bad),
+            Err(e) => pr_err!("bench: failed: {:?}\n", e),
+        }
+        Ok(Self)
+    }
+}
+
+/// Fewest operations in a run (4 windows of 8).
+const MIN_ITERS: usize = 32;
+/// Round trips of a ping-pong run (fewer for large messages).
+const PP_ITERS: usize = 1000;
+/// MiB a ping-pong run of large messages moves each way.
+const PP_BUDGET_MIB: usize = 16;
+/// Smallest size.
+const MIN_SIZE: usize = 64;
+/// Windows of the kfi bandwidth rows.
+const WINDOWS: [usize; 2] = [1, 8];
+/// Sizes of the memcpy bound, and the bytes copied for each.
+const MEMCPY_SIZES: [usize; 2] = [1 << 20, 8 << 20];
+const MEMCPY_BYTES: usize = 64 << 20;
+
+/// The bench's settings, from the module parameters.
+struct Plan {
+    reps: usize,
+    max_size: usize,
+    pp_max: usize,
+    budget: usize,
+    max_iters: usize,
+}
+
+impl Plan {
+    fn get() -> Self {
+        let p = |v: u32| v as usize;
+        Self {
+            reps: p(module_parameters::reps.value()).clamp(1, 50),
+            max_size: p(module_parameters::max_size.value()).clamp(MIN_SIZE, pattern::MAX_SIZE),
+            pp_max: p(module_parameters::pp_max.value()).clamp(MIN_SIZE, pattern::MAX_SIZE),
+            budget: p(module_parameters::budget_mib.value()).clamp(1, 256) << 20,
+            max_iters: p(module_parameters::max_iters.value()).clamp(MIN_ITERS, 100_000),
+        }
+    }
+
+    /// Operations of a bandwidth run of `size`-byte operations.
+    fn iters(&self, size: usize) -> usize {
+        (self.budget / size).clamp(MIN_ITERS, self.max_iters)
+    }
+
+    /// Round trips of a ping-pong of `size` bytes.
+    fn pp_iters(&self, size: usize) -> usize {
+        ((PP_BUDGET_MIB << 20) / size).clamp(MIN_ITERS, PP_ITERS.min(self.max_iters))
+    }
+}
+
+/// 64 B up to `max` by powers of 4.
+fn sizes(max: usize) -> impl Iterator<Item = usize> {
+    core::iter::successors(Some(MIN_SIZE), |s| s.checked_mul(4)).take_while(move |&s| s <= max)
+}
+
+/// One line of the table.
+#[derive(Clone, Copy)]
+enum Row {
+    /// Two work items, blocking sockets.
+    RawPingpong,
+    /// Both sockets from one work item: the floor.
+    RawPingpongOneThread,
+    KfiPingpong,
+    /// Two work items, blocking sockets.
+    RawStream,
+    Kfi(Kind, usize),
+    /// The guest's memcpy, for the bound.
+    Memcpy,
+}
+
+impl Row {
+    fn name(self) -> &'static str {
+        match self {
+            Row::RawPingpong => "raw_pingpong",
+            Row::RawPingpongOneThread => "raw_pingpong_1thread",
+            Row::KfiPingpong => "kfi_pingpong",
+            Row::RawStream => "raw_stream",
+            Row::Kfi(Kind::Send, _) | Row::Kfi(Kind::Recv, _) => "kfi_send",
+            Row::Kfi(Kind::Write, _) => "kfi_write",
+            Row::Kfi(Kind::Read, _) => "kfi_read",
+            Row::Memcpy => "memcpy",
+        }
+    }
+
+    fn win(self) -> usize {
+        match self {
+            Row::Kfi(_, w) => w,
+            _ => 1,
+        }
+    }
+}
+
+/// The connections every run uses, and the buffers of failed runs.
+/// Fields drop in order: the kfi pair closes before the buffers its
+/// operations may still use.
+struct Bench {
+    kfi: Arc<kfi_runs::Pair>,
+    raw: raw::RawPair,
+    grave: Grave,
+    /// Runs whose data did not match.
+    bad: usize,
+}
+
+impl Bench {
+    /// Runs `row` once on `bufs`: cleared destination, timed run, check.
+    /// Prints the sample (`rep` None: the warm-up).
+    fn sample(&mut self, row: Row, sh: Shape, rep: Option<usize>, bufs: Bufs) -> Result<Bufs> {
+        let mut bufs = bufs;
+        let total = sh.total()?;
+        bufs.dst.get_mut(..total).ok_or(EINVAL)?.fill(0);
+        let g = &mut self.grave;
+        let (bufs, s) = match row {
+            Row::RawPingpong => raw::pingpong(&self.raw, sh, bufs, g),
+            Row::RawPingpongOneThread => raw::pingpong_one_thread(&self.raw, sh, bufs, g),
+            Row::KfiPingpong => kfi_runs::pingpong(&self.kfi, sh, bufs, g),
+            Row::RawStream => raw::stream(&self.raw, sh, bufs, g),
+            Row::Kfi(kind, _) => kfi_runs::stream(&self.kfi, kind, sh, bufs, g),
+            // Not a transfer: `memcpy_bound` measures it.
+            Row::Memcpy => Err(EINVAL),
+        }
+        .inspect_err(|e| pr_err!("bench: {} of {} B: {:?}\n", row.name(), sh.size, e))?;
+        let bad = bufs
+            .dst
+            .get(..total)
+            .map_or(Some(0), |d| pattern::first_bad(d, sh.size));
+        if let Some(at) = bad {
+            pr_err!(
+                "bench: {} of {} B: wrong data at byte {}\n",
+                row.name(),
+                sh.size,
+                at
+            );
+            self.bad += 1;
+        }
+        print(row, sh, rep, &s, bad.is_none());
+        Ok(bufs)
+    }
+
+    /// Warm-up, then `reps` rounds of `rows`, in reverse order every other
+    /// round so that no row always runs first.
+    fn rows(&mut self, rows: &[Row], sh: Shape, reps: usize) -> Result {
+        let mut bufs = Bufs {
+            src: pattern::buffer(sh.total()?, Some(sh.size))?,
+            dst: pattern::buffer(sh.total()?, None)?,
+        };
+        for &r in rows {
+            let warm = Shape {
+                iters: (sh.iters / 4).max(MIN_ITERS.min(sh.iters)),
+                win: r.win(),
+                ..sh
+            };
+            bufs = self.sample(r, warm, None, bufs)?;
+        }
+        for rep in 0..reps {
+            for k in 0..rows.len() {
+                let r = if rep % 2 == 0 {
+                    rows[k]
+                } else {
+                    rows[rows.len() - 1 - k]
+                };
+                bufs = self.sample(r, Shape { win: r.win(), ..sh }, Some(rep), bufs)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A repetition's number, or `warmup`.
+struct Rep(Option<usize>);
+
+impl kernel::fmt::Display for Rep {
+    fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+        match self.0 {
+            Some(r) => write!(f, "{}", r),
+            None => f.write_str("warmup"),
+        }
+    }
+}
+
+/// The CPUs of a run's sides: `first>last` each, comma-separated.
+struct Sides([Option<run::Cpus>; 2]);
+
+impl kernel::fmt::Display for Sides {
+    fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+        let mut sep = "";
+        for c in self.0.iter().flatten() {
+            write!(f, "{}{}>{}", sep, c.first, c.last)?;
+            sep = ",";
+        }
+        if sep.is_empty() {
+            f.write_str("-")?;
+        }
+        Ok(())
+    }
+}
+
+/// `bench: sample row=.. bytes=.. win=.. rep=.. iters=.. ns=.. [p50=..
+/// p99=.. min=.. max=..] cpus=.. verified=..` (times in nanoseconds).
+fn print(row: Row, sh: Shape, rep: Option<usize>, s: &Sample, ok: bool) {
+    let rep = Rep(rep);
+    let cpus = Sides(s.cpus);
+    match s.lat {
+        Some(l) => pr_info!(
+            "bench: sample row={} bytes={} win={} rep={} iters={} ns={} p50={} p99={} min={} max={} cpus={} verified={}\n",
+            row.name(),
+            sh.size,
+            sh.win,
+            rep,
+            sh.iters,
+            s.ns,
+            l.p50,
+            l.p99,
+            l.min,
+            l.max,
+            cpus,
+            u8::from(ok)
+        ),
+        None => pr_info!(
+            "bench: sample row={} bytes={} win={} rep={} iters={} ns={} cpus={} verified={}\n",
+            row.name(),
+            sh.size,
+            sh.win,
+            rep,
+            sh.iters,
+            s.ns,
+            cpus,
+            u8::from(ok)
+        ),
+    }
+}
+
+/// The guest's memcpy bandwidth for `MEMCPY_SIZES`, one CPU: the bound
+/// for any copying transport (a TCP stream copies each byte twice).
+fn memcpy_bound(reps: usize) -> Result {
+    for size in MEMCPY_SIZES {
+        let src = pattern::buffer(size, Some(MIN_SIZE))?;
+        let mut dst = pattern::buffer(size, None)?;
+        let copies = MEMCPY_BYTES / size;
+        let sh = Shape {
+            size,
+            iters: copies,
+            win: 1,
+        };
+        // The first round (rep None) warms up.
+        for rep in (0..=reps).map(|r| r.checked_sub(1)) {
+            let t0 = Time::now();
+            for _ in 0..copies {
+                dst.copy_from_slice(&src);
+                core::hint::black_box(&mut dst);
+            }
+            let ns = run::span_ns(t0, &[Time::now()]);
+            let ok = pattern::first_bad(&dst, MIN_SIZE).is_none();
+            let s = Sample {
+                ns,
+                lat: None,
+                cpus: [None, None],
+            };
+            print(Row::Memcpy, sh, rep, &s, ok);
+        }
+    }
+    Ok(())
+}
+
+/// The whole bench: the number of runs with wrong data.
+fn bench() -> Result<usize> {
+    let plan = Plan::get();
+    pr_info!(
+        "bench: config reps={} max_size={} pp_max={} budget_mib={} max_iters={} min_iters={} pp_iters={}\n",
+        plan.reps,
+        plan.max_size,
+        plan.pp_max,
+        plan.budget >> 20,
+        plan.max_iters,
+        MIN_ITERS,
+        PP_ITERS
+    );
+    pattern::self_check()?;
+    kfi_runs::self_check()?;
+    pr_info!("bench: self-check of the data and completion checks: ok\n");
+    memcpy_bound(plan.reps)?;
+    let grave = Grave::new();
+    let raw = raw::pair(7490)?;
+    let kfi = kfi_runs::pair(c"7492")?;
+    let mut b = Bench {
+        kfi,
+        raw,
+        grave,
+        bad: 0,
+    };
+    let pp = [
+        Row::RawPingpong,
+        Row::RawPingpongOneThread,
+        Row::KfiPingpong,
+    ];
+    for size in sizes(plan.pp_max) {
+        let sh = Shape {
+            size,
+            iters: plan.pp_iters(size),
+            win: 1,
+        };
+        b.rows(&pp, sh, plan.reps)?;
+    }
+    let mut bw = KVec::new();
+    bw.push(Row::RawStream, GFP_KERNEL)?;
+    for kind in [Kind::Send, Kind::Write, Kind::Read] {
+        for w in WINDOWS {
+            bw.push(Row::Kfi(kind, w), GFP_KERNEL)?;
+        }
+    }
+    for size in sizes(plan.max_size) {
+        let sh = Shape {
+            size,
+            iters: plan.iters(size),
+            win: 1,
+        };
+        b.rows(&bw, sh, plan.reps)?;
+    }
+    Ok(b.bad)
+}

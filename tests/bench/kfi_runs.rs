@@ -1,0 +1,646 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! kfi_sockets through kfabric.ko, driven the way the baseline is: a
+//! client and a server endpoint over loopback, each with its own CQ, each
+//! side of a run a work item (`spawn.rs`) that posts operations and waits
+//! on its CQ. RMA runs have one side: the target is passive.
+//!
+//! Every completion is checked against what its side posted: its context
+//! names a posted, not yet completed operation of a kind the side expects,
+//! its length is the operation's size and its flags are its kind's.
+
+use core::marker::PhantomData;
+use kernel::{error::to_result, prelude::*, sync::Arc};
+
+use crate::{
+    kfi::{kfabric::Owned, kfi_sys as sys},
+    net::*,
+    run::{cpu_now, span_ns, Back, Bufs, Cpus, Grave, Lat, Sample, Shape, Time},
+    spawn::spawn,
+};
+
+/// Entries of each CQ: more than a window's worth of completions.
+const CQ_SIZE: usize = 64;
+
+/// A connected kfi_sockets pair. Fields drop in order: endpoints, the
+/// listener, the CQs, then the domain and fabric.
+pub(crate) struct Pair {
+    cep: Owned<sys::kfid_ep>,
+    sep: Owned<sys::kfid_ep>,
+    _pep: Owned<sys::kfid_pep>,
+    ccq: Owned<sys::kfid_cq>,
+    scq: Owned<sys::kfid_cq>,
+    n: Net,
+    /// The largest message sent with `KFI_INJECT` (as a latency test
+    /// sends small messages).
+    inject: usize,
+}
+
+// SAFETY: kfabric objects may be used from any thread (kfabric.ko and the
+// provider lock what they share); the two sides of a run use disjoint
+// endpoints and CQs, and the domain only to register memory.
+unsafe impl Send for Pair {}
+// SAFETY: See `Send`.
+unsafe impl Sync for Pair {}
+
+/// Connects a pair through 127.0.0.1:`port`.
+pub(crate) fn pair(port: &CStr) -> Result<Arc<Pair>> {
+    let n = net(port)?;
+    let pep = listen(&n)?;
+    let ccq = cq_sized(&n, CQ_SIZE)?;
+    let scq = cq_sized(&n, CQ_SIZE)?;
+    let (cep, sep) = connected_pair(&n, &ccq, &scq)?;
+    // SAFETY: A valid entry of the list `n` owns.
+    let tx = unsafe { (*n.dst.first()).tx_attr };
+    // SAFETY: NULL or the entry's own transmit attributes.
+    let inject = unsafe { tx.as_ref() }.map_or(0, |t| t.inject_size);
+    Ok(Arc::new(
+        Pair {
+            cep,
+            sep,
+            _pep: pep,
+            ccq,
+            scq,
+            n,
+            inject,
+        },
+        GFP_KERNEL,
+    )?)
+}
+
+/// What kind of operation a completion reports.
+#[derive(Clone, Copy, PartialEq)]
+pub(crate) enum Kind {
+    Send,
+    Recv,
+    Write,
+    Read,
+}
+
+/// The bits of a completion's flags that name the operation.
+const KIND_BITS: u64 = sys::KFI_MSG
+    | sys::KFI_RMA
+    | sys::KFI_TAGGED
+    | sys::KFI_ATOMIC
+    | sys::KFI_READ
+    | sys::KFI_WRITE
+    | sys::KFI_RECV
+    | sys::KFI_SEND
+    | sys::KFI_REMOTE_READ
+    | sys::KFI_REMOTE_WRITE;
+
+/// A context holds the kind above this bit and the operation's index plus
+/// one below it.
+const TAG_SHIFT: u32 = 48;
+
+impl Kind {
+    fn tag(self) -> usize {
+        self as usize + 1
+    }
+
+    fn flags(self) -> u64 {
+        match self {
+            Kind::Send => sys::KFI_SEND | sys::KFI_MSG,
+            Kind::Recv => sys::KFI_RECV | sys::KFI_MSG,
+            Kind::Write => sys::KFI_RMA | sys::KFI_WRITE,
+            Kind::Read => sys::KFI_RMA | sys::KFI_READ,
+        }
+    }
+
+    /// The context of operation `i` (below 2^48: runs are far shorter).
+    fn context(self, i: usize) -> usize {
+        (self.tag() << TAG_SHIFT) | (i + 1)
+    }
+}
+
+/// The operations of one kind a side posted, and which have completed.
+struct Track {
+    kind: Kind,
+    size: usize,
+    posted: usize,
+    done: usize,
+    seen: KVec<bool>,
+    /// Posted with `KFI_INJECT`: no completion is due.
+    silent: bool,
+}
+
+impl Track {
+    fn new(kind: Kind, sh: Shape, silent: bool) -> Result<Self> {
+        Ok(Self {
+            kind,
+            size: sh.size,
+            posted: 0,
+            done: 0,
+            seen: KVec::from_elem(false, sh.iters, GFP_KERNEL)?,
+            silent,
+        })
+    }
+
+    /// Counts an operation just posted.
+    fn posted(&mut self) {
+        self.posted += 1;
+        if self.silent {
+            self.done += 1;
+        }
+    }
+
+    /// Posted and not completed yet.
+    fn in_flight(&self) -> usize {
+        self.posted - self.done
+    }
+
+    /// Checks entry `e` against this track; true if it is one of ours.
+    fn take(&mut self, e: &sys::kfi_cq_data_entry) -> bool {
+        let ctx = e.op_context as usize;
+        if self.silent || ctx >> TAG_SHIFT != self.kind.tag() {
+            return false;
+        }
+        let Some(i) = (ctx & ((1 << TAG_SHIFT) - 1)).checked_sub(1) else {
+            return false;
+        };
+        let fresh = i < self.posted && self.seen.get(i) == Some(&false);
+        if !fresh || e.len != self.size || e.flags & KIND_BITS != self.kind.flags() {
+            return false;
+        }
+        self.seen[i] = true;
+        self.done += 1;
+        true
+    }
+}
+
+/// Waits for the next completion on `cq`; it must be one `tracks` expect.
+fn reap(cq: &Owned<sys::kfid_cq>, tracks: &mut [&mut Track]) -> Result {
+    let mut e = sys::kfi_cq_data_entry::default();
+    let n = sread(cq, &mut e);
+    if n != 1 {
+        return Err(cq_error(cq, n));
+    }
+    if tracks.iter_mut().any(|t| t.take(&e)) {
+        return Ok(());
+    }
+    pr_err!(
+        "bench: unexpected completion: context {:#x}, len {}, flags {:#x}\n",
+        e.op_context as usize,
+        e.len,
+        e.flags
+    );
+    Err(EPROTO)
+}
+
+/// The error of a failed CQ read `n`, the error entry printed if there is
+/// one.
+fn cq_error(cq: &Owned<sys::kfid_cq>, n: isize) -> Error {
+    if n != -(sys::KFI_EAVAIL as isize) {
+        return if n < 0 {
+            Error::from_errno(n as i32)
+        } else {
+            ETIMEDOUT
+        };
+    }
+    let mut err = sys::kfi_cq_err_entry::default();
+    // SAFETY: An open CQ; `err` is writable.
+    if unsafe { sys::kfi_cq_readerr(cq.as_ptr(), &mut err, 0) } != 1 {
+        return EIO;
+    }
+    pr_err!(
+        "bench: failed completion: context {:#x}, flags {:#x}, error {}\n",
+        err.op_context as usize,
+        err.flags,
+        err.err
+    );
+    Error::from_errno(-err.err.clamp(1, 4095))
+}
+
+/// Posts a receive of `buf` with context `ctx`.
+///
+/// # Safety
+///
+/// `buf` stays valid and is not otherwise used until the receive completes
+/// or the endpoint is closed.
+unsafe fn post_recv(ep: &Owned<sys::kfid_ep>, buf: &mut [u8], ctx: usize) -> Result {
+    let v = kvec_mut(buf);
+    // SAFETY: An open endpoint; the message is read during the call, the
+    // buffer kept by the caller.
+    to_result(unsafe { sys::kfi_recvmsg(ep.as_ptr(), &msg(&v, ctx, 0), 0) })
+}
+
+/// Sends `buf` with context `ctx` and `flags`.
+///
+/// # Safety
+///
+/// `buf` stays valid and unchanged until the send completes or the
+/// endpoint is closed (with `KFI_INJECT`: until the call returns).
+unsafe fn post_send(ep: &Owned<sys::kfid_ep>, buf: &[u8], ctx: usize, flags: u64) -> Result {
+    let v = kvec(buf);
+    // SAFETY: As for `post_recv`.
+    to_result(unsafe { sys::kfi_sendmsg(ep.as_ptr(), &msg(&v, ctx, 0), flags) })
+}
+
+/// Posts an RMA write of `local` (or a read into it) at `addr` of the
+/// remote region `key`, with context `ctx`.
+///
+/// # Safety
+///
+/// `local` stays valid and is not otherwise used until the operation
+/// completes or the endpoint is closed.
+unsafe fn post_rma(
+    ep: &Owned<sys::kfid_ep>,
+    kind: Kind,
+    local: &mut [u8],
+    addr: u64,
+    key: u64,
+    ctx: usize,
+) -> Result {
+    let l = kvec_mut(local);
+    let r = sys::kfi_rma_iov {
+        addr,
+        len: local.len(),
+        key,
+    };
+    let m = sys::kfi_msg_rma {
+        msg: msg(&l, ctx, 0),
+        rma_iov: &r,
+        rma_iov_count: 1,
+    };
+    // SAFETY: An open endpoint; the descriptors are read during the call,
+    // the buffer kept by the caller.
+    to_result(unsafe {
+        if kind == Kind::Read {
+            sys::kfi_readmsg(ep.as_ptr(), &m, 0)
+        } else {
+            sys::kfi_writemsg(ep.as_ptr(), &m, 0)
+        }
+    })
+}
+
+/// A registered buffer, borrowed for as long as the region is open
+/// (closing it waits for the peer's accesses in progress).
+struct Region<'a> {
+    _mr: Owned<sys::kfid_mr>,
+    key: u64,
+    _buf: PhantomData<&'a mut [u8]>,
+}
+
+fn register<'a>(n: &Net, buf: &'a mut [u8], access: u64) -> Result<Region<'a>> {
+    // SAFETY: An open domain; `buf` stays borrowed until the region is
+    // closed (dropped).
+    let mr = Owned::open(|o| unsafe {
+        sys::kfi_mr_reg(
+            n.domain.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            access,
+            0,
+            0,
+            0,
+            o,
+            core::ptr::null_mut(),
+        )
+    })?;
+    // SAFETY: An open region.
+    let key = unsafe { (*mr.as_ptr()).key };
+    Ok(Region {
+        _mr: mr,
+        key,
+        _buf: PhantomData,
+    })
+}
+
+/// The two tracks of a side: (kind, silent) each.
+fn tracks(sh: Shape, a: (Kind, bool), b: (Kind, bool)) -> Result<(Track, Track)> {
+    Ok((Track::new(a.0, sh, a.1)?, Track::new(b.0, sh, b.1)?))
+}
+
+/// A side of a run: `body` with the side's buffers and tracks; `busy` if
+/// it failed with operations in flight.
+fn side<T>(
+    bufs: Bufs,
+    tracks: Result<(Track, Track)>,
+    body: impl FnOnce(&mut Bufs, &mut Track, &mut Track) -> Result<T>,
+) -> Back<T> {
+    let mut bufs = bufs;
+    let first = cpu_now();
+    let (mut a, mut b) = match tracks {
+        Ok(t) => t,
+        Err(e) => {
+            return Back {
+                bufs,
+                res: Err(e),
+                busy: false,
+                cpus: Cpus { first, last: first },
+            }
+        }
+    };
+    let res = body(&mut bufs, &mut a, &mut b);
+    let busy = res.is_err() && a.in_flight() + b.in_flight() > 0;
+    let cpus = Cpus {
+        first,
+        last: cpu_now(),
+    };
+    Back {
+        bufs,
+        res,
+        busy,
+        cpus,
+    }
+}
+
+/// Flags of a send of `size` bytes: inject when it fits.
+fn send_flags(p: &Pair, size: usize) -> u64 {
+    if size <= p.inject {
+        sys::KFI_INJECT
+    } else {
+        0
+    }
+}
+
+/// Two-thread ping-pong: the client posts a receive into operation `i` of
+/// the destination and sends operation `i` of the source; the server
+/// echoes it from one of two receive slots. Round-trip times per
+/// operation, from posting the receive to its completion.
+pub(crate) fn pingpong(
+    p: &Arc<Pair>,
+    sh: Shape,
+    bufs: Bufs,
+    g: &mut Grave,
+) -> Result<(Bufs, Sample)> {
+    let inject = send_flags(p, sh.size) != 0;
+    let slots = Bufs {
+        src: KVVec::new(),
+        dst: crate::pattern::buffer(sh.size.checked_mul(2).ok_or(EINVAL)?, None)?,
+    };
+    let ps = p.clone();
+    let server = spawn(move || {
+        let t = tracks(sh, (Kind::Recv, false), (Kind::Send, inject));
+        side(slots, t, |b, recv, send| {
+            echo(&ps, sh, &mut b.dst, recv, send)
+        })
+    })?;
+    let pc = p.clone();
+    let client = spawn(move || {
+        let t = tracks(sh, (Kind::Recv, false), (Kind::Send, inject));
+        side(bufs, t, |b, recv, send| ping(&pc, sh, b, recv, send))
+    });
+    let client = match client {
+        Ok(j) => j,
+        Err(e) => {
+            // Alone, the server gives up at its CQ timeout.
+            let _ = g.sort(server.join());
+            return Err(e);
+        }
+    };
+    let (cb, sb) = (client.join(), server.join());
+    let r = g.sort(cb);
+    let (_, (), sc) = g.sort(sb)?;
+    let (bufs, (ns, lat), cc) = r?;
+    let cpus = [Some(cc), Some(sc)];
+    Ok((bufs, Sample { ns, lat, cpus }))
+}
+
+/// The client of [`pingpong`].
+fn ping(
+    p: &Pair,
+    sh: Shape,
+    b: &mut Bufs,
+    recv: &mut Track,
+    send: &mut Track,
+) -> Result<(i64, Option<Lat>)> {
+    let flags = send_flags(p, sh.size);
+    let mut rtt = KVec::with_capacity(sh.iters, GFP_KERNEL)?;
+    let t0 = Time::now();
+    for i in 0..sh.iters {
+        let t = Time::now();
+        // SAFETY: Operation `i` of the destination is used by nothing else
+        // until this receive completes; the side keeps its buffers while
+        // operations are in flight (`side`, `Grave`).
+        unsafe { post_recv(&p.cep, sh.op_mut(&mut b.dst, i)?, Kind::Recv.context(i)) }?;
+        recv.posted();
+        // SAFETY: The source is never written during a run; kept as above.
+        unsafe { post_send(&p.cep, sh.op(&b.src, i)?, Kind::Send.context(i), flags) }?;
+        send.posted();
+        while recv.done <= i {
+            reap(&p.ccq, &mut [&mut *recv, &mut *send])?;
+        }
+        rtt.push(span_ns(t, &[Time::now()]), GFP_KERNEL)?;
+    }
+    let ns = span_ns(t0, &[Time::now()]);
+    while send.in_flight() > 0 {
+        reap(&p.ccq, &mut [&mut *recv, &mut *send])?;
+    }
+    Ok((ns, Lat::of(&mut rtt)))
+}
+
+/// The server of [`pingpong`]: receives into slot `i % 2` of `slots`,
+/// posts the next receive into the other slot, echoes.
+fn echo(p: &Pair, sh: Shape, slots: &mut [u8], recv: &mut Track, send: &mut Track) -> Result {
+    let flags = send_flags(p, sh.size);
+    let slot = Shape { iters: 2, ..sh };
+    // SAFETY: Slot 0 is used by nothing else until the receive completes;
+    // the side keeps its buffers while operations are in flight.
+    unsafe { post_recv(&p.sep, slot.op_mut(slots, 0)?, Kind::Recv.context(0)) }?;
+    recv.posted();
+    for i in 0..sh.iters {
+        while recv.done <= i {
+            reap(&p.scq, &mut [&mut *recv, &mut *send])?;
+        }
+        if i + 1 < sh.iters {
+            // The other slot held echo `i - 1`: it must be sent.
+            while send.done < i {
+                reap(&p.scq, &mut [&mut *recv, &mut *send])?;
+            }
+            // SAFETY: As above; nothing uses the other slot now.
+            unsafe {
+                post_recv(
+                    &p.sep,
+                    slot.op_mut(slots, (i + 1) % 2)?,
+                    Kind::Recv.context(i + 1),
+                )
+            }?;
+            recv.posted();
+        }
+        // SAFETY: The slot is not written again before this send completes
+        // (checked above before the next receive into it).
+        unsafe { post_send(&p.sep, slot.op(slots, i % 2)?, Kind::Send.context(i), flags) }?;
+        send.posted();
+    }
+    while send.in_flight() > 0 {
+        reap(&p.scq, &mut [&mut *recv, &mut *send])?;
+    }
+    Ok(())
+}
+
+/// Bandwidth runs: send/recv, RMA write or RMA read of every operation,
+/// `sh.win` in flight. The operation moves operation `i` of the source to
+/// operation `i` of the destination.
+pub(crate) fn stream(
+    p: &Arc<Pair>,
+    kind: Kind,
+    sh: Shape,
+    bufs: Bufs,
+    g: &mut Grave,
+) -> Result<(Bufs, Sample)> {
+    if sh.win == 0 {
+        return Err(EINVAL);
+    }
+    if kind != Kind::Send {
+        let pc = p.clone();
+        let j = spawn(move || {
+            let t = tracks(sh, (kind, false), (Kind::Send, true));
+            side(bufs, t, |b, ops, _| rma(&pc, kind, sh, b, ops))
+        })?;
+        let (bufs, ns, c) = g.sort(j.join())?;
+        let cpus = [Some(c), None];
+        return Ok((
+            bufs,
+            Sample {
+                ns,
+                lat: None,
+                cpus,
+            },
+        ));
+    }
+    let (src, dst) = bufs.split();
+    let ps = p.clone();
+    let receiver = spawn(move || {
+        let t = tracks(sh, (Kind::Recv, false), (Kind::Send, true));
+        side(dst, t, |b, recv, _| receive(&ps, sh, &mut b.dst, recv))
+    })?;
+    let pc = p.clone();
+    let sender = spawn(move || {
+        let t = tracks(sh, (Kind::Send, false), (Kind::Recv, true));
+        side(src, t, |b, send, _| transmit(&pc, sh, &b.src, send))
+    });
+    let sender = match sender {
+        Ok(j) => j,
+        Err(e) => {
+            // Alone, the receiver gives up at its CQ timeout.
+            let _ = g.sort(receiver.join());
+            return Err(e);
+        }
+    };
+    let (sb, rb) = (sender.join(), receiver.join());
+    let s = g.sort(sb);
+    let (dst, received, rc) = g.sort(rb)?;
+    let (src, (t0, sent), sc) = s?;
+    let ns = span_ns(t0, &[sent, received]);
+    let cpus = [Some(sc), Some(rc)];
+    Ok((
+        Bufs::rejoin(src, dst),
+        Sample {
+            ns,
+            lat: None,
+            cpus,
+        },
+    ))
+}
+
+/// The sender of a send/recv run: its start and end.
+fn transmit(p: &Pair, sh: Shape, src: &[u8], send: &mut Track) -> Result<(Time, Time)> {
+    let t0 = Time::now();
+    while send.done < sh.iters {
+        while send.posted < sh.iters && send.in_flight() < sh.win {
+            let i = send.posted;
+            // SAFETY: The source is never written during a run; the side
+            // keeps its buffers while operations are in flight.
+            unsafe { post_send(&p.cep, sh.op(src, i)?, Kind::Send.context(i), 0) }?;
+            send.posted();
+        }
+        reap(&p.ccq, &mut [send])?;
+    }
+    Ok((t0, Time::now()))
+}
+
+/// The receiver of a send/recv run: `sh.win` receives posted; its end.
+fn receive(p: &Pair, sh: Shape, dst: &mut [u8], recv: &mut Track) -> Result<Time> {
+    while recv.done < sh.iters {
+        while recv.posted < sh.iters && recv.in_flight() < sh.win {
+            let i = recv.posted;
+            // SAFETY: Operation `i` of the destination is used by nothing
+            // else until it completes; kept as in `transmit`.
+            unsafe { post_recv(&p.sep, sh.op_mut(dst, i)?, Kind::Recv.context(i)) }?;
+            recv.posted();
+        }
+        reap(&p.scq, &mut [recv])?;
+    }
+    Ok(Time::now())
+}
+
+/// An RMA run from the client: writes into the destination, registered
+/// for remote writes, or reads from the source, registered for remote
+/// reads. Nanoseconds from the first post to the last completion.
+fn rma(p: &Pair, kind: Kind, sh: Shape, b: &mut Bufs, ops: &mut Track) -> Result<i64> {
+    let (remote, local, access) = match kind {
+        Kind::Write => (&mut b.dst, &mut b.src, sys::KFI_REMOTE_WRITE),
+        _ => (&mut b.src, &mut b.dst, sys::KFI_REMOTE_READ),
+    };
+    let region = register(&p.n, remote, access)?;
+    let t0 = Time::now();
+    while ops.done < sh.iters {
+        while ops.posted < sh.iters && ops.in_flight() < sh.win {
+            let i = ops.posted;
+            let at = sh.span(i)?.start as u64;
+            // SAFETY: Operation `i` of the local buffer is used by nothing
+            // else until it completes (a write only reads it); the side
+            // keeps its buffers while operations are in flight.
+            unsafe {
+                post_rma(
+                    &p.cep,
+                    kind,
+                    sh.op_mut(local, i)?,
+                    at,
+                    region.key,
+                    kind.context(i),
+                )
+            }?;
+            ops.posted();
+        }
+        reap(&p.ccq, &mut [ops])?;
+    }
+    let ns = span_ns(t0, &[Time::now()]);
+    drop(region);
+    Ok(ns)
+}
+
+/// Shows that [`Track::take`] refuses what it must: a second completion of
+/// one operation, one never posted, a wrong length, wrong flags, another
+/// kind's context.
+pub(crate) fn self_check() -> Result {
+    let sh = Shape {
+        size: 64,
+        iters: 4,
+        win: 1,
+    };
+    let mut t = Track::new(Kind::Send, sh, false)?;
+    t.posted();
+    t.posted();
+    let entry = |ctx: usize, len: usize, flags: u64| sys::kfi_cq_data_entry {
+        op_context: ctx as *mut c_void,
+        len,
+        flags,
+        ..Default::default()
+    };
+    let ok = Kind::Send.flags();
+    let expect = [
+        (entry(Kind::Send.context(1), 64, ok), true),
+        (entry(Kind::Send.context(1), 64, ok), false),
+        (entry(Kind::Send.context(2), 64, ok), false),
+        (entry(Kind::Send.context(0), 63, ok), false),
+        (entry(Kind::Send.context(0), 64, Kind::Recv.flags()), false),
+        (entry(Kind::Recv.context(0), 64, ok), false),
+        (entry(0, 64, ok), false),
+        (
+            entry(Kind::Send.context(0), 64, ok | sys::KFI_REMOTE_CQ_DATA),
+            true,
+        ),
+    ];
+    for (i, (e, want)) in expect.iter().enumerate() {
+        if t.take(e) != *want {
+            pr_err!("bench: completion check {} is wrong\n", i);
+            return Err(EINVAL);
+        }
+    }
+    if t.done != 2 || t.in_flight() != 0 {
+        return Err(EINVAL);
+    }
+    Ok(())
+}

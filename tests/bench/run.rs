@@ -1,0 +1,187 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! What one timed run (raw or kfi) takes and gives back: the shape of the
+//! run, its buffers, its timing; and where buffers go that the provider may
+//! still use after a failed run.
+
+use core::ops::Range;
+use kernel::{
+    prelude::*,
+    time::{Instant, Monotonic},
+};
+
+pub(crate) type Time = Instant<Monotonic>;
+
+/// The operations of a run: `iters` of `size` bytes, at most `win` in
+/// flight (kfi runs; a blocking socket has its own window).
+#[derive(Clone, Copy)]
+pub(crate) struct Shape {
+    pub(crate) size: usize,
+    pub(crate) iters: usize,
+    pub(crate) win: usize,
+}
+
+impl Shape {
+    /// The bytes of operation `i` in a run's buffer.
+    pub(crate) fn span(&self, i: usize) -> Result<Range<usize>> {
+        let at = i.checked_mul(self.size).ok_or(EINVAL)?;
+        Ok(at..at.checked_add(self.size).ok_or(EINVAL)?)
+    }
+
+    /// All bytes of the run.
+    pub(crate) fn total(&self) -> Result<usize> {
+        self.iters.checked_mul(self.size).ok_or(EINVAL)
+    }
+
+    /// Operation `i` of `buf`.
+    pub(crate) fn op<'a>(&self, buf: &'a [u8], i: usize) -> Result<&'a [u8]> {
+        buf.get(self.span(i)?).ok_or(EINVAL)
+    }
+
+    /// Operation `i` of `buf`, to write.
+    pub(crate) fn op_mut<'a>(&self, buf: &'a mut [u8], i: usize) -> Result<&'a mut [u8]> {
+        buf.get_mut(self.span(i)?).ok_or(EINVAL)
+    }
+}
+
+/// A run's data: the source holds the pattern (`pattern.rs`) of its
+/// operations, the destination is cleared before the run and checked
+/// after it. A side of a run that needs only one of them gets the other
+/// empty.
+pub(crate) struct Bufs {
+    pub(crate) src: KVVec<u8>,
+    pub(crate) dst: KVVec<u8>,
+}
+
+impl Bufs {
+    /// (the source alone, the destination alone), for the two sides.
+    pub(crate) fn split(self) -> (Self, Self) {
+        (
+            Self {
+                src: self.src,
+                dst: KVVec::new(),
+            },
+            Self {
+                src: KVVec::new(),
+                dst: self.dst,
+            },
+        )
+    }
+
+    /// The source of `a` and the destination of `b`, together again.
+    pub(crate) fn rejoin(a: Self, b: Self) -> Self {
+        Self {
+            src: a.src,
+            dst: b.dst,
+        }
+    }
+}
+
+/// Round-trip times of a ping-pong, nanoseconds.
+#[derive(Clone, Copy)]
+pub(crate) struct Lat {
+    pub(crate) p50: i64,
+    pub(crate) p99: i64,
+    pub(crate) min: i64,
+    pub(crate) max: i64,
+}
+
+impl Lat {
+    /// The percentiles of `v` (nearest rank); sorts it.
+    pub(crate) fn of(v: &mut [i64]) -> Option<Self> {
+        v.sort_unstable();
+        let rank = |p: usize| {
+            let r = v.len().saturating_mul(p).div_ceil(100).max(1);
+            v.get(r - 1).copied()
+        };
+        Some(Self {
+            p50: rank(50)?,
+            p99: rank(99)?,
+            min: *v.first()?,
+            max: *v.last()?,
+        })
+    }
+}
+
+/// The CPUs a side of a run started and ended on (the scheduler may move
+/// it in between), to see how placement moves the results.
+#[derive(Clone, Copy)]
+pub(crate) struct Cpus {
+    pub(crate) first: u32,
+    pub(crate) last: u32,
+}
+
+/// The CPU this code runs on now.
+pub(crate) fn cpu_now() -> u32 {
+    kernel::cpu::CpuId::current().as_u32()
+}
+
+/// What a run measured.
+pub(crate) struct Sample {
+    /// From the first operation's start to the last one's end on either
+    /// side.
+    pub(crate) ns: i64,
+    pub(crate) lat: Option<Lat>,
+    /// Where its sides ran: the active side (client, sender, initiator)
+    /// first.
+    pub(crate) cpus: [Option<Cpus>; 2],
+}
+
+/// Nanoseconds from `t0` to the later of `ends`.
+pub(crate) fn span_ns(t0: Time, ends: &[Time]) -> i64 {
+    ends.iter()
+        .map(|&e| (e - t0).as_nanos())
+        .max()
+        .unwrap_or(0)
+        .max(1)
+}
+
+/// What a side of a run hands back: its buffers and its result. `busy`:
+/// the side failed with operations still in flight, so the provider may
+/// use its buffers until the endpoints close.
+pub(crate) struct Back<T> {
+    pub(crate) bufs: Bufs,
+    pub(crate) res: Result<T>,
+    pub(crate) busy: bool,
+    pub(crate) cpus: Cpus,
+}
+
+/// Buffers of failed runs that a provider may still write into: kept
+/// until the endpoints are closed (declare it before them, so that it is
+/// dropped after them).
+pub(crate) struct Grave(KVec<Bufs>);
+
+impl Grave {
+    pub(crate) fn new() -> Self {
+        Self(KVec::new())
+    }
+
+    /// The buffers, value and CPUs of a side that succeeded; else its
+    /// error, its buffers kept here when they may still be in use.
+    pub(crate) fn sort<T>(&mut self, b: Back<T>) -> Result<(Bufs, T, Cpus)> {
+        match b.res {
+            Ok(v) => Ok((b.bufs, v, b.cpus)),
+            Err(e) => {
+                if b.busy {
+                    self.keep(b.bufs);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn keep(&mut self, bufs: Bufs) {
+        // `push` would drop the buffers when it cannot grow the list.
+        if self.0.reserve(1, GFP_KERNEL).is_err() {
+            leak(bufs);
+        } else if let Err(e) = self.0.push_within_capacity(bufs) {
+            leak(e.0);
+        }
+    }
+}
+
+/// Never frees `bufs`: the last resort for buffers that may be in use.
+fn leak(bufs: Bufs) {
+    pr_warn!("bench: leaking buffers that operations may still use\n");
+    core::mem::forget(bufs);
+}
