@@ -181,7 +181,9 @@ impl RxOp {
     }
 }
 
-/// An operation sent that waits for its response.
+/// An operation that waits for its response, entered before its frame is
+/// sent.
+#[derive(Clone, Copy)]
 pub(crate) struct Pending {
     pub(crate) id: u64,
     pub(crate) kind: Kind,
@@ -198,6 +200,11 @@ pub(crate) struct Pending {
     pub(crate) elem: usize,
     /// Inject: no completion unless it fails.
     pub(crate) silent: bool,
+    /// The transmitter has sent the whole frame: its buffers are free.
+    pub(crate) sent: bool,
+    /// The response's outcome, when it came before `sent`: the
+    /// transmitter completes the operation once the frame is out.
+    pub(crate) early: Option<Result<(), i32>>,
 }
 
 /// A tagged message that arrived before its receive was posted.

@@ -83,6 +83,24 @@ pub(crate) fn teardown(sh: &Arc<Shared>, sock: &Socket, e: Error) {
     }
 }
 
+/// Our operation a response answers.
+struct Answered {
+    p: Pending,
+    cq: Option<CqRef>,
+    /// Taken off the pending list (its frame had been sent).
+    taken: bool,
+}
+
+/// Completes our operation `p` with the outcome `st` (a successful
+/// inject completes silently).
+pub(crate) fn finish(cq: Option<CqRef>, p: &Pending, st: Result<(), i32>) {
+    match st {
+        Ok(()) if p.silent => {}
+        Ok(()) => complete(cq, p.context, p.flags, p.len, 0, 0),
+        Err(e) => fail(cq, p.context, p.flags, e, 0, 0),
+    }
+}
+
 /// What handling a frame came to.
 enum Step {
     Done,
@@ -521,33 +539,79 @@ impl Rx<'_> {
         self.respond(r)
     }
 
-    /// Takes our operation `id` off the list of those waiting
-    /// (`EPROTO` if there is none: the peer answers what we never asked).
-    fn pending(&self, id: u64, kind: Option<Kind>) -> Result<(Pending, Option<CqRef>)> {
+    /// Finds our operation `id` among those waiting (`EPROTO` if there is
+    /// none, or it was answered already: the peer answers what we never
+    /// asked). Taken off the list if its frame has been sent; else it stays
+    /// there and the answer is held until the transmitter is done with it.
+    fn pending(&self, id: u64, kind: Option<Kind>) -> Result<Answered> {
         let mut s = self.sh.state.lock();
         let i = s
             .pending
             .iter()
-            .position(|p| p.id == id && kind.is_none_or(|k| k == p.kind))
+            .position(|p| p.id == id && p.early.is_none() && kind.is_none_or(|k| k == p.kind))
             .ok_or(EPROTO)?;
-        let p = s.pending.remove(i).map_err(|_| EPROTO)?;
         let cq = s.tx_cq;
+        let p = *s.pending.get(i).ok_or(EPROTO)?;
+        if !p.sent {
+            return Ok(Answered {
+                p,
+                cq,
+                taken: false,
+            });
+        }
+        s.pending.remove(i).map_err(|_| EPROTO)?;
         drop(s);
         // An operation may wait for room in the pending list.
         progress::kick_tx(self.sh);
-        Ok((p, cq))
+        Ok(Answered { p, cq, taken: true })
     }
 
-    /// Completes `p` with the outcome `st`.
-    fn finish(cq: Option<CqRef>, p: &Pending, st: Result<(), i32>) {
-        match st {
-            Ok(()) if p.silent => {}
-            Ok(()) => complete(cq, p.context, p.flags, p.len, 0, 0),
-            Err(e) => fail(cq, p.context, p.flags, e, 0, 0),
+    /// Completes `a` with the outcome `st`, or, if its frame is still
+    /// being sent, leaves that to the transmitter.
+    fn finish(&self, a: &Answered, st: Result<(), i32>) {
+        if a.taken {
+            finish(a.cq, &a.p, st);
+            return;
+        }
+        let done = {
+            let mut s = self.sh.state.lock();
+            let Some(i) = s.pending.iter().position(|p| p.id == a.p.id) else {
+                // Flushed meanwhile: the flush reported it.
+                return;
+            };
+            let Some(p) = s.pending.get_mut(i) else {
+                return;
+            };
+            if !p.sent {
+                p.early = Some(st);
+                return;
+            }
+            s.pending.remove(i).ok()
+        };
+        if let Some(p) = done {
+            progress::kick_tx(self.sh);
+            finish(a.cq, &p, st);
         }
     }
 
-    /// Takes our operation a data response answers, with the response's
+    /// Fails `a` because its response broke the protocol (`e`). An
+    /// operation whose frame is still being sent stays in the list: the
+    /// teardown that follows cancels it once the transmitter lets go.
+    fn fail_answered(a: &Answered, e: Error) -> Error {
+        if a.taken {
+            fail(
+                a.cq,
+                a.p.context,
+                a.p.flags,
+                e.to_errno().wrapping_neg(),
+                0,
+                0,
+            );
+        }
+        e
+    }
+
+    /// Finds our operation a data response answers, with the response's
     /// status. The response must carry exactly the bytes asked for, or
     /// none with an error status (`EPROTO` otherwise; the operation fails).
     fn data_response(
@@ -555,70 +619,56 @@ impl Rx<'_> {
         h: &Hdr,
         kind: Kind,
         most: usize,
-    ) -> Result<(Pending, Option<CqRef>, Result<(), i32>)> {
-        let (p, cq) = self.pending(h.id, Some(kind))?;
+    ) -> Result<(Answered, Result<(), i32>)> {
+        let a = self.pending(h.id, Some(kind))?;
         let st = status(h.data);
-        let ok_len = if st.is_ok() { p.expect as u64 } else { 0 };
-        if h.len != ok_len || p.expect > most {
-            fail(
-                cq,
-                p.context,
-                p.flags,
-                EPROTO.to_errno().wrapping_neg(),
-                0,
-                0,
-            );
-            return Err(EPROTO);
+        let ok_len = if st.is_ok() { a.p.expect as u64 } else { 0 };
+        if h.len != ok_len || a.p.expect > most {
+            return Err(Self::fail_answered(&a, EPROTO));
         }
-        Ok((p, cq, st))
+        Ok((a, st))
     }
 
-    /// The data of our read, straight into the ULP's buffers.
+    /// The data of our read, straight into the ULP's buffers (which the
+    /// read's own frame does not carry, so they may be filled before it
+    /// has left).
     fn read_resp(&mut self, h: &Hdr) -> Result {
-        let (p, cq, st) = self.data_response(h, Kind::Read, usize::MAX)?;
+        let (a, st) = self.data_response(h, Kind::Read, usize::MAX)?;
         if st.is_ok() {
             // SAFETY: The buffers of our read, valid until it completes.
-            if let Err(e) = unsafe { self.place(&p.bufs[..p.n], p.expect) } {
-                fail(cq, p.context, p.flags, e.to_errno().wrapping_neg(), 0, 0);
-                return Err(e);
+            if let Err(e) = unsafe { self.place(&a.p.bufs[..a.p.n], a.p.expect) } {
+                return Err(Self::fail_answered(&a, e));
             }
         }
-        Self::finish(cq, &p, st);
+        self.finish(&a, st);
         Ok(())
     }
 
-    /// The old values of our atomic.
+    /// The old values of our atomic (its frame carries a copy of the
+    /// operands, never the result buffers).
     fn atomic_resp(&mut self, h: &Hdr) -> Result {
-        let (p, cq, st) = self.data_response(h, Kind::Atomic, ATOMIC_MAX)?;
+        let (a, st) = self.data_response(h, Kind::Atomic, ATOMIC_MAX)?;
+        let p = &a.p;
         let mut old = [0u8; ATOMIC_MAX];
         if let Err(e) = frame::recv_exact(self.sock, &mut old[..h.len as usize]) {
-            fail(cq, p.context, p.flags, e.to_errno().wrapping_neg(), 0, 0);
-            return Err(e);
+            return Err(Self::fail_answered(&a, e));
         }
         if st.is_ok() && p.n > 0 {
             atomics::to_wire(&mut old[..p.expect], p.elem);
             // SAFETY: Our fetch's result buffers, valid until it completes.
             unsafe { bufs::scatter(&p.bufs[..p.n], &old[..p.expect]) };
         }
-        Self::finish(cq, &p, st);
+        self.finish(&a, st);
         Ok(())
     }
 
     /// An acknowledgement of our operation.
     fn ack(&mut self, h: &Hdr) -> Result {
-        let (p, cq) = self.pending(h.id, None)?;
-        if matches!(p.kind, Kind::Read | Kind::Atomic) {
-            fail(
-                cq,
-                p.context,
-                p.flags,
-                EPROTO.to_errno().wrapping_neg(),
-                0,
-                0,
-            );
-            return Err(EPROTO);
+        let a = self.pending(h.id, None)?;
+        if matches!(a.p.kind, Kind::Read | Kind::Atomic) {
+            return Err(Self::fail_answered(&a, EPROTO));
         }
-        Self::finish(cq, &p, status(h.data));
+        self.finish(&a, status(h.data));
         Ok(())
     }
 }

@@ -9,7 +9,9 @@
 //! pending list before its frame leaves, so the response always finds it;
 //! at most `QUEUE` operations wait at once, which bounds what a peer must
 //! answer. Operations without a response complete once the socket has
-//! taken their bytes (the buffer may be reused).
+//! taken their bytes (the buffer may be reused); the others complete on
+//! their response, but never before their whole frame has been sent (a
+//! response that comes earlier is held in the pending entry until then).
 
 use kernel::{prelude::*, sync::Arc};
 
@@ -56,7 +58,11 @@ pub(crate) fn run(sh: &Arc<Shared>) {
         sh.wake.notify_all();
         let r = match &job {
             Job::Resp(r) => send_resp(&sock, r),
-            Job::Op(op, id, cq) => send_op(&sock, op, *id, *cq),
+            Job::Op(op, id, cq) => send_op(&sock, op, *id, *cq).map(|()| {
+                if *id != 0 {
+                    sent(sh, *id, *cq);
+                }
+            }),
         };
         if let (Err(e), Job::Op(op, 0, cq)) = (&r, &job) {
             // Not in the pending list, so nobody else will report it.
@@ -108,6 +114,30 @@ fn next_job(sh: &Shared) -> Option<Job> {
     Some(Job::Op(op, id, s.tx_cq))
 }
 
+/// The frame of our operation `id` has left: its buffers are no longer
+/// read, so a response that came early completes it now.
+fn sent(sh: &Shared, id: u64, cq: Option<CqRef>) {
+    let done = {
+        let mut s = sh.state.lock();
+        let Some(i) = s.pending.iter().position(|p| p.id == id) else {
+            // Flushed meanwhile: the flush reported it.
+            return;
+        };
+        let Some(p) = s.pending.get_mut(i) else {
+            return;
+        };
+        p.sent = true;
+        let early = p.early;
+        match early {
+            Some(st) => s.pending.remove(i).ok().map(|p| (p, st)),
+            None => None,
+        }
+    };
+    if let Some((p, st)) = done {
+        rx::finish(cq, &p, st);
+    }
+}
+
 /// The entry of `op` in the list of operations waiting for a response.
 fn pending_of(op: &TxOp, id: u64) -> Pending {
     let sent = op.inject.unwrap_or_else(|| bufs::total(&op.bufs[..op.n]));
@@ -122,6 +152,8 @@ fn pending_of(op: &TxOp, id: u64) -> Pending {
         expect: 0,
         elem: 0,
         silent: op.inject.is_some(),
+        sent: false,
+        early: None,
     };
     match op.kind {
         Kind::Read => {
