@@ -83,6 +83,20 @@ pub(crate) fn teardown(sh: &Arc<Shared>, sock: &Socket, e: Error) {
     }
 }
 
+/// The rights a peer's atomic `op` needs on the target region, and
+/// whether it writes it: a read needs `KFI_REMOTE_READ` and writes
+/// nothing; the others need `KFI_REMOTE_WRITE`, and `KFI_REMOTE_READ` too
+/// when they return the old values (`fetch`) or compare with them.
+fn atomic_rights(op: u32, fetch: bool) -> (u64, bool) {
+    if op == sys::KFI_ATOMIC_READ {
+        (sys::KFI_REMOTE_READ, false)
+    } else if fetch || atomics::has_compare(op) {
+        (sys::KFI_REMOTE_READ | sys::KFI_REMOTE_WRITE, true)
+    } else {
+        (sys::KFI_REMOTE_WRITE, true)
+    }
+}
+
 /// Our operation a response answers.
 struct Answered {
     p: Pending,
@@ -502,11 +516,8 @@ impl Rx<'_> {
         frame::recv_exact(self.sock, &mut operands[..want])?;
         let (src, cmp) = operands[..want].split_at(len);
         let mut r = Resp::status(Op::AtomicResp, h.id, Ok(()));
-        let need = if op == sys::KFI_ATOMIC_READ {
-            sys::KFI_REMOTE_READ
-        } else {
-            sys::KFI_REMOTE_WRITE
-        };
+        let fetch = h.flags & flags::FETCH != 0;
+        let (need, writes) = atomic_rights(op, fetch);
         let outcome = (|| -> Result {
             atomics::elem_size(datatype).ok_or(EOPNOTSUPP)?;
             let a = self.sh.mrs.access(d.key, d.addr, d.len, need)?;
@@ -523,14 +534,17 @@ impl Rx<'_> {
                     cmp,
                     &mut r.old[..len],
                 )?;
-                // SAFETY: As above.
-                unsafe { bufs::scatter(a.bufs(), &target[..len]) };
+                if writes {
+                    // SAFETY: As above.
+                    unsafe { bufs::scatter(a.bufs(), &target[..len]) };
+                }
                 Ok::<(), Error>(())
             })?;
-            if h.flags & flags::COMMIT_COMPLETE != 0 {
+            if writes && h.flags & flags::COMMIT_COMPLETE != 0 {
                 a.commit();
             }
-            r.old_len = len;
+            // Old values only to whom may read them.
+            r.old_len = if fetch { len } else { 0 };
             Ok(())
         })();
         if let Err(e) = outcome {

@@ -164,7 +164,12 @@ fn pending_of(op: &TxOp, id: u64) -> Pending {
         Kind::Atomic => {
             p.bufs = op.res;
             p.n = op.nres;
-            p.expect = op.rma[0].len as usize;
+            // Old values come back only to a fetch (wire flag FETCH).
+            p.expect = if op.nres > 0 {
+                op.rma[0].len as usize
+            } else {
+                0
+            };
             p.elem = atomics::elem_size(op.datatype).unwrap_or(8);
             p.len = 0;
         }
@@ -199,6 +204,9 @@ fn send_op(sock: &Socket, op: &TxOp, id: u64, cq: Option<CqRef>) -> Result {
         (Kind::Read, _) => &[],
         (Kind::Atomic, _) => {
             h.tag = u64::from(op.datatype) | u64::from(op.atomic_op) << 32;
+            if op.nres > 0 {
+                h.flags |= flags::FETCH;
+            }
             let len = op.rma[0].len as usize;
             let want = if op.ncmp > 0 { 2 * len } else { len };
             // SAFETY: The operation's operand buffers, valid until it

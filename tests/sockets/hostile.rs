@@ -18,7 +18,7 @@ use super::{
     kfi::{kfabric::Owned, kfi_sys as sys},
     ksock::{SockAddr, Socket},
     net::*,
-    wire::{Hdr, Op, HDR_LEN, RMA_DESC_LEN},
+    wire::{flags, Hdr, Op, RmaDesc, HDR_LEN, RMA_DESC_LEN},
 };
 
 /// Fails the case with a message unless `$c` holds.
@@ -72,6 +72,58 @@ fn kfi_client(
     let (ev, _, _) = event(n)?;
     ensure!(ev == sys::KFI_CONNECTED, "client event {}", ev);
     Ok((ep, s))
+}
+
+/// A raw client of the kfabric listener of `n` on 127.0.0.1:`port`; the
+/// test accepts it: (the raw socket, the server endpoint).
+fn raw_client(
+    n: &Net,
+    port: u16,
+    c: &Owned<sys::kfid_cq>,
+) -> Result<(Socket, Owned<sys::kfid_ep>)> {
+    let a = SockAddr::v4([127, 0, 0, 1], port);
+    let raw = Socket::tcp(&a)?;
+    frame::connect_start(&raw, &a, b"hostile")?;
+    let (ev, buf, _) = event(n)?;
+    ensure!(ev == sys::KFI_CONNREQ, "listener event {}", ev);
+    let req = cm_entry(&buf);
+    let sep = endpoint(n, req.info, c);
+    // SAFETY: The request's info is ours to free.
+    unsafe { sys::kfi_freeinfo(req.info) };
+    let sep = sep?;
+    // SAFETY: An open endpoint made for the request.
+    let ret = unsafe { sys::kfi_accept(sep.as_ptr(), core::ptr::null(), 0) };
+    kernel::error::to_result(ret)?;
+    let (ev, _, _) = event(n)?;
+    ensure!(ev == sys::KFI_CONNECTED, "server event {}", ev);
+    match frame::connect_finish(&raw)? {
+        frame::Answer::Accepted(_) => Ok((raw, sep)),
+        frame::Answer::Rejected(_) => Err(ECONNREFUSED),
+    }
+}
+
+/// Registers `buf` on the domain of `n` at remote address 0 with
+/// `access` (and `requested` as the key, if not 0).
+fn region(n: &Net, buf: &mut [u8], access: u64, requested: u64) -> Result<Owned<sys::kfid_mr>> {
+    // SAFETY: An open domain; callers close the region before `buf` goes.
+    Owned::open(|o| unsafe {
+        sys::kfi_mr_reg(
+            n.domain.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            access,
+            0,
+            requested,
+            0,
+            o,
+            core::ptr::null_mut(),
+        )
+    })
+}
+
+fn key(mr: &Owned<sys::kfid_mr>) -> u64 {
+    // SAFETY: An open region.
+    unsafe { (*mr.as_ptr()).key }
 }
 
 /// Posts an RMA write of `buf` to `len` bytes at 0 of region `key`.
@@ -157,6 +209,119 @@ mod cases {
         drop(ep);
         drop(raw);
         drop(src);
+        Ok(())
+    }
+
+    /// Sends an atomic on `n` elements of u64 at 0 of region `key` and reads
+    /// the answer: (status, old values' bytes).
+    fn raw_atomic(
+        raw: &Socket,
+        id: u64,
+        op: u32,
+        fl: u16,
+        key: u64,
+        operands: &[u8],
+    ) -> Result<(u64, KVec<u8>)> {
+        let mut h = Hdr::new(Op::Atomic, id, 0);
+        h.flags = fl;
+        h.tag = u64::from(sys::KFI_UINT64) | u64::from(op) << 32;
+        let d = RmaDesc {
+            addr: 0,
+            len: 8,
+            key,
+        };
+        frame::send_frame(raw, &h, &[d], &[operands])?;
+        let r = frame::recv_hdr(raw)?;
+        ensure!(
+            r.op == Op::AtomicResp && r.id == id,
+            "answer {:?} {}",
+            r.op,
+            r.id
+        );
+        let mut old = KVec::new();
+        old.resize(r.len as usize, 0u8, GFP_KERNEL)?;
+        frame::recv_exact(raw, &mut old)?;
+        Ok((r.data, old))
+    }
+
+    /// Issue 10, bug 2: atomics obey the region's rights. An atomic that
+    /// writes needs `KFI_REMOTE_WRITE` and returns no old values unless the
+    /// initiator fetches them, which needs `KFI_REMOTE_READ` too (so do the
+    /// compare forms); a read needs `KFI_REMOTE_READ` only and writes nothing.
+    #[test]
+    fn atomics_respect_region_rights() -> Result {
+        let n = net(c"7481")?;
+        let pep = listen(&n)?;
+        let c = cq(&n)?;
+        let mut wo = KVec::new();
+        wo.extend_from_slice(&100u64.to_ne_bytes(), GFP_KERNEL)?;
+        let mut ro = KVec::new();
+        ro.extend_from_slice(&200u64.to_ne_bytes(), GFP_KERNEL)?;
+        let wo_mr = region(&n, &mut wo, sys::KFI_REMOTE_WRITE, 0)?;
+        let ro_mr = region(&n, &mut ro, sys::KFI_REMOTE_READ, 0)?;
+        let (kwo, kro) = (key(&wo_mr), key(&ro_mr));
+        let (raw, sep) = raw_client(&n, 7481, &c)?;
+        let value = |b: &[u8]| -> u64 {
+            let mut v = [0u8; 8];
+            v.copy_from_slice(&b[..8]);
+            u64::from_ne_bytes(v)
+        };
+        let eacces = (-EACCES.to_errno()) as u64;
+        let one = 1u64.to_le_bytes();
+
+        // A plain add on a write-only region: applied, no old values back.
+        let (st, old) = raw_atomic(&raw, 1, sys::KFI_SUM, 0, kwo, &one)?;
+        ensure!(st == 0, "sum on write-only: status {}", st);
+        ensure!(
+            old.is_empty(),
+            "sum on write-only region returned {} bytes of it",
+            old.len()
+        );
+        ensure!(
+            value(&wo[..]) == 101,
+            "write-only region holds {}",
+            value(&wo[..])
+        );
+        // Fetching from it, or comparing with it, is reading it.
+        let (st, old) = raw_atomic(&raw, 2, sys::KFI_SUM, flags::FETCH, kwo, &one)?;
+        ensure!(
+            st == eacces && old.is_empty(),
+            "fetch-add on write-only: {}",
+            st
+        );
+        let mut cswap = [0u8; 16];
+        cswap[..8].copy_from_slice(&7u64.to_le_bytes());
+        cswap[8..].copy_from_slice(&101u64.to_le_bytes());
+        let (st, old) = raw_atomic(&raw, 3, sys::KFI_CSWAP, flags::FETCH, kwo, &cswap)?;
+        ensure!(
+            st == eacces && old.is_empty(),
+            "cswap on write-only: {}",
+            st
+        );
+        ensure!(
+            value(&wo[..]) == 101,
+            "write-only region holds {}",
+            value(&wo[..])
+        );
+        // A read of a read-only region: the value, nothing written.
+        let (st, old) = raw_atomic(&raw, 4, sys::KFI_ATOMIC_READ, flags::FETCH, kro, &one)?;
+        ensure!(st == 0 && old.len() == 8, "read of read-only: {}", st);
+        ensure!(value(&old[..]) == 200, "read returned {}", value(&old[..]));
+        // Anything that writes a read-only region is refused.
+        let (st, _) = raw_atomic(&raw, 5, sys::KFI_SUM, 0, kro, &one)?;
+        ensure!(st == eacces, "sum on read-only: {}", st);
+        let (st, _) = raw_atomic(&raw, 6, sys::KFI_ATOMIC_WRITE, flags::FETCH, kro, &one)?;
+        ensure!(st == eacces, "swap on read-only: {}", st);
+        ensure!(
+            value(&ro[..]) == 200,
+            "read-only region holds {}",
+            value(&ro[..])
+        );
+        drop(sep);
+        drop(raw);
+        drop(wo_mr);
+        drop(ro_mr);
+        drop(pep);
         Ok(())
     }
 }

@@ -143,6 +143,13 @@ mod wire_tests {
         h.len = 1;
         // payload on a read request
         assert!(refused(h.encode()));
+        let mut h = valid(Op::Write);
+        h.flags = flags::FETCH;
+        // a fetch that is no atomic
+        assert!(refused(h.encode()));
+        let mut h = valid(Op::Atomic);
+        h.flags = flags::FETCH;
+        assert_eq!(Hdr::decode(&h.encode()), Ok(h));
     }
 
     /// A small deterministic generator (xorshift64*).
