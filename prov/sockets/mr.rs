@@ -7,8 +7,9 @@
 //! Every remote access takes an [`Access`] for one range of one region
 //! after checking key, bounds and access rights; closing a region removes
 //! its key at once (new accesses fail) and then waits until the accesses in
-//! progress end, so no peer writes into memory the ULP got back. Lookups
-//! scan a short list under a spinlock: any context but hard interrupt.
+//! progress end, so no peer writes into memory the ULP got back. Keys the
+//! table picks are random. Lookups scan a short list under a spinlock: any
+//! context but hard interrupt.
 
 use core::ffi::c_void;
 use kernel::{
@@ -50,7 +51,18 @@ struct Entry {
 
 struct Inner {
     entries: KVec<Entry>,
-    next_key: u64,
+}
+
+/// Tries at finding a free random key before giving up (a collision of
+/// 64-bit random keys is already a one in 2^58 event for 64 regions).
+const KEY_TRIES: usize = 8;
+
+/// A random 64-bit key: what a peer must present to reach a region, so it
+/// must not be guessable from other keys. Any context.
+fn random_key() -> u64 {
+    // SAFETY: `get_random_u64` has no preconditions and may be called in
+    // any context.
+    unsafe { kernel::bindings::get_random_u64() }
 }
 
 /// The regions of one domain.
@@ -79,8 +91,6 @@ impl MrTable {
             try_pin_init!(Self {
                 inner <- new_spinlock!(Inner {
                     entries: KVec::new(),
-                    // Keys start away from zero so a zeroed key never hits.
-                    next_key: 0x1000,
                 }),
                 idle <- new_condvar!(),
                 atomics <- new_spinlock!(()),
@@ -91,8 +101,8 @@ impl MrTable {
 
     /// `kfi_mr_regattr`: registers `attr`'s buffers (`KFI_RMA_PMEM` in
     /// `flags` for persistent memory). A non-zero `requested_key` is used
-    /// as the key (`ENOKEY` if taken), else the table picks one. Process
-    /// context.
+    /// as the key (`ENOKEY` if taken), else the table picks an unused
+    /// random one. Process context.
     pub(crate) fn register(
         self: &Arc<Self>,
         attr: &sys::kfi_mr_attr,
@@ -118,13 +128,11 @@ impl MrTable {
             }
             attr.requested_key
         } else {
-            loop {
-                let k = inner.next_key;
-                inner.next_key = k.wrapping_add(1).max(0x1000);
-                if !inner.entries.iter().any(|e| e.key == k) {
-                    break k;
-                }
-            }
+            // Never 0, so that a zeroed key never hits.
+            (0..KEY_TRIES)
+                .map(|_| random_key())
+                .find(|&k| k != 0 && !inner.entries.iter().any(|e| e.key == k))
+                .ok_or(EBUSY)?
         };
         inner.entries.push(
             Entry {

@@ -324,4 +324,51 @@ mod cases {
         drop(pep);
         Ok(())
     }
+
+    /// Issue 10, bug 10: keys the provider picks cannot be guessed from one
+    /// another; a key the ULP asks for is used, and refused if taken.
+    #[test]
+    fn mr_keys_are_unpredictable() -> Result {
+        const N: usize = 8;
+        let n = net(c"7485")?;
+        let mut buf = KVec::new();
+        buf.resize(64, 0u8, GFP_KERNEL)?;
+        let mut mrs = KVec::new();
+        let mut keys = [0u64; N];
+        for k in keys.iter_mut() {
+            let mr = region(&n, &mut buf, sys::KFI_REMOTE_WRITE, 0)?;
+            *k = key(&mr);
+            mrs.push(mr, GFP_KERNEL)?;
+        }
+        for (i, a) in keys.iter().enumerate() {
+            ensure!(*a != 0, "key 0");
+            for b in &keys[i + 1..] {
+                ensure!(
+                    a.abs_diff(*b) > 0xffff,
+                    "keys {:#x} and {:#x} are next to each other",
+                    a,
+                    b
+                );
+            }
+        }
+        // 64 random bits: eight keys all below 2^32 would be a 2^-256 event.
+        ensure!(
+            keys.iter().any(|k| k >> 32 != 0),
+            "all keys are small: {:#x}",
+            keys[0]
+        );
+        let asked = region(&n, &mut buf, sys::KFI_REMOTE_WRITE, 0x77)?;
+        ensure!(
+            key(&asked) == 0x77,
+            "asked for 0x77, got {:#x}",
+            key(&asked)
+        );
+        ensure!(
+            region(&n, &mut buf, sys::KFI_REMOTE_WRITE, 0x77).is_err(),
+            "a taken key was given twice"
+        );
+        drop(asked);
+        drop(mrs);
+        Ok(())
+    }
 }
