@@ -371,4 +371,72 @@ mod cases {
         drop(mrs);
         Ok(())
     }
+
+    /// A raw peer from `from` that asks the RDM endpoint on 127.0.0.1:`port`
+    /// for a connection, claiming to be `claim`: whether it was accepted.
+    fn rdm_claim(from: [u8; 4], port: u16, claim: &SockAddr) -> Result<(bool, Socket)> {
+        let local = SockAddr::v4(from, 0);
+        let s = Socket::tcp(&local)?;
+        s.bind(&local)?;
+        frame::connect_start(&s, &SockAddr::v4([127, 0, 0, 1], port), claim.as_bytes())?;
+        let accepted = matches!(frame::connect_finish(&s), Ok(frame::Answer::Accepted(_)));
+        Ok((accepted, s))
+    }
+
+    /// Issue 10, bug 3: an RDM peer's claimed address must be its own (the
+    /// IP it connects from), and a second live connection claiming an
+    /// address that already has one is refused.
+    #[test]
+    fn rdm_refuses_spoofed_and_duplicate_peers() -> Result {
+        let n = net_typed(
+            c"sockets",
+            c"127.0.0.1",
+            c"7482",
+            core::ptr::null_mut(),
+            sys::KFI_EP_RDM,
+        )?;
+        let mut attr = sys::kfi_av_attr {
+            type_: sys::KFI_AV_TABLE,
+            count: 4,
+            ..Default::default()
+        };
+        // SAFETY: An open domain, valid attributes.
+        let av = Owned::open(|o| unsafe {
+            sys::kfi_av_open(n.domain.as_ptr(), &mut attr, o, core::ptr::null_mut())
+        })?;
+        let c = cq(&n)?;
+        // SAFETY: Open domain, valid entry.
+        let ep = Owned::open(|o| unsafe {
+            sys::kfi_endpoint(n.domain.as_ptr(), n.src.first(), o, core::ptr::null_mut())
+        })?;
+        // SAFETY: Open objects.
+        unsafe {
+            kernel::error::to_result(sys::kfi_ep_bind(
+                ep.as_ptr(),
+                c.fid(),
+                sys::KFI_TRANSMIT | sys::KFI_RECV,
+            ))?;
+            kernel::error::to_result(sys::kfi_ep_bind(ep.as_ptr(), av.fid(), 0))?;
+            kernel::error::to_result(sys::kfi_enable(ep.as_ptr()))?;
+        }
+        let victim = SockAddr::v4([127, 0, 0, 1], 7483);
+        // From 127.0.0.2, claiming to be a peer on 127.0.0.1.
+        let (accepted, spoof) = rdm_claim([127, 0, 0, 2], 7482, &victim)?;
+        ensure!(!accepted, "a peer on 127.0.0.2 passed for 127.0.0.1");
+        // The real one gets in; a second claim of the same address does not.
+        let (accepted, first) = rdm_claim([127, 0, 0, 1], 7482, &victim)?;
+        ensure!(accepted, "the genuine peer was refused");
+        let (accepted, second) = rdm_claim([127, 0, 0, 1], 7482, &victim)?;
+        ensure!(
+            !accepted,
+            "a second connection took over a live peer's address"
+        );
+        drop(second);
+        drop(first);
+        drop(spoof);
+        drop(ep);
+        drop(c);
+        drop(av);
+        Ok(())
+    }
 }
