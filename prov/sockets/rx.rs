@@ -460,16 +460,17 @@ impl Rx<'_> {
             }
         }
         drop(acc);
-        if let Some(data) = Self::cq_data(h) {
-            let cq = self.sh.rxq.cq();
-            complete(
-                cq,
-                0,
-                sys::KFI_RMA | sys::KFI_REMOTE_WRITE | sys::KFI_REMOTE_CQ_DATA,
-                h.len as usize,
+        if let (Some(data), Some(cq)) = (Self::cq_data(h), self.sh.rxq.cq()) {
+            // The peer decides how many of these there are: one the CQ has
+            // no room for ends the connection rather than let a flood
+            // crowd out the endpoint's own completions for ever.
+            cq.complete(&sys::kfi_cq_tagged_entry {
+                flags: sys::KFI_RMA | sys::KFI_REMOTE_WRITE | sys::KFI_REMOTE_CQ_DATA,
+                len: h.len as usize,
                 data,
-                0,
-            );
+                ..Default::default()
+            })
+            .map_err(|_| EPROTO)?;
         }
         self.respond(Resp::status(Op::Ack, h.id, Ok(())))
     }

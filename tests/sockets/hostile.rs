@@ -439,4 +439,56 @@ mod cases {
         drop(av);
         Ok(())
     }
+
+    /// Issue 10, bug 9: a peer floods zero-length writes with remote CQ data.
+    /// The target's CQ (8 entries, never read) fills; the next such write ends
+    /// the connection with an EPROTO error instead of dropping completions
+    /// for as long as the peer likes.
+    #[test]
+    fn cq_data_flood_ends_the_connection() -> Result {
+        const FLOOD: u64 = 64;
+        let n = net(c"7484")?;
+        let pep = listen(&n)?;
+        let c = cq_sized(&n, 8)?;
+        let mut buf = KVec::new();
+        buf.resize(64, 0u8, GFP_KERNEL)?;
+        let mr = region(&n, &mut buf, sys::KFI_REMOTE_WRITE, 0)?;
+        let k = key(&mr);
+        let (raw, sep) = raw_client(&n, 7484, &c)?;
+        let d = RmaDesc {
+            addr: 0,
+            len: 0,
+            key: k,
+        };
+        for i in 0..FLOOD {
+            let mut h = Hdr::new(Op::Write, i + 1, 0);
+            h.flags = flags::REMOTE_CQ_DATA;
+            h.data = i;
+            // The target may hang up before the last ones are sent.
+            if frame::send_frame(&raw, &h, &[d], &[]).is_err() {
+                break;
+            }
+        }
+        let mut acks = 0;
+        while acks < FLOOD {
+            match frame::recv_hdr(&raw) {
+                Ok(h) if h.op == Op::Ack => acks += 1,
+                _ => break,
+            }
+        }
+        ensure!(acks < FLOOD, "all {} writes were taken", acks);
+        let err = eq_error(&n)?;
+        ensure!(
+            err.fid == sep.fid() && err.err == -EPROTO.to_errno(),
+            "EQ error {}",
+            err.err
+        );
+        let (ev, _, _) = event(&n)?;
+        ensure!(ev == sys::KFI_SHUTDOWN, "event {}", ev);
+        drop(sep);
+        drop(raw);
+        drop(mr);
+        drop(pep);
+        Ok(())
+    }
 }
