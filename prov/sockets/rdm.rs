@@ -35,7 +35,7 @@ use crate::{
     },
     ksock::{NetNs, SockAddr, Socket},
     mr::MrTable,
-    pep::{listen_socket, with_timeout},
+    pep::{listen_socket, with_timeout, AcceptPause},
     rxq::RxQueues,
     util_ring::Ring,
     wire::RMA_IOV_MAX,
@@ -328,7 +328,18 @@ fn acceptor(r: &Arc<Rdm>) {
     let Some(l) = r.state.lock().listener.clone() else {
         return;
     };
-    while let Ok(s) = l.accept(false) {
+    let mut pause = AcceptPause::shortest();
+    loop {
+        let s = match l.accept(false) {
+            Ok(s) => s,
+            // Shut down by close.
+            Err(_) if r.state.lock().closing => return,
+            Err(_) => {
+                pause.wait();
+                continue;
+            }
+        };
+        pause.reset();
         let Ok(s) = Arc::new(s, GFP_KERNEL) else {
             continue;
         };

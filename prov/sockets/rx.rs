@@ -24,7 +24,10 @@ use crate::{
         UNEXP_MAX,
     },
     events, frame,
-    kfi::{kfi_sys as sys, provider::CqRef},
+    kfi::{
+        kfi_sys as sys,
+        provider::{CqRef, EqRef, FidRef},
+    },
     ksock::Socket,
     mr::Access,
     progress,
@@ -67,7 +70,11 @@ pub(crate) fn teardown(sh: &Arc<Shared>, sock: &Socket, e: Error) {
             return;
         }
         s.dead = true;
-        (s.closing, s.eq, s.fid)
+        if !s.cm_open {
+            // `KFI_CONNECTED` is not reported yet: it reports this after.
+            s.cm_deferred = Some(e);
+        }
+        (s.closing || !s.cm_open, s.eq, s.fid)
     };
     // A send in progress fails; the next run of the transmit work flushes.
     sock.shutdown();
@@ -76,11 +83,17 @@ pub(crate) fn teardown(sh: &Arc<Shared>, sock: &Socket, e: Error) {
         return;
     }
     if let (Some(eq), Some(fid)) = (eq, fid) {
-        if e == EPROTO {
-            let _ = events::post_err(eq, fid, e, &[]);
-        }
-        let _ = events::post_cm(eq, sys::KFI_SHUTDOWN, fid, core::ptr::null_mut(), &[]);
+        report_end(eq, fid, e);
     }
+}
+
+/// Reports the end `e` of the connection of endpoint `fid`: an error
+/// entry if the peer broke the protocol, then `KFI_SHUTDOWN`.
+pub(crate) fn report_end(eq: EqRef, fid: FidRef, e: Error) {
+    if e == EPROTO {
+        let _ = events::post_err(eq, fid, e, &[]);
+    }
+    let _ = events::post_cm(eq, sys::KFI_SHUTDOWN, fid, core::ptr::null_mut(), &[]);
 }
 
 /// The rights a peer's atomic `op` needs on the target region, and

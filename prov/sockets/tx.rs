@@ -65,17 +65,16 @@ pub(crate) fn run(sh: &Arc<Shared>) {
             }),
         };
         if let (Err(e), Job::Op(op, 0, cq)) = (&r, &job) {
-            // Not in the pending list, so nobody else will report it.
-            if op.inject.is_none() {
-                fail(
-                    *cq,
-                    op.context,
-                    op.completion_flags(),
-                    e.to_errno().wrapping_neg(),
-                    0,
-                    0,
-                );
-            }
+            // Not in the pending list, so nobody else will report it; an
+            // inject that failed is reported like any other operation.
+            fail(
+                *cq,
+                op.context,
+                op.completion_flags(),
+                e.to_errno().wrapping_neg(),
+                0,
+                0,
+            );
         }
         drop(job);
         if let Err(e) = r {

@@ -46,6 +46,23 @@ fn sread_ms(cq: &Owned<sys::kfid_cq>, e: &mut sys::kfi_cq_data_entry, ms: i32) -
     }
 }
 
+/// Waits up to `ms` for an error completion and returns it.
+fn cq_error(cq: &Owned<sys::kfid_cq>, ms: i32) -> Result<sys::kfi_cq_err_entry> {
+    let mut e = sys::kfi_cq_data_entry::default();
+    let r = sread_ms(cq, &mut e, ms);
+    ensure!(
+        r == -(sys::KFI_EAVAIL as isize),
+        "expected an error completion, got {} (context {})",
+        r,
+        e.op_context as usize
+    );
+    let mut err = sys::kfi_cq_err_entry::default();
+    // SAFETY: Open CQ, writable entry.
+    let n = unsafe { sys::kfi_cq_readerr(cq.as_ptr(), &mut err, 0) };
+    ensure!(n == 1, "kfi_cq_readerr: {}", n);
+    Ok(err)
+}
+
 /// A raw listener on 127.0.0.1:`port`.
 fn raw_listener(port: u16) -> Result<Socket> {
     let a = SockAddr::v4([127, 0, 0, 1], port);
@@ -489,6 +506,126 @@ mod cases {
         drop(raw);
         drop(mr);
         drop(pep);
+        Ok(())
+    }
+
+    /// Issue 10, bug 11: `kfi_shutdown` cancels what was posted: a receive
+    /// and a write the peer never answers complete with `ECANCELED`.
+    #[test]
+    fn shutdown_cancels_posted_operations() -> Result {
+        let n = net(c"7486")?;
+        let l = raw_listener(7486)?;
+        let c = cq(&n)?;
+        let mut rbuf = KVec::new();
+        rbuf.resize(64, 0u8, GFP_KERNEL)?;
+        let mut wbuf = KVec::new();
+        wbuf.resize(64, 0x11u8, GFP_KERNEL)?;
+        let (ep, raw) = kfi_client(&n, &c, &l)?;
+        let r = kvec_mut(&mut rbuf);
+        // SAFETY: Open endpoint; the buffer outlives the endpoint.
+        let ret = unsafe { sys::kfi_recvmsg(ep.as_ptr(), &msg(&r, 1, 0), 0) };
+        ensure!(ret == 0, "receive not posted: {}", ret);
+        ensure!(post_write(&ep, &wbuf, 0x1234, 2) == 0, "write not posted");
+        // The write reached the peer, which does not answer.
+        let mut hb = [0u8; HDR_LEN];
+        frame::recv_exact(&raw, &mut hb)?;
+        // SAFETY: An open endpoint.
+        let ret = unsafe { sys::kfi_shutdown(ep.as_ptr(), 0) };
+        ensure!(ret == 0, "kfi_shutdown: {}", ret);
+        let mut seen = 0;
+        for _ in 0..2 {
+            let e = cq_error(&c, 5000)?;
+            ensure!(
+                e.err == -ECANCELED.to_errno(),
+                "context {} failed with {}",
+                e.op_context as usize,
+                e.err
+            );
+            seen |= 1 << (e.op_context as usize);
+        }
+        ensure!(seen == 0b110, "cancelled contexts {:#b}", seen);
+        drop(ep);
+        drop(raw);
+        drop(rbuf);
+        drop(wbuf);
+        Ok(())
+    }
+
+    /// Issue 10, bug 11: an inject that cannot be sent any more (the peer
+    /// reset the connection while it waited behind a large send) reports an
+    /// error completion like any other operation.
+    #[test]
+    fn failed_inject_reports_an_error() -> Result {
+        const LEN: usize = 16 << 20;
+        let mut big = KVVec::with_capacity(LEN, GFP_KERNEL)?;
+        big.resize(LEN, 0x33, GFP_KERNEL)?;
+        let n = net(c"7487")?;
+        let l = raw_listener(7487)?;
+        let c = cq(&n)?;
+        let (ep, raw) = kfi_client(&n, &c, &l)?;
+        let t = kvec(&big);
+        // SAFETY: Open endpoint; `big` outlives the endpoint.
+        let ret = unsafe { sys::kfi_sendmsg(ep.as_ptr(), &msg(&t, 1, 0), 0) };
+        ensure!(ret == 0, "send not posted: {}", ret);
+        let small = kvec(b"inject");
+        // SAFETY: Open endpoint; an inject's buffer is copied at once.
+        let ret = unsafe { sys::kfi_sendmsg(ep.as_ptr(), &msg(&small, 2, 0), sys::KFI_INJECT) };
+        ensure!(ret == 0, "inject not posted: {}", ret);
+        // Some of the send arrived; the peer resets the connection.
+        let mut hb = [0u8; HDR_LEN];
+        frame::recv_exact(&raw, &mut hb)?;
+        drop(raw);
+        let mut seen = 0;
+        for _ in 0..2 {
+            let e = cq_error(&c, 5000)?;
+            seen |= 1 << (e.op_context as usize);
+        }
+        ensure!(seen == 0b110, "failed contexts {:#b}", seen);
+        drop(ep);
+        drop(big);
+        Ok(())
+    }
+
+    /// Issue 10, bug 11: a connection that fails at once still reports
+    /// `KFI_CONNECTED` before its error and `KFI_SHUTDOWN`: the raw server
+    /// sends a bad header right behind its `Accept`. Repeated, as the old
+    /// order depended on which worker ran first.
+    #[test]
+    fn connected_comes_before_shutdown() -> Result {
+        let n = net(c"7488")?;
+        let l = raw_listener(7488)?;
+        let c = cq_sized(&n, 64)?;
+        for round in 0..8 {
+            let ep = endpoint(&n, n.dst.first(), &c)?;
+            // SAFETY: An open, bound endpoint.
+            let ret =
+                unsafe { sys::kfi_connect(ep.as_ptr(), core::ptr::null(), core::ptr::null(), 0) };
+            kernel::error::to_result(ret)?;
+            let s = l.accept(false)?;
+            frame::read_connreq(&s)?;
+            let accept = Hdr::new(Op::Accept, 0, 0).encode();
+            let mut bad = Hdr::new(Op::Msg, 0, 0).encode();
+            bad[3] = 200;
+            s.send(&[&accept, &bad])?;
+            let first = event(&n);
+            ensure!(
+                matches!(first, Ok((sys::KFI_CONNECTED, _, _))),
+                "round {}: the first event was not CONNECTED",
+                round
+            );
+            let err = eq_error(&n)?;
+            ensure!(
+                err.err == -EPROTO.to_errno(),
+                "round {}: {}",
+                round,
+                err.err
+            );
+            let (ev, _, _) = event(&n)?;
+            ensure!(ev == sys::KFI_SHUTDOWN, "round {}: event {}", round, ev);
+            drop(ep);
+            drop(s);
+        }
+        drop(l);
         Ok(())
     }
 }
