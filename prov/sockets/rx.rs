@@ -138,7 +138,7 @@ enum Step {
 /// The receive work's view of its connection.
 struct Rx<'a> {
     sh: &'a Arc<Shared>,
-    sock: &'a Socket,
+    sock: &'a Arc<Socket>,
     scratch: &'a mut KVec<u8>,
 }
 
@@ -442,7 +442,7 @@ impl Rx<'_> {
         }
         let mut acc = KVec::with_capacity(descs.len(), GFP_KERNEL)?;
         for d in descs.iter() {
-            match self.sh.mrs.access(d.key, d.addr, d.len, need) {
+            match self.sh.mrs.access(d.key, d.addr, d.len, need, self.sock) {
                 Ok(a) => acc.push(a, GFP_KERNEL)?,
                 Err(e) => return Ok((Err(e), total)),
             }
@@ -534,7 +534,7 @@ impl Rx<'_> {
         let (need, writes) = atomic_rights(op, fetch);
         let outcome = (|| -> Result {
             atomics::elem_size(datatype).ok_or(EOPNOTSUPP)?;
-            let a = self.sh.mrs.access(d.key, d.addr, d.len, need)?;
+            let a = self.sh.mrs.access(d.key, d.addr, d.len, need, self.sock)?;
             let mut target = [0u8; ATOMIC_MAX];
             self.sh.mrs.atomically(|| {
                 // SAFETY: A checked range of a registered region, held by

@@ -11,7 +11,13 @@
 //! still closes its objects (a failed assertion would end the test thread
 //! with its endpoints and buffers in use).
 
-use kernel::prelude::*;
+use core::sync::atomic::{AtomicBool, Ordering};
+use kernel::{
+    prelude::*,
+    sync::Arc,
+    time::{delay::fsleep, Delta, Instant, Monotonic},
+    workqueue::{self, impl_has_work, new_work, Work, WorkItem},
+};
 
 use super::{
     frame,
@@ -29,6 +35,40 @@ macro_rules! ensure {
             return Err(EBADE);
         }
     };
+}
+
+/// A work item that hangs up a raw peer after 15 s, unless told to stop
+/// waiting first (a work item of this module: the kernel crate's
+/// `try_spawn` shares one lockdep key among modules, which lockdep
+/// refuses).
+#[pin_data]
+struct Hangup {
+    sock: Arc<Socket>,
+    /// The test is done with it: stop waiting.
+    stop: AtomicBool,
+    /// It has ended.
+    done: AtomicBool,
+    #[pin]
+    work: Work<Hangup>,
+}
+
+impl_has_work! {
+    impl HasWork<Self> for Hangup { self.work }
+}
+
+impl WorkItem for Hangup {
+    type Pointer = Arc<Hangup>;
+
+    fn run(this: Arc<Hangup>) {
+        for _ in 0..1500 {
+            if this.stop.load(Ordering::Acquire) {
+                break;
+            }
+            fsleep(Delta::from_millis(10));
+        }
+        this.sock.shutdown();
+        this.done.store(true, Ordering::Release);
+    }
 }
 
 /// Waits up to `ms` for a completion: 1, or a negative errno
@@ -626,6 +666,69 @@ mod cases {
             drop(s);
         }
         drop(l);
+        Ok(())
+    }
+
+    /// Issue 10, bug 6: closing a region that a peer holds (a write whose
+    /// payload stops coming) takes a bounded time (kfi_sockets'
+    /// `mr_close_grace_ms`, 2 s), after which the peer's connection is
+    /// aborted. A helper hangs up the peer after 15 s, so that a close
+    /// without a bound ends too, late.
+    #[test]
+    fn mr_close_is_bounded() -> Result {
+        const LEN: usize = 1 << 20;
+        let n = net(c"7489")?;
+        let pep = listen(&n)?;
+        let c = cq(&n)?;
+        let mut buf = KVVec::with_capacity(LEN, GFP_KERNEL)?;
+        buf.resize(LEN, 0u8, GFP_KERNEL)?;
+        let mr = region(&n, &mut buf, sys::KFI_REMOTE_WRITE, 0)?;
+        let k = key(&mr);
+        let (raw, sep) = raw_client(&n, 7489, &c)?;
+        let raw = Arc::new(raw, GFP_KERNEL)?;
+        let d = RmaDesc {
+            addr: 0,
+            len: LEN as u64,
+            key: k,
+        };
+        let part = [0x77u8; 4096];
+        let mut h = Hdr::new(Op::Write, 1, 0);
+        h.len = LEN as u64;
+        h.rma_count = 1;
+        raw.send(&[&h.encode(), &d.encode(), &part])?;
+        // The target is in the middle of the write's payload.
+        fsleep(Delta::from_millis(500));
+        let sock = raw.clone();
+        let state = Arc::pin_init(
+            try_pin_init!(Hangup {
+                sock,
+                stop: AtomicBool::new(false),
+                done: AtomicBool::new(false),
+                work <- new_work!("kfi_sockets_hostile::hangup"),
+            }),
+            GFP_KERNEL,
+        )?;
+        if workqueue::system_long().enqueue(state.clone()).is_err() {
+            return Err(EBUSY);
+        }
+        let t = Instant::<Monotonic>::now();
+        drop(mr);
+        let took = t.elapsed().as_millis();
+        state.stop.store(true, Ordering::Release);
+        while !state.done.load(Ordering::Acquire) {
+            fsleep(Delta::from_millis(10));
+        }
+        ensure!(took < 10_000, "closing the region took {} ms", took);
+        // The peer's connection was aborted.
+        let mut b = [0u8; HDR_LEN];
+        ensure!(
+            frame::recv_exact(&raw, &mut b).is_err(),
+            "the holding peer was not cut off"
+        );
+        drop(sep);
+        drop(raw);
+        drop(pep);
+        drop(buf);
         Ok(())
     }
 }
