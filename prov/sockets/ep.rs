@@ -38,7 +38,7 @@ use crate::{
     ksock::{NetNs, SockAddr, Socket},
     mr::{Access, MrTable},
     pep::with_timeout,
-    progress,
+    progress, rx,
     rxq::RxQueues,
     util_ring::Ring,
     wire::{Hdr, Op, RmaDesc, RMA_IOV_MAX},
@@ -181,7 +181,9 @@ impl RxOp {
     }
 }
 
-/// An operation sent that waits for its response.
+/// An operation that waits for its response, entered before its frame is
+/// sent.
+#[derive(Clone, Copy)]
 pub(crate) struct Pending {
     pub(crate) id: u64,
     pub(crate) kind: Kind,
@@ -198,6 +200,11 @@ pub(crate) struct Pending {
     pub(crate) elem: usize,
     /// Inject: no completion unless it fails.
     pub(crate) silent: bool,
+    /// The transmitter has sent the whole frame: its buffers are free.
+    pub(crate) sent: bool,
+    /// The response's outcome, when it came before `sent`: the
+    /// transmitter completes the operation once the frame is out.
+    pub(crate) early: Option<Result<(), i32>>,
 }
 
 /// A tagged message that arrived before its receive was posted.
@@ -259,6 +266,10 @@ pub(crate) struct State {
     pub(crate) parked: Option<Hdr>,
     /// The connection ended and was torn down.
     pub(crate) dead: bool,
+    /// `KFI_CONNECTED` was reported: the end may be reported too.
+    pub(crate) cm_open: bool,
+    /// An end that came before `KFI_CONNECTED` was reported.
+    pub(crate) cm_deferred: Option<Error>,
 }
 
 /// One connection: what its endpoint and its two workers share.
@@ -364,6 +375,8 @@ impl Shared {
                     active: 0,
                     parked: None,
                     dead: false,
+                    cm_open: false,
+                    cm_deferred: None,
                 }),
                 wake <- new_condvar!(),
                 idle <- new_condvar!(),
@@ -496,6 +509,21 @@ pub(crate) fn start(sh: &Arc<Shared>) -> Result {
     Ok(())
 }
 
+/// Reports `KFI_CONNECTED` (with the peer's private `data`) for a
+/// connection that `start` started, then the end of the connection if it
+/// came first: the ULP always hears of a connection before its end.
+pub(crate) fn report_connected(sh: &Shared, eq: EqRef, fid: FidRef, data: &[u8]) {
+    let _ = events::post_cm(eq, sys::KFI_CONNECTED, fid, core::ptr::null_mut(), data);
+    let ended = {
+        let mut s = sh.state.lock();
+        s.cm_open = true;
+        s.cm_deferred.take().filter(|_| !s.closing)
+    };
+    if let Some(e) = ended {
+        rx::report_end(eq, fid, e);
+    }
+}
+
 /// The connection is gone: every operation still queued or waiting for a
 /// response fails with `ECANCELED`; held responses are dropped. The
 /// receive queues close too if they are the connection's own (MSG).
@@ -506,9 +534,8 @@ pub(crate) fn flush(sh: &Shared) {
         s.connected = false;
         while let Some(op) = s.tx.front().copied() {
             s.tx.pop();
-            if op.inject.is_none() || op.wants_reply() {
-                let _ = ops.push((op.context, op.completion_flags()), GFP_ATOMIC);
-            }
+            // Injects too: they complete silently only when sent.
+            let _ = ops.push((op.context, op.completion_flags()), GFP_ATOMIC);
         }
         (
             s.tx_cq,
@@ -559,7 +586,7 @@ fn connector(sh: &Arc<Shared>) {
     match outcome {
         Ok(Answer::Accepted(data)) => {
             if start(sh).is_ok() {
-                let _ = events::post_cm(eq, sys::KFI_CONNECTED, fid, core::ptr::null_mut(), &data);
+                report_connected(sh, eq, fid, &data);
             }
         }
         Ok(Answer::Rejected(data)) => {
@@ -621,25 +648,19 @@ impl SockEp {
         };
         frame::accept(&sock, param)?;
         start(&self.0)?;
-        events::post_cm(eq, sys::KFI_CONNECTED, fid, core::ptr::null_mut(), &[])
+        report_connected(&self.0, eq, fid, &[]);
+        Ok(())
     }
 
-    /// `kfi_shutdown`: an orderly end; the peer gets `KFI_SHUTDOWN`.
+    /// `kfi_shutdown`: ends the connection; the peer gets `KFI_SHUTDOWN`
+    /// (the end of the stream tells it: a Shutdown frame written here
+    /// could cut into a frame the transmit work is sending). Everything
+    /// posted and not completed fails with `ECANCELED`. Process context.
     pub(crate) fn shutdown(&self) -> Result {
-        let sock = {
-            let mut s = self.0.state.lock();
-            if !s.connected {
-                return Err(ENOTCONN);
-            }
-            s.closing = true;
-            s.sock.clone()
-        };
-        // The end of the stream tells the peer: a Shutdown frame written
-        // here could cut into a frame the transmit work is sending.
-        if let Some(sock) = sock {
-            sock.shutdown();
+        if !self.0.state.lock().connected {
+            return Err(ENOTCONN);
         }
-        self.0.wake.notify_all();
+        self.0.close();
         Ok(())
     }
 

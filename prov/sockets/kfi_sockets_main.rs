@@ -61,7 +61,16 @@ module! {
             default: 10000,
             description: "How long a connection handshake may take (ms, 0: unbounded)",
         },
+        mr_close_grace_ms: u32 {
+            default: 2000,
+            description: "How long closing a region waits for peers' accesses before aborting their connections (ms)",
+        },
     },
+}
+
+/// The `mr_close_grace_ms` parameter.
+pub(crate) fn mr_close_grace_ms() -> u32 {
+    module_parameters::mr_close_grace_ms.value()
 }
 
 /// The `handshake_timeout_ms` parameter.

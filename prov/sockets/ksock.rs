@@ -106,6 +106,45 @@ impl SockAddr {
         }
     }
 
+    /// The IP address as IPv6 bytes (IPv4 as `::ffff:a.b.c.d`, as a
+    /// dual-stack socket sees an IPv4 peer).
+    fn ip6(&self) -> [u8; 16] {
+        match self {
+            Self::V4(a) => {
+                let mut b = [0u8; 16];
+                b[10] = 0xff;
+                b[11] = 0xff;
+                b[12..].copy_from_slice(&a.sin_addr.s_addr.to_ne_bytes());
+                b
+            }
+            // SAFETY: Every member of the union views the same 16 bytes.
+            Self::V6(a) => unsafe { a.sin6_addr.in6_u.u6_addr8 },
+        }
+    }
+
+    /// Whether both addresses name the same IP (ports aside).
+    pub(crate) fn same_ip(&self, other: &SockAddr) -> bool {
+        self.ip6() == other.ip6()
+    }
+
+    /// Whether the IP is the wildcard (`0.0.0.0`, `::`).
+    pub(crate) fn ip_unspecified(&self) -> bool {
+        match self {
+            Self::V4(a) => a.sin_addr.s_addr == 0,
+            Self::V6(_) => self.ip6() == [0u8; 16],
+        }
+    }
+
+    /// The same address with port `port`.
+    pub(crate) fn with_port(&self, port: u16) -> Self {
+        let mut a = *self;
+        match &mut a {
+            Self::V4(v) => v.sin_port = port.to_be(),
+            Self::V6(v) => v.sin6_port = port.to_be(),
+        }
+        a
+    }
+
     fn family(&self) -> c_int {
         match self {
             Self::V4(_) => bindings::AF_INET as c_int,

@@ -7,19 +7,23 @@
 //! Every remote access takes an [`Access`] for one range of one region
 //! after checking key, bounds and access rights; closing a region removes
 //! its key at once (new accesses fail) and then waits until the accesses in
-//! progress end, so no peer writes into memory the ULP got back. Lookups
-//! scan a short list under a spinlock: any context but hard interrupt.
+//! progress end, so no peer writes into memory the ULP got back; a peer
+//! that holds an access longer than the grace (`mr_close_grace_ms`) has
+//! its connection aborted. Keys the table picks are random. Lookups scan a
+//! short list under a spinlock: any context but hard interrupt.
 
 use core::ffi::c_void;
 use kernel::{
     new_condvar, new_spinlock,
     prelude::*,
-    sync::{Arc, CondVar, SpinLock},
+    sync::{Arc, CondVar, CondVarTimeoutResult, SpinLock},
+    time::msecs_to_jiffies,
 };
 
 use crate::{
     bufs::{self, Buf},
     kfi::{kfi_sys as sys, provider::Region},
+    ksock::Socket,
 };
 
 /// Most buffers of one registration.
@@ -44,13 +48,27 @@ struct Entry {
     pieces: KVec<Buf>,
     /// Accesses in progress.
     busy: usize,
+    /// The sockets of the connections that hold them (one per access):
+    /// shut down if the region is closed and they outlast the grace.
+    holders: KVec<Arc<Socket>>,
     /// Closed: no new access; removed when `busy` drops to zero.
     dead: bool,
 }
 
 struct Inner {
     entries: KVec<Entry>,
-    next_key: u64,
+}
+
+/// Tries at finding a free random key before giving up (a collision of
+/// 64-bit random keys is already a one in 2^58 event for 64 regions).
+const KEY_TRIES: usize = 8;
+
+/// A random 64-bit key: what a peer must present to reach a region, so it
+/// must not be guessable from other keys. Any context.
+fn random_key() -> u64 {
+    // SAFETY: `get_random_u64` has no preconditions and may be called in
+    // any context.
+    unsafe { kernel::bindings::get_random_u64() }
 }
 
 /// The regions of one domain.
@@ -79,8 +97,6 @@ impl MrTable {
             try_pin_init!(Self {
                 inner <- new_spinlock!(Inner {
                     entries: KVec::new(),
-                    // Keys start away from zero so a zeroed key never hits.
-                    next_key: 0x1000,
                 }),
                 idle <- new_condvar!(),
                 atomics <- new_spinlock!(()),
@@ -91,8 +107,8 @@ impl MrTable {
 
     /// `kfi_mr_regattr`: registers `attr`'s buffers (`KFI_RMA_PMEM` in
     /// `flags` for persistent memory). A non-zero `requested_key` is used
-    /// as the key (`ENOKEY` if taken), else the table picks one. Process
-    /// context.
+    /// as the key (`ENOKEY` if taken), else the table picks an unused
+    /// random one. Process context.
     pub(crate) fn register(
         self: &Arc<Self>,
         attr: &sys::kfi_mr_attr,
@@ -118,13 +134,11 @@ impl MrTable {
             }
             attr.requested_key
         } else {
-            loop {
-                let k = inner.next_key;
-                inner.next_key = k.wrapping_add(1).max(0x1000);
-                if !inner.entries.iter().any(|e| e.key == k) {
-                    break k;
-                }
-            }
+            // Never 0, so that a zeroed key never hits.
+            (0..KEY_TRIES)
+                .map(|_| random_key())
+                .find(|&k| k != 0 && !inner.entries.iter().any(|e| e.key == k))
+                .ok_or(EBUSY)?
         };
         inner.entries.push(
             Entry {
@@ -135,6 +149,7 @@ impl MrTable {
                 pmem: flags & sys::KFI_RMA_PMEM != 0,
                 pieces,
                 busy: 0,
+                holders: KVec::new(),
                 dead: false,
             },
             GFP_ATOMIC,
@@ -150,15 +165,16 @@ impl MrTable {
     }
 
     /// Checks a peer's access of `len` bytes at remote address `addr` of
-    /// region `key` with the rights `need` (`KFI_REMOTE_READ`/`_WRITE`).
-    /// `ENOKEY`: no such region; `ERANGE`: outside it; `EACCES`: not
-    /// allowed.
+    /// region `key` with the rights `need` (`KFI_REMOTE_READ`/`_WRITE`),
+    /// for the connection on socket `holder`. `ENOKEY`: no such region;
+    /// `ERANGE`: outside it; `EACCES`: not allowed.
     pub(crate) fn access(
         self: &Arc<Self>,
         key: u64,
         addr: u64,
         len: u64,
         need: u64,
+        holder: &Arc<Socket>,
     ) -> Result<Access> {
         let mut inner = self.inner.lock();
         let e = inner
@@ -176,27 +192,55 @@ impl MrTable {
         }
         let mut pieces = [Buf::default(); MR_RANGE_MAX];
         let n = range(&e.pieces, start as usize, len as usize, &mut pieces)?;
+        e.holders.push(holder.clone(), GFP_ATOMIC)?;
         e.busy += 1;
         Ok(Access {
             table: self.clone(),
             key,
+            holder: holder.clone(),
             pmem: e.pmem,
             pieces,
             n,
         })
     }
 
-    /// Unregisters `key`; waits for its accesses in progress. Process
-    /// context.
+    /// Unregisters `key`: no new access from now on; the accesses in
+    /// progress get `mr_close_grace_ms` to end, then the connections that
+    /// hold them are aborted (their sockets shut down, so their work items
+    /// stop waiting on the peer and let go). Process context.
     fn unregister(&self, key: u64) {
+        let busy = |inner: &Inner| inner.entries.iter().any(|e| e.key == key && e.busy > 0);
         let mut inner = self.inner.lock();
         let Some(e) = inner.entries.iter_mut().find(|e| e.key == key) else {
             return;
         };
         e.dead = true;
         // Found again after every wait: other regions may leave meanwhile.
-        while inner.entries.iter().any(|e| e.key == key && e.busy > 0) {
-            self.idle.wait(&mut inner);
+        let mut left = msecs_to_jiffies(crate::mr_close_grace_ms());
+        while busy(&inner) && left > 0 {
+            left = match self.idle.wait_interruptible_timeout(&mut inner, left) {
+                CondVarTimeoutResult::Woken { jiffies } => jiffies,
+                // Out of time, or the closer is being killed: abort now.
+                _ => 0,
+            };
+        }
+        if busy(&inner) {
+            let holders = inner
+                .entries
+                .iter_mut()
+                .find(|e| e.key == key)
+                .map(|e| core::mem::take(&mut e.holders));
+            drop(inner);
+            for s in holders.iter().flatten() {
+                s.shutdown();
+            }
+            drop(holders);
+            inner = self.inner.lock();
+            // Only on our own work items now, which see their sockets
+            // shut down.
+            while busy(&inner) {
+                self.idle.wait(&mut inner);
+            }
         }
         let gone = match inner.entries.iter().position(|e| e.key == key) {
             Some(i) => inner.entries.remove(i).ok(),
@@ -206,12 +250,20 @@ impl MrTable {
         drop(gone);
     }
 
-    fn release(&self, key: u64) {
+    fn release(&self, key: u64, holder: &Arc<Socket>) {
         let mut inner = self.inner.lock();
-        if let Some(e) = inner.entries.iter_mut().find(|e| e.key == key) {
-            e.busy -= 1;
-        }
+        let gone = inner
+            .entries
+            .iter_mut()
+            .find(|e| e.key == key)
+            .and_then(|e| {
+                e.busy = e.busy.saturating_sub(1);
+                let i = e.holders.iter().position(|h| Arc::ptr_eq(h, holder))?;
+                e.holders.remove(i).ok()
+            });
         drop(inner);
+        // Not the last reference (the access holds one): no release here.
+        drop(gone);
         self.idle.notify_all();
     }
 
@@ -261,10 +313,12 @@ fn range(pieces: &[Buf], start: usize, len: usize, out: &mut [Buf]) -> Result<us
 /// # Invariants
 ///
 /// `pieces[..n]` lie inside region `key` of `table`, whose `busy` count
-/// this access holds.
+/// this access holds, with `holder` (the socket of the connection that
+/// uses it) in the region's `holders`.
 pub(crate) struct Access {
     table: Arc<MrTable>,
     key: u64,
+    holder: Arc<Socket>,
     pmem: bool,
     pieces: [Buf; MR_RANGE_MAX],
     n: usize,
@@ -293,6 +347,6 @@ impl Access {
 
 impl Drop for Access {
     fn drop(&mut self) {
-        self.table.release(self.key);
+        self.table.release(self.key, &self.holder);
     }
 }

@@ -9,6 +9,7 @@ use kernel::{
     new_mutex,
     prelude::*,
     sync::{Arc, Mutex},
+    time::{delay::fsleep, Delta},
 };
 
 use crate::{
@@ -93,7 +94,18 @@ fn acceptor(sh: &Arc<Shared>) {
     let Some(l) = sh.state.lock().listener.clone() else {
         return;
     };
-    while let Ok(s) = l.accept(false) {
+    let mut pause = AcceptPause::shortest();
+    loop {
+        let s = match l.accept(false) {
+            Ok(s) => s,
+            // Shut down by close.
+            Err(_) if sh.state.lock().closing => return,
+            Err(_) => {
+                pause.wait();
+                continue;
+            }
+        };
+        pause.reset();
         let Ok(s) = Arc::new(s, GFP_KERNEL) else {
             continue;
         };
@@ -110,6 +122,30 @@ fn acceptor(sh: &Arc<Shared>) {
             untrack(sh, &s);
             s.shutdown();
         }
+    }
+}
+
+/// The wait of an acceptor after a failed `accept` (out of memory or
+/// file handles, a connection aborted in the backlog): the listener keeps
+/// serving, without spinning while the failure lasts. Doubles from 10 ms
+/// up to 1 s.
+pub(crate) struct AcceptPause(i64);
+
+impl AcceptPause {
+    /// The shortest wait, for a first failure.
+    pub(crate) fn shortest() -> Self {
+        Self(10)
+    }
+
+    /// Sleeps; process context.
+    pub(crate) fn wait(&mut self) {
+        fsleep(Delta::from_millis(self.0));
+        self.0 = (self.0 * 2).min(1000);
+    }
+
+    /// An accept worked.
+    pub(crate) fn reset(&mut self) {
+        self.0 = 10;
     }
 }
 

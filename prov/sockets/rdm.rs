@@ -4,9 +4,11 @@
 //! that reach peers through an address vector.
 //!
 //! An RDM endpoint listens on its source address. The first operation to
-//! a peer opens one TCP connection to the peer's RDM endpoint; its request
-//! carries our listening address, so the peer files the connection under
-//! that address and uses the same connection for its operations to us.
+//! a peer opens one TCP connection to the peer's RDM endpoint, from our
+//! listening IP; its request carries our listening address, so the peer
+//! files the connection under that address (after checking that its IP is
+//! the one the connection comes from, and that no live connection of ours
+//! has it already) and uses the same connection for its operations to us.
 //! Each connection is the MSG machinery of `ep.rs` (its own transmit queue,
 //! responses, workers); all of an endpoint's connections share its receive
 //! queues (`rxq.rs`), so a posted receive takes a message from any peer.
@@ -33,7 +35,7 @@ use crate::{
     },
     ksock::{NetNs, SockAddr, Socket},
     mr::MrTable,
-    pep::{listen_socket, with_timeout},
+    pep::{listen_socket, with_timeout, AcceptPause},
     rxq::RxQueues,
     util_ring::Ring,
     wire::RMA_IOV_MAX,
@@ -84,11 +86,21 @@ struct State {
     tx_cq: Option<CqRef>,
     listener: Option<Arc<Socket>>,
     /// Connections by the peer's listening address.
-    conns: KVec<(SockAddr, Arc<Shared>)>,
+    conns: KVec<Conn>,
     /// Sockets of requests being read, and of a connection being opened:
     /// shut down at close so no worker waits on a silent peer.
     busy: KVec<Arc<Socket>>,
     closing: bool,
+}
+
+/// A connection to a peer.
+struct Conn {
+    /// The peer's listening address (checked against the socket's peer IP
+    /// for connections it opened).
+    peer: SockAddr,
+    conn: Arc<Shared>,
+    /// The peer opened it: at most one live such connection per address.
+    incoming: bool,
 }
 
 /// What an RDM endpoint and its workers share.
@@ -236,28 +248,44 @@ impl RdmEp {
     }
 }
 
+/// Whether a live connection that `peer` opened is filed already.
+fn has_incoming(conns: &[Conn], peer: &SockAddr) -> bool {
+    conns
+        .iter()
+        .any(|c| c.incoming && c.peer.as_bytes() == peer.as_bytes() && c.conn.usable())
+}
+
 /// Files a connection under the peer's address, unless the endpoint is
-/// closing (then it is closed here).
-fn add_conn(r: &Rdm, peer: SockAddr, conn: Arc<Shared>) -> Result<Arc<Shared>> {
+/// closing or (`incoming`) the peer has a live connection already: then
+/// it is closed here.
+fn add_conn(r: &Rdm, peer: SockAddr, conn: Arc<Shared>, incoming: bool) -> Result<Arc<Shared>> {
     let mut s = r.state.lock();
-    if s.closing {
+    if s.closing || (incoming && has_incoming(&s.conns, &peer)) {
+        let e = if s.closing { ECANCELED } else { EADDRINUSE };
         drop(s);
         conn.close();
-        return Err(ECANCELED);
+        return Err(e);
     }
     // Connections that ended are closed here, the next use reconnects.
     let mut ended = KVec::new();
     let mut i = 0;
     while i < s.conns.len() {
-        if s.conns.get(i).is_some_and(|(_, c)| c.usable()) {
+        if s.conns.get(i).is_some_and(|c| c.conn.usable()) {
             i += 1;
-        } else if let Ok((_, c)) = s.conns.remove(i) {
-            ended.push(c, GFP_KERNEL)?;
+        } else if let Ok(c) = s.conns.remove(i) {
+            ended.push(c.conn, GFP_KERNEL)?;
         } else {
             break;
         }
     }
-    s.conns.push((peer, conn.clone()), GFP_KERNEL)?;
+    s.conns.push(
+        Conn {
+            peer,
+            conn: conn.clone(),
+            incoming,
+        },
+        GFP_KERNEL,
+    )?;
     drop(s);
     for c in ended.iter() {
         c.close();
@@ -301,7 +329,18 @@ fn acceptor(r: &Arc<Rdm>) {
     let Some(l) = r.state.lock().listener.clone() else {
         return;
     };
-    while let Ok(s) = l.accept(false) {
+    let mut pause = AcceptPause::shortest();
+    loop {
+        let s = match l.accept(false) {
+            Ok(s) => s,
+            // Shut down by close.
+            Err(_) if r.state.lock().closing => return,
+            Err(_) => {
+                pause.wait();
+                continue;
+            }
+        };
+        pause.reset();
         let Ok(s) = Arc::new(s, GFP_KERNEL) else {
             continue;
         };
@@ -317,14 +356,42 @@ fn acceptor(r: &Arc<Rdm>) {
     }
 }
 
+/// The address a peer's request claims (its listening address), checked
+/// against the socket: the IP must be the one the peer connects from (a
+/// wildcard claim is filed under that IP), and no live connection that the
+/// peer opened may have it already. `EACCES` or `EADDRINUSE` otherwise.
+fn claimed_peer(r: &Rdm, sock: &Socket, data: &[u8]) -> Result<SockAddr> {
+    let claim = SockAddr::from_bytes(data)?;
+    let real = sock.peer_addr()?;
+    let peer = if claim.ip_unspecified() {
+        real.with_port(claim.port())
+    } else if claim.same_ip(&real) {
+        claim
+    } else {
+        return Err(EACCES);
+    };
+    if has_incoming(&r.state.lock().conns, &peer) {
+        return Err(EADDRINUSE);
+    }
+    Ok(peer)
+}
+
 /// A peer's request: its private data is the peer's listening address.
 fn incoming(r: &Arc<Rdm>, sock: Arc<Socket>) {
     let outcome = (|| -> Result {
         let data = with_timeout(&sock, || frame::read_connreq(&sock))?;
-        let peer = SockAddr::from_bytes(&data)?;
+        let peer = match claimed_peer(r, &sock, &data) {
+            Ok(p) => p,
+            Err(e) => {
+                // The peer hears `ECONNREFUSED`.
+                let _ = with_timeout(&sock, || frame::reject(&sock, &[]));
+                return Err(e);
+            }
+        };
         frame::accept(&sock, &[])?;
         let conn = connection(r, sock.clone(), peer)?;
-        add_conn(r, peer, conn)?;
+        // Checked again: a twin request may have been filed meanwhile.
+        add_conn(r, peer, conn, true)?;
         Ok(())
     })();
     untrack(r, &sock);
@@ -341,6 +408,10 @@ fn open(r: &Rdm, peer: SockAddr) -> Result<Arc<Shared>> {
     let answer = (|| -> Result<Answer> {
         let l = r.state.lock().listener.clone().ok_or(ENOTCONN)?;
         let me = l.local_addr()?;
+        // From our listening IP, which the peer checks our claim against.
+        if !me.ip_unspecified() {
+            sock.bind(&me.with_port(0))?;
+        }
         with_timeout(&sock, || {
             frame::connect_start(&sock, &peer, me.as_bytes())?;
             frame::connect_finish(&sock)
@@ -352,7 +423,7 @@ fn open(r: &Rdm, peer: SockAddr) -> Result<Arc<Shared>> {
         Answer::Rejected(_) => return Err(ECONNREFUSED),
     }
     let conn = connection(r, sock, peer)?;
-    add_conn(r, peer, conn)
+    add_conn(r, peer, conn, false)
 }
 
 /// The connection to `peer`, opened if there is none that works.
@@ -362,8 +433,8 @@ fn conn_to(r: &Rdm, peer: SockAddr) -> Result<Arc<Shared>> {
         .lock()
         .conns
         .iter()
-        .find(|(a, c)| a.as_bytes() == peer.as_bytes() && c.usable())
-        .map(|(_, c)| c.clone());
+        .find(|c| c.peer.as_bytes() == peer.as_bytes() && c.conn.usable())
+        .map(|c| c.conn.clone());
     match found {
         Some(c) => Ok(c),
         None => open(r, peer),
@@ -429,8 +500,8 @@ impl Drop for RdmEp {
             b.shutdown();
         }
         r.rxq.close();
-        for (_, c) in conns.iter() {
-            c.close();
+        for c in conns.iter() {
+            c.conn.close();
         }
         r.workers.wait_idle();
         // Operations never handed to a connection.

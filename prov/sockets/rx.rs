@@ -24,7 +24,10 @@ use crate::{
         UNEXP_MAX,
     },
     events, frame,
-    kfi::{kfi_sys as sys, provider::CqRef},
+    kfi::{
+        kfi_sys as sys,
+        provider::{CqRef, EqRef, FidRef},
+    },
     ksock::Socket,
     mr::Access,
     progress,
@@ -67,7 +70,11 @@ pub(crate) fn teardown(sh: &Arc<Shared>, sock: &Socket, e: Error) {
             return;
         }
         s.dead = true;
-        (s.closing, s.eq, s.fid)
+        if !s.cm_open {
+            // `KFI_CONNECTED` is not reported yet: it reports this after.
+            s.cm_deferred = Some(e);
+        }
+        (s.closing || !s.cm_open, s.eq, s.fid)
     };
     // A send in progress fails; the next run of the transmit work flushes.
     sock.shutdown();
@@ -76,10 +83,48 @@ pub(crate) fn teardown(sh: &Arc<Shared>, sock: &Socket, e: Error) {
         return;
     }
     if let (Some(eq), Some(fid)) = (eq, fid) {
-        if e == EPROTO {
-            let _ = events::post_err(eq, fid, e, &[]);
-        }
-        let _ = events::post_cm(eq, sys::KFI_SHUTDOWN, fid, core::ptr::null_mut(), &[]);
+        report_end(eq, fid, e);
+    }
+}
+
+/// Reports the end `e` of the connection of endpoint `fid`: an error
+/// entry if the peer broke the protocol, then `KFI_SHUTDOWN`.
+pub(crate) fn report_end(eq: EqRef, fid: FidRef, e: Error) {
+    if e == EPROTO {
+        let _ = events::post_err(eq, fid, e, &[]);
+    }
+    let _ = events::post_cm(eq, sys::KFI_SHUTDOWN, fid, core::ptr::null_mut(), &[]);
+}
+
+/// The rights a peer's atomic `op` needs on the target region, and
+/// whether it writes it: a read needs `KFI_REMOTE_READ` and writes
+/// nothing; the others need `KFI_REMOTE_WRITE`, and `KFI_REMOTE_READ` too
+/// when they return the old values (`fetch`) or compare with them.
+fn atomic_rights(op: u32, fetch: bool) -> (u64, bool) {
+    if op == sys::KFI_ATOMIC_READ {
+        (sys::KFI_REMOTE_READ, false)
+    } else if fetch || atomics::has_compare(op) {
+        (sys::KFI_REMOTE_READ | sys::KFI_REMOTE_WRITE, true)
+    } else {
+        (sys::KFI_REMOTE_WRITE, true)
+    }
+}
+
+/// Our operation a response answers.
+struct Answered {
+    p: Pending,
+    cq: Option<CqRef>,
+    /// Taken off the pending list (its frame had been sent).
+    taken: bool,
+}
+
+/// Completes our operation `p` with the outcome `st` (a successful
+/// inject completes silently).
+pub(crate) fn finish(cq: Option<CqRef>, p: &Pending, st: Result<(), i32>) {
+    match st {
+        Ok(()) if p.silent => {}
+        Ok(()) => complete(cq, p.context, p.flags, p.len, 0, 0),
+        Err(e) => fail(cq, p.context, p.flags, e, 0, 0),
     }
 }
 
@@ -93,7 +138,7 @@ enum Step {
 /// The receive work's view of its connection.
 struct Rx<'a> {
     sh: &'a Arc<Shared>,
-    sock: &'a Socket,
+    sock: &'a Arc<Socket>,
     scratch: &'a mut KVec<u8>,
 }
 
@@ -397,7 +442,7 @@ impl Rx<'_> {
         }
         let mut acc = KVec::with_capacity(descs.len(), GFP_KERNEL)?;
         for d in descs.iter() {
-            match self.sh.mrs.access(d.key, d.addr, d.len, need) {
+            match self.sh.mrs.access(d.key, d.addr, d.len, need, self.sock) {
                 Ok(a) => acc.push(a, GFP_KERNEL)?,
                 Err(e) => return Ok((Err(e), total)),
             }
@@ -428,16 +473,17 @@ impl Rx<'_> {
             }
         }
         drop(acc);
-        if let Some(data) = Self::cq_data(h) {
-            let cq = self.sh.rxq.cq();
-            complete(
-                cq,
-                0,
-                sys::KFI_RMA | sys::KFI_REMOTE_WRITE | sys::KFI_REMOTE_CQ_DATA,
-                h.len as usize,
+        if let (Some(data), Some(cq)) = (Self::cq_data(h), self.sh.rxq.cq()) {
+            // The peer decides how many of these there are: one the CQ has
+            // no room for ends the connection rather than let a flood
+            // crowd out the endpoint's own completions for ever.
+            cq.complete(&sys::kfi_cq_tagged_entry {
+                flags: sys::KFI_RMA | sys::KFI_REMOTE_WRITE | sys::KFI_REMOTE_CQ_DATA,
+                len: h.len as usize,
                 data,
-                0,
-            );
+                ..Default::default()
+            })
+            .map_err(|_| EPROTO)?;
         }
         self.respond(Resp::status(Op::Ack, h.id, Ok(())))
     }
@@ -484,14 +530,11 @@ impl Rx<'_> {
         frame::recv_exact(self.sock, &mut operands[..want])?;
         let (src, cmp) = operands[..want].split_at(len);
         let mut r = Resp::status(Op::AtomicResp, h.id, Ok(()));
-        let need = if op == sys::KFI_ATOMIC_READ {
-            sys::KFI_REMOTE_READ
-        } else {
-            sys::KFI_REMOTE_WRITE
-        };
+        let fetch = h.flags & flags::FETCH != 0;
+        let (need, writes) = atomic_rights(op, fetch);
         let outcome = (|| -> Result {
             atomics::elem_size(datatype).ok_or(EOPNOTSUPP)?;
-            let a = self.sh.mrs.access(d.key, d.addr, d.len, need)?;
+            let a = self.sh.mrs.access(d.key, d.addr, d.len, need, self.sock)?;
             let mut target = [0u8; ATOMIC_MAX];
             self.sh.mrs.atomically(|| {
                 // SAFETY: A checked range of a registered region, held by
@@ -505,14 +548,17 @@ impl Rx<'_> {
                     cmp,
                     &mut r.old[..len],
                 )?;
-                // SAFETY: As above.
-                unsafe { bufs::scatter(a.bufs(), &target[..len]) };
+                if writes {
+                    // SAFETY: As above.
+                    unsafe { bufs::scatter(a.bufs(), &target[..len]) };
+                }
                 Ok::<(), Error>(())
             })?;
-            if h.flags & flags::COMMIT_COMPLETE != 0 {
+            if writes && h.flags & flags::COMMIT_COMPLETE != 0 {
                 a.commit();
             }
-            r.old_len = len;
+            // Old values only to whom may read them.
+            r.old_len = if fetch { len } else { 0 };
             Ok(())
         })();
         if let Err(e) = outcome {
@@ -521,33 +567,79 @@ impl Rx<'_> {
         self.respond(r)
     }
 
-    /// Takes our operation `id` off the list of those waiting
-    /// (`EPROTO` if there is none: the peer answers what we never asked).
-    fn pending(&self, id: u64, kind: Option<Kind>) -> Result<(Pending, Option<CqRef>)> {
+    /// Finds our operation `id` among those waiting (`EPROTO` if there is
+    /// none, or it was answered already: the peer answers what we never
+    /// asked). Taken off the list if its frame has been sent; else it stays
+    /// there and the answer is held until the transmitter is done with it.
+    fn pending(&self, id: u64, kind: Option<Kind>) -> Result<Answered> {
         let mut s = self.sh.state.lock();
         let i = s
             .pending
             .iter()
-            .position(|p| p.id == id && kind.is_none_or(|k| k == p.kind))
+            .position(|p| p.id == id && p.early.is_none() && kind.is_none_or(|k| k == p.kind))
             .ok_or(EPROTO)?;
-        let p = s.pending.remove(i).map_err(|_| EPROTO)?;
         let cq = s.tx_cq;
+        let p = *s.pending.get(i).ok_or(EPROTO)?;
+        if !p.sent {
+            return Ok(Answered {
+                p,
+                cq,
+                taken: false,
+            });
+        }
+        s.pending.remove(i).map_err(|_| EPROTO)?;
         drop(s);
         // An operation may wait for room in the pending list.
         progress::kick_tx(self.sh);
-        Ok((p, cq))
+        Ok(Answered { p, cq, taken: true })
     }
 
-    /// Completes `p` with the outcome `st`.
-    fn finish(cq: Option<CqRef>, p: &Pending, st: Result<(), i32>) {
-        match st {
-            Ok(()) if p.silent => {}
-            Ok(()) => complete(cq, p.context, p.flags, p.len, 0, 0),
-            Err(e) => fail(cq, p.context, p.flags, e, 0, 0),
+    /// Completes `a` with the outcome `st`, or, if its frame is still
+    /// being sent, leaves that to the transmitter.
+    fn finish(&self, a: &Answered, st: Result<(), i32>) {
+        if a.taken {
+            finish(a.cq, &a.p, st);
+            return;
+        }
+        let done = {
+            let mut s = self.sh.state.lock();
+            let Some(i) = s.pending.iter().position(|p| p.id == a.p.id) else {
+                // Flushed meanwhile: the flush reported it.
+                return;
+            };
+            let Some(p) = s.pending.get_mut(i) else {
+                return;
+            };
+            if !p.sent {
+                p.early = Some(st);
+                return;
+            }
+            s.pending.remove(i).ok()
+        };
+        if let Some(p) = done {
+            progress::kick_tx(self.sh);
+            finish(a.cq, &p, st);
         }
     }
 
-    /// Takes our operation a data response answers, with the response's
+    /// Fails `a` because its response broke the protocol (`e`). An
+    /// operation whose frame is still being sent stays in the list: the
+    /// teardown that follows cancels it once the transmitter lets go.
+    fn fail_answered(a: &Answered, e: Error) -> Error {
+        if a.taken {
+            fail(
+                a.cq,
+                a.p.context,
+                a.p.flags,
+                e.to_errno().wrapping_neg(),
+                0,
+                0,
+            );
+        }
+        e
+    }
+
+    /// Finds our operation a data response answers, with the response's
     /// status. The response must carry exactly the bytes asked for, or
     /// none with an error status (`EPROTO` otherwise; the operation fails).
     fn data_response(
@@ -555,70 +647,56 @@ impl Rx<'_> {
         h: &Hdr,
         kind: Kind,
         most: usize,
-    ) -> Result<(Pending, Option<CqRef>, Result<(), i32>)> {
-        let (p, cq) = self.pending(h.id, Some(kind))?;
+    ) -> Result<(Answered, Result<(), i32>)> {
+        let a = self.pending(h.id, Some(kind))?;
         let st = status(h.data);
-        let ok_len = if st.is_ok() { p.expect as u64 } else { 0 };
-        if h.len != ok_len || p.expect > most {
-            fail(
-                cq,
-                p.context,
-                p.flags,
-                EPROTO.to_errno().wrapping_neg(),
-                0,
-                0,
-            );
-            return Err(EPROTO);
+        let ok_len = if st.is_ok() { a.p.expect as u64 } else { 0 };
+        if h.len != ok_len || a.p.expect > most {
+            return Err(Self::fail_answered(&a, EPROTO));
         }
-        Ok((p, cq, st))
+        Ok((a, st))
     }
 
-    /// The data of our read, straight into the ULP's buffers.
+    /// The data of our read, straight into the ULP's buffers (which the
+    /// read's own frame does not carry, so they may be filled before it
+    /// has left).
     fn read_resp(&mut self, h: &Hdr) -> Result {
-        let (p, cq, st) = self.data_response(h, Kind::Read, usize::MAX)?;
+        let (a, st) = self.data_response(h, Kind::Read, usize::MAX)?;
         if st.is_ok() {
             // SAFETY: The buffers of our read, valid until it completes.
-            if let Err(e) = unsafe { self.place(&p.bufs[..p.n], p.expect) } {
-                fail(cq, p.context, p.flags, e.to_errno().wrapping_neg(), 0, 0);
-                return Err(e);
+            if let Err(e) = unsafe { self.place(&a.p.bufs[..a.p.n], a.p.expect) } {
+                return Err(Self::fail_answered(&a, e));
             }
         }
-        Self::finish(cq, &p, st);
+        self.finish(&a, st);
         Ok(())
     }
 
-    /// The old values of our atomic.
+    /// The old values of our atomic (its frame carries a copy of the
+    /// operands, never the result buffers).
     fn atomic_resp(&mut self, h: &Hdr) -> Result {
-        let (p, cq, st) = self.data_response(h, Kind::Atomic, ATOMIC_MAX)?;
+        let (a, st) = self.data_response(h, Kind::Atomic, ATOMIC_MAX)?;
+        let p = &a.p;
         let mut old = [0u8; ATOMIC_MAX];
         if let Err(e) = frame::recv_exact(self.sock, &mut old[..h.len as usize]) {
-            fail(cq, p.context, p.flags, e.to_errno().wrapping_neg(), 0, 0);
-            return Err(e);
+            return Err(Self::fail_answered(&a, e));
         }
         if st.is_ok() && p.n > 0 {
             atomics::to_wire(&mut old[..p.expect], p.elem);
             // SAFETY: Our fetch's result buffers, valid until it completes.
             unsafe { bufs::scatter(&p.bufs[..p.n], &old[..p.expect]) };
         }
-        Self::finish(cq, &p, st);
+        self.finish(&a, st);
         Ok(())
     }
 
     /// An acknowledgement of our operation.
     fn ack(&mut self, h: &Hdr) -> Result {
-        let (p, cq) = self.pending(h.id, None)?;
-        if matches!(p.kind, Kind::Read | Kind::Atomic) {
-            fail(
-                cq,
-                p.context,
-                p.flags,
-                EPROTO.to_errno().wrapping_neg(),
-                0,
-                0,
-            );
-            return Err(EPROTO);
+        let a = self.pending(h.id, None)?;
+        if matches!(a.p.kind, Kind::Read | Kind::Atomic) {
+            return Err(Self::fail_answered(&a, EPROTO));
         }
-        Self::finish(cq, &p, status(h.data));
+        self.finish(&a, status(h.data));
         Ok(())
     }
 }

@@ -9,7 +9,9 @@
 //! pending list before its frame leaves, so the response always finds it;
 //! at most `QUEUE` operations wait at once, which bounds what a peer must
 //! answer. Operations without a response complete once the socket has
-//! taken their bytes (the buffer may be reused).
+//! taken their bytes (the buffer may be reused); the others complete on
+//! their response, but never before their whole frame has been sent (a
+//! response that comes earlier is held in the pending entry until then).
 
 use kernel::{prelude::*, sync::Arc};
 
@@ -56,20 +58,23 @@ pub(crate) fn run(sh: &Arc<Shared>) {
         sh.wake.notify_all();
         let r = match &job {
             Job::Resp(r) => send_resp(&sock, r),
-            Job::Op(op, id, cq) => send_op(&sock, op, *id, *cq),
+            Job::Op(op, id, cq) => send_op(&sock, op, *id, *cq).map(|()| {
+                if *id != 0 {
+                    sent(sh, *id, *cq);
+                }
+            }),
         };
         if let (Err(e), Job::Op(op, 0, cq)) = (&r, &job) {
-            // Not in the pending list, so nobody else will report it.
-            if op.inject.is_none() {
-                fail(
-                    *cq,
-                    op.context,
-                    op.completion_flags(),
-                    e.to_errno().wrapping_neg(),
-                    0,
-                    0,
-                );
-            }
+            // Not in the pending list, so nobody else will report it; an
+            // inject that failed is reported like any other operation.
+            fail(
+                *cq,
+                op.context,
+                op.completion_flags(),
+                e.to_errno().wrapping_neg(),
+                0,
+                0,
+            );
         }
         drop(job);
         if let Err(e) = r {
@@ -108,6 +113,30 @@ fn next_job(sh: &Shared) -> Option<Job> {
     Some(Job::Op(op, id, s.tx_cq))
 }
 
+/// The frame of our operation `id` has left: its buffers are no longer
+/// read, so a response that came early completes it now.
+fn sent(sh: &Shared, id: u64, cq: Option<CqRef>) {
+    let done = {
+        let mut s = sh.state.lock();
+        let Some(i) = s.pending.iter().position(|p| p.id == id) else {
+            // Flushed meanwhile: the flush reported it.
+            return;
+        };
+        let Some(p) = s.pending.get_mut(i) else {
+            return;
+        };
+        p.sent = true;
+        let early = p.early;
+        match early {
+            Some(st) => s.pending.remove(i).ok().map(|p| (p, st)),
+            None => None,
+        }
+    };
+    if let Some((p, st)) = done {
+        rx::finish(cq, &p, st);
+    }
+}
+
 /// The entry of `op` in the list of operations waiting for a response.
 fn pending_of(op: &TxOp, id: u64) -> Pending {
     let sent = op.inject.unwrap_or_else(|| bufs::total(&op.bufs[..op.n]));
@@ -122,6 +151,8 @@ fn pending_of(op: &TxOp, id: u64) -> Pending {
         expect: 0,
         elem: 0,
         silent: op.inject.is_some(),
+        sent: false,
+        early: None,
     };
     match op.kind {
         Kind::Read => {
@@ -132,7 +163,12 @@ fn pending_of(op: &TxOp, id: u64) -> Pending {
         Kind::Atomic => {
             p.bufs = op.res;
             p.n = op.nres;
-            p.expect = op.rma[0].len as usize;
+            // Old values come back only to a fetch (wire flag FETCH).
+            p.expect = if op.nres > 0 {
+                op.rma[0].len as usize
+            } else {
+                0
+            };
             p.elem = atomics::elem_size(op.datatype).unwrap_or(8);
             p.len = 0;
         }
@@ -167,6 +203,9 @@ fn send_op(sock: &Socket, op: &TxOp, id: u64, cq: Option<CqRef>) -> Result {
         (Kind::Read, _) => &[],
         (Kind::Atomic, _) => {
             h.tag = u64::from(op.datatype) | u64::from(op.atomic_op) << 32;
+            if op.nres > 0 {
+                h.flags |= flags::FETCH;
+            }
             let len = op.rma[0].len as usize;
             let want = if op.ncmp > 0 { 2 * len } else { len };
             // SAFETY: The operation's operand buffers, valid until it

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The kfi_sockets wire protocol, version 1 (Documentation/sockets-wire.rst):
+//! The kfi_sockets wire protocol, version 2 (Documentation/sockets-wire.rst):
 //! the header every message on a connection starts with, its encoding and
 //! the checks a received header must pass before anything acts on it.
 //!
@@ -11,7 +11,7 @@ use kernel::prelude::*;
 /// The first two bytes of every header: "kf".
 pub(crate) const MAGIC: u16 = 0x666b;
 /// The protocol version this code speaks.
-pub(crate) const VERSION: u8 = 1;
+pub(crate) const VERSION: u8 = 2;
 /// Size of the fixed header.
 pub(crate) const HDR_LEN: usize = 40;
 /// Size of one remote buffer descriptor after the header.
@@ -88,8 +88,11 @@ pub(crate) mod flags {
     pub(crate) const DELIVERY_COMPLETE: u16 = 1 << 1;
     /// Acknowledge after the data is placed and made persistent.
     pub(crate) const COMMIT_COMPLETE: u16 = 1 << 2;
-    /// Every flag of version 1.
-    pub(crate) const ALL: u16 = REMOTE_CQ_DATA | DELIVERY_COMPLETE | COMMIT_COMPLETE;
+    /// Atomics only: the initiator wants the old values (a fetch or
+    /// compare form), which needs read access too (version 2).
+    pub(crate) const FETCH: u16 = 1 << 3;
+    /// Every flag of version 2.
+    pub(crate) const ALL: u16 = REMOTE_CQ_DATA | DELIVERY_COMPLETE | COMMIT_COMPLETE | FETCH;
 }
 
 /// A decoded, checked header.
@@ -173,7 +176,7 @@ impl Hdr {
             data: get_u64(b, 24),
             tag: get_u64(b, 32),
         };
-        if h.flags & !flags::ALL != 0 {
+        if h.flags & !flags::ALL != 0 || (h.flags & flags::FETCH != 0 && op != Op::Atomic) {
             return Err(EPROTO);
         }
         let rma_ok = if op.has_rma() {

@@ -6,13 +6,17 @@
 //! loopback TCP, IPv4 and IPv6) and `kfi_sockets_frame` (framing and the
 //! connection handshake over loopback), and `kfi_sockets_msg`: the
 //! provider itself, through kfabric.ko, over loopback (the VM runner loads
-//! kfi_sockets.ko first). The provider's sources are included by path, so
-//! the building-block tests exercise the very code the provider runs.
+//! kfi_sockets.ko first), and `kfi_sockets_hostile` (hostile.rs): raw
+//! peers that break the protocol on purpose. The provider's sources are
+//! included by path, so the building-block tests exercise the very code
+//! the provider runs.
 
 use kernel::prelude::*;
 
 #[path = "../../prov/sockets/frame.rs"]
 mod frame;
+#[path = "hostile.rs"]
+mod hostile;
 #[path = "../../kfi/api/mod.rs"]
 mod kfi;
 #[allow(dead_code)]
@@ -139,6 +143,13 @@ mod wire_tests {
         h.len = 1;
         // payload on a read request
         assert!(refused(h.encode()));
+        let mut h = valid(Op::Write);
+        h.flags = flags::FETCH;
+        // a fetch that is no atomic
+        assert!(refused(h.encode()));
+        let mut h = valid(Op::Atomic);
+        h.flags = flags::FETCH;
+        assert_eq!(Hdr::decode(&h.encode()), Ok(h));
     }
 
     /// A small deterministic generator (xorshift64*).
