@@ -11,7 +11,7 @@ use super::{
     super::kfi_sys as sys,
     object::{addr_buf, bytes, data, fid_ops, hand_out, header, opt_str},
     refs::{Bound, CntrRef, CqRef, EqRef, FidRef},
-    traits::{AtomicKind, Domain, Endpoint, Fabric, PassiveEndpoint, Provider, Region},
+    traits::{AtomicKind, Domain, Endpoint, Fabric, PassiveEndpoint, Provider},
 };
 
 /// The ops tables of the objects of provider `P`.
@@ -211,7 +211,7 @@ impl<P: Provider> Tables<P> {
     /// # Safety
     ///
     /// kfabric.ko's contract: valid arguments, `info` valid for writes.
-    unsafe extern "C" fn getinfo(
+    pub(super) unsafe extern "C" fn getinfo(
         _version: u32,
         node: *const c_char,
         service: *const c_char,
@@ -246,7 +246,7 @@ impl<P: Provider> Tables<P> {
     /// # Safety
     ///
     /// kfabric.ko's contract.
-    unsafe extern "C" fn fabric(
+    pub(super) unsafe extern "C" fn fabric(
         attr: *const sys::kfi_fabric_attr,
         out: *mut *mut sys::kfid_fabric,
         _context: *mut c_void,

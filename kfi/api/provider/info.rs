@@ -3,7 +3,7 @@
 //! The `kfi_info` entries a provider lists (getinfo, connection requests).
 
 use core::{ffi::CStr, ptr::NonNull};
-use kernel::{error::to_result, prelude::*};
+use kernel::{error::to_result, prelude::*, str::CStrExt};
 
 use super::super::kfi_sys as sys;
 

@@ -34,7 +34,7 @@ pub(crate) enum Bound {
 /// Points to the header of an object that is open; providers keep it only
 /// in the object's own value (so it lives exactly as long).
 #[derive(Clone, Copy)]
-pub(crate) struct FidRef(NonNull<sys::kfid>);
+pub(crate) struct FidRef(pub(super) NonNull<sys::kfid>);
 
 // SAFETY: Only the address is used (to name the object in events).
 unsafe impl Send for FidRef {}
@@ -54,7 +54,7 @@ impl FidRef {
 ///
 /// See [`Bound`].
 #[derive(Clone, Copy)]
-pub(crate) struct CqRef(NonNull<sys::kfid_cq>);
+pub(crate) struct CqRef(pub(super) NonNull<sys::kfid_cq>);
 
 // SAFETY: The util CQ is locked internally and may be written from any
 // context but hard interrupt.
@@ -82,7 +82,7 @@ impl CqRef {
 ///
 /// See [`Bound`].
 #[derive(Clone, Copy)]
-pub(crate) struct EqRef(NonNull<sys::kfid_eq>);
+pub(crate) struct EqRef(pub(super) NonNull<sys::kfid_eq>);
 
 // SAFETY: The util EQ is locked internally.
 unsafe impl Send for EqRef {}
@@ -114,7 +114,7 @@ impl EqRef {
 ///
 /// See [`Bound`].
 #[derive(Clone, Copy)]
-pub(crate) struct CntrRef(NonNull<sys::kfid_cntr>);
+pub(crate) struct CntrRef(pub(super) NonNull<sys::kfid_cntr>);
 
 // SAFETY: Counters are locked internally.
 unsafe impl Send for CntrRef {}

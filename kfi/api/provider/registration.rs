@@ -3,7 +3,7 @@
 //! Registering a provider with kfabric.ko, and deregistering it.
 
 use core::marker::PhantomData;
-use kernel::{error::to_result, prelude::*, ThisModule};
+use kernel::{error::to_result, prelude::*, str::CStrExt, ThisModule};
 
 use super::{super::kfi_sys as sys, glue::Tables, traits::Provider};
 
@@ -47,7 +47,9 @@ impl<P: Provider> Registration<P> {
         )?;
         // SAFETY: The descriptor is valid and boxed: it keeps its address
         // until `drop` deregisters it.
-        to_result(unsafe { sys::kfi_provider_register(super::kfabric::API_VERSION, &mut *desc) })?;
+        to_result(unsafe {
+            sys::kfi_provider_register(super::super::kfabric::API_VERSION, &mut *desc)
+        })?;
         // INVARIANT: registered just now.
         Ok(Self {
             desc,

@@ -11,7 +11,7 @@ use kernel::prelude::*;
 use super::{
     super::kfi_sys as sys,
     info::Info,
-    refs::{Bound, FidRef},
+    refs::{Bound, EqRef, FidRef},
 };
 
 /// The entry points of a provider.
