@@ -5,8 +5,15 @@
 
 use kernel::error::{code::*, Error};
 
+use crate::kfi_sys as sys;
+
+/// One of kfabric's own codes (`KFI_ENOCQ`, ...) as an error.
+fn kfi_code(code: u32) -> Error {
+    Error::from_errno(-(code as i32))
+}
+
 /// Every error code of the API with its text.
-fn known() -> [(Error, &'static core::ffi::CStr); 41] {
+fn known() -> [(Error, &'static core::ffi::CStr); 44] {
     [
         (EINVAL, c"invalid argument"),
         (ENOENT, c"no such entry"),
@@ -52,6 +59,9 @@ fn known() -> [(Error, &'static core::ffi::CStr); 41] {
             crate::slot::eavail(),
             c"error entry available: read it with readerr",
         ),
+        (kfi_code(sys::KFI_ENOEQ), c"no event queue bound"),
+        (kfi_code(sys::KFI_ENOCQ), c"no completion queue bound"),
+        (kfi_code(sys::KFI_ENOAV), c"no address vector bound"),
     ]
 }
 

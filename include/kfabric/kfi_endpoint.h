@@ -268,6 +268,18 @@ int kfi_pep_bind(struct kfid_pep *pep, struct kfid *bfid, u64 flags);
  * @flags: as for kfi_ep_bind()
  */
 int kfi_bind(struct kfid *fid, struct kfid *bfid, u64 flags);
+/**
+ * kfi_enable() - start an endpoint once its queues are bound
+ * @ep: the endpoint
+ *
+ * An endpoint needs a CQ for KFI_TRANSMIT and one for KFI_RECV (they may be
+ * the same), and a connected (MSG) endpoint an EQ for its connection
+ * events; an RDM endpoint needs an AV.
+ *
+ * Context: process context; may sleep.
+ * Return: 0; -KFI_ENOCQ when a CQ is missing, -KFI_ENOEQ when the EQ is,
+ * -KFI_ENOAV when the AV is; -EINVAL on a bad or already enabled endpoint.
+ */
 int kfi_enable(struct kfid_ep *ep);
 int kfi_cancel(struct kfid *fid, void *context);
 int kfi_getopt(struct kfid *fid, int level, int optname, void *optval,

@@ -26,6 +26,11 @@ struct kfid_cntr;
  * head of the queue: fetch it with kfi_cq_readerr() / kfi_eq_readerr().
  * Above every errno value, so it never stands for a real I/O error. */
 #define KFI_EAVAIL 259
+/* kfi_enable(): the endpoint lacks a bound EQ, CQ or AV (libfabric's
+ * values, above every errno like KFI_EAVAIL). */
+#define KFI_ENOEQ 261
+#define KFI_ENOCQ 263
+#define KFI_ENOAV 267
 
 /**
  * enum kfi_cq_format - what one completion entry holds

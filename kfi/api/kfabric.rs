@@ -16,6 +16,12 @@ use super::kfi_sys as sys;
 pub(crate) const API_VERSION: u32 = sys::KFI_MAJOR_VERSION << 16 | sys::KFI_MINOR_VERSION;
 
 /// Builds an API version number from its parts.
+/// One of kfabric's own error codes (`KFI_ENOCQ`, `KFI_ENOEQ`, ...) as an
+/// error, to return from a provider.
+pub(crate) fn kfi_error(code: u32) -> Error {
+    Error::from_errno(-(code as c_int))
+}
+
 pub(crate) const fn version(major: u32, minor: u32) -> u32 {
     major << 16 | (minor & 0xffff)
 }

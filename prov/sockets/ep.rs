@@ -32,6 +32,7 @@ use crate::{
     frame::{self, Answer},
     handles, info_ns,
     kfi::{
+        kfabric::kfi_error,
         kfi_sys as sys,
         provider::{AtomicKind, Bound, CqRef, EndpointAttr, EqRef, FidRef},
     },
@@ -712,8 +713,11 @@ impl SockEp {
         // Not under the connection's lock: see the lock order at `Shared`.
         let rx_cq = self.0.rxq.cq();
         let s = self.0.state.lock();
-        if s.tx_cq.is_none() || rx_cq.is_none() || s.eq.is_none() {
-            return Err(EINVAL);
+        if s.tx_cq.is_none() || rx_cq.is_none() {
+            return Err(kfi_error(sys::KFI_ENOCQ));
+        }
+        if s.eq.is_none() {
+            return Err(kfi_error(sys::KFI_ENOEQ));
         }
         Ok(())
     }

@@ -30,6 +30,7 @@ use crate::{
     frame::{self, Answer},
     info_ns,
     kfi::{
+        kfabric::kfi_error,
         kfi_sys as sys,
         provider::{Bound, CqRef, EndpointAttr},
     },
@@ -207,8 +208,11 @@ impl RdmEp {
         let l = Arc::new(listen_socket(&self.0.src, self.0.ns)?, GFP_KERNEL)?;
         {
             let mut s = self.0.state.lock();
-            if s.tx_cq.is_none() || self.0.rxq.cq().is_none() || s.av.is_none() {
-                return Err(EINVAL);
+            if s.tx_cq.is_none() || self.0.rxq.cq().is_none() {
+                return Err(kfi_error(sys::KFI_ENOCQ));
+            }
+            if s.av.is_none() {
+                return Err(kfi_error(sys::KFI_ENOAV));
             }
             if s.listener.is_some() {
                 return Err(EINVAL);

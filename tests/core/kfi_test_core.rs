@@ -326,5 +326,8 @@ mod tests {
         assert_ne!(eavail, EIO.to_errno());
         assert_ne!(text(eavail).to_bytes(), text(EIO.to_errno()).to_bytes());
         assert_ne!(text(eavail).to_bytes(), b"unknown error");
+        for code in [sys::KFI_ENOEQ, sys::KFI_ENOCQ, sys::KFI_ENOAV] {
+            assert_ne!(text(-(code as i32)).to_bytes(), b"unknown error");
+        }
     }
 }

@@ -599,6 +599,27 @@ static void hostile_hints_stay_the_callers(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, addr[0], 2);
 }
 
+/* kfi_enable() says which bound object is missing, and enables once bound. */
+static void hostile_enable_says_what_is_missing(struct kunit *test)
+{
+	struct kfid_ep *ep = NULL;
+	struct pair p;
+
+	KUNIT_ASSERT_EQ(test, pair_open(test, &p), 0);
+	KUNIT_ASSERT_EQ(test, kfi_endpoint(p.domain, p.dst, &ep, NULL), 0);
+	KUNIT_EXPECT_EQ(test, kfi_enable(ep), -KFI_ENOCQ);
+	KUNIT_EXPECT_EQ(test, kfi_ep_bind(ep, &p.ccq->fid, KFI_TRANSMIT), 0);
+	KUNIT_EXPECT_EQ(test, kfi_enable(ep), -KFI_ENOCQ);
+	KUNIT_EXPECT_EQ(test, kfi_ep_bind(ep, &p.ccq->fid, KFI_RECV), 0);
+	KUNIT_EXPECT_EQ(test, kfi_enable(ep), -KFI_ENOEQ);
+	KUNIT_EXPECT_EQ(test, kfi_ep_bind(ep, &p.eq->fid, 0), 0);
+	KUNIT_EXPECT_EQ(test, kfi_enable(ep), 0);
+	KUNIT_EXPECT_STREQ(test, kfi_strerror(-KFI_ENOCQ), "no completion queue bound");
+	KUNIT_EXPECT_STREQ(test, kfi_strerror(-KFI_ENOEQ), "no event queue bound");
+	KUNIT_EXPECT_EQ(test, kfi_close(&ep->fid), 0);
+	pair_close(test, &p);
+}
+
 /* Error texts: every code distinct from an I/O error, and KFI_EAVAIL. */
 static void hostile_error_texts(struct kunit *test)
 {
@@ -619,6 +640,7 @@ static struct kunit_case kfi_hostile_caller_cases[] = {
 	KUNIT_CASE(hostile_eq_connreq_ownership),
 	KUNIT_CASE(hostile_eq_closed_with_request),
 	KUNIT_CASE(hostile_hints_stay_the_callers),
+	KUNIT_CASE(hostile_enable_says_what_is_missing),
 	KUNIT_CASE(hostile_error_texts),
 	{}
 };
