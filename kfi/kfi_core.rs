@@ -31,6 +31,7 @@ mod util_av;
 mod util_cntr;
 mod util_cq;
 mod util_eq;
+#[path = "api/ring.rs"]
 mod util_ring;
 mod util_wait;
 

@@ -11,4 +11,6 @@ pub(crate) mod kfi_sys;
 #[allow(dead_code)]
 pub(crate) mod provider;
 #[allow(dead_code)]
+pub(crate) mod ring;
+#[allow(dead_code)]
 pub(crate) mod ulp;

@@ -18,8 +18,6 @@ use kernel::prelude::*;
 
 #[path = "../../kfi/api/mod.rs"]
 mod kfi;
-#[path = "../../kfi/util_ring.rs"]
-mod util_ring;
 
 mod atomics;
 mod bufs;

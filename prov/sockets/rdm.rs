@@ -33,12 +33,12 @@ use crate::{
         kfabric::kfi_error,
         kfi_sys as sys,
         provider::{Bound, CqRef, EndpointAttr},
+        ring::Ring,
     },
     ksock::{NetNs, SockAddr, Socket},
     mr::MrTable,
     pep::{listen_socket, with_timeout, AcceptPause},
     rxq::RxQueues,
-    util_ring::Ring,
     wire::RMA_IOV_MAX,
     workers::Workers,
 };

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The fixed ring of slots behind the util CQ and EQ: allocated at open, so
-//! that providers can post from any context without allocating.
+//! A fixed ring of slots, allocated at open so that it can be filled from
+//! any context without allocating: behind kfabric.ko's util CQ and EQ and
+//! kfi_sockets' operation queues (the first piece of the provider toolkit,
+//! shared by source).
 
 use kernel::prelude::*;
 
