@@ -205,17 +205,9 @@ pub(crate) fn cm_entry(buf: &[u8]) -> sys::kfi_eq_cm_entry {
     unsafe { buf.as_ptr().cast::<sys::kfi_eq_cm_entry>().read_unaligned() }
 }
 
-pub(crate) fn msg(iov: &bindings::kvec, ctx: usize, data: u64) -> sys::kfi_msg {
-    let mut m = sys::kfi_msg {
-        iov_type: sys::KFI_KVEC,
-        iov_count: 1,
-        context: ctx as *mut c_void,
-        data,
-        ..Default::default()
-    };
-    m.__bindgen_anon_1.msg_iov = iov;
-    m
-}
+/// A one-buffer kvec message (the safe API's builder).
+#[allow(unused_imports)]
+pub(crate) use crate::kfi::ulp::msg;
 
 pub(crate) fn kvec_mut(b: &mut [u8]) -> bindings::kvec {
     bindings::kvec {

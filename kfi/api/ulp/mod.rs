@@ -44,3 +44,5 @@ pub(crate) use events::{CmEvent, ConnReq, PrivateData};
 pub(crate) use hints::Hints;
 #[allow(unused_imports)]
 pub(crate) use objects::{Cq, Domain, Endpoint, Eq, Fabric, Mr, PassiveEndpoint};
+#[allow(unused_imports)]
+pub(crate) use post::msg;

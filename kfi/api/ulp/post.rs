@@ -16,8 +16,9 @@ use kernel::{bindings, error::to_result, prelude::*};
 
 use super::{super::kfi_sys as sys, Endpoint};
 
-/// A one-buffer kvec message with context `ctx`; `iov` must outlive it.
-fn msg(iov: &bindings::kvec, ctx: usize, data: u64) -> sys::kfi_msg {
+/// A one-buffer kvec message with context `ctx` and remote CQ data `data`;
+/// `iov` must outlive it (also the tests' builder of raw messages).
+pub(crate) fn msg(iov: &bindings::kvec, ctx: usize, data: u64) -> sys::kfi_msg {
     let mut m = sys::kfi_msg {
         iov_type: sys::KFI_KVEC,
         iov_count: 1,
