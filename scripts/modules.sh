@@ -29,12 +29,18 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$kdir" ]; then
 	echo "$kdir" > "$stamp"
 fi
 
-gen=kfi/api/bindings_generated.rs
-if [ ! -f "$gen" ] || [ "$(cat $gen.kdir 2>/dev/null)" != "$kdir" ] ||
-   [ -n "$(find include -newer "$gen" -name '*.h')" ]; then
-	"$KFABRIC_TOP/scripts/bindgen.sh" "$kdir" "$KFABRIC_TOP/$gen" "$KFABRIC_TOP/include/kfabric/kfi_all.h"
-	echo "$kdir" > "$gen.kdir"
-fi
+# Rust declarations of the C headers, made again when the kernel or a
+# header changed: kfabric's C ABI, and kfi_ibverbs' shim over ib_core.
+generate() {
+	local gen=$1 header=$2 kind=$3
+	if [ ! -f "$gen" ] || [ "$(cat "$gen.kdir" 2>/dev/null)" != "$kdir" ] ||
+	   [ -n "$(find include "$(dirname "$header")" scripts/bindgen.sh -newer "$gen" \( -name '*.h' -o -name bindgen.sh \))" ]; then
+		"$KFABRIC_TOP/scripts/bindgen.sh" "$kdir" "$KFABRIC_TOP/$gen" "$KFABRIC_TOP/$header" "$kind"
+		echo "$kdir" > "$gen.kdir"
+	fi
+}
+generate kfi/api/bindings_generated.rs include/kfabric/kfi_all.h kfi
+generate prov/ibverbs/ib_bindings_generated.rs prov/ibverbs/kfi_ib_shim.h ib
 
 # shellcheck disable=SC2046
 make -C "$kdir" M="$KFABRIC_TOP" $(kmake_args) -j"$(nproc)" "$@" modules >&2

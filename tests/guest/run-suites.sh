@@ -24,7 +24,7 @@ mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
 # every module in the orders a user would, unloading under a ULP that holds
 # objects, the debugfs views. Written as kselftest TAP (*.tap).
 for prog in $(sed -n 's/^TEST_PROGS := //p' "$top/tests/selftests/kfabric/Makefile"); do
-	KFABRIC_TOP=$top KSFT_HELPERS=$kdir/source/tools/testing/selftests/kselftest/ktap_helpers.sh \
+	KFABRIC_TOP=$top KSRC=$kdir/source KSFT_HELPERS=$kdir/source/tools/testing/selftests/kselftest/ktap_helpers.sh \
 		bash "$top/tests/selftests/kfabric/$prog" > "$out/kselftest-${prog%.sh}.tap" 2>&1 ||
 		echo "kselftest $prog exited $?"
 done

@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Socket addresses as rdma_cm takes them, parsed from a node and service.
+
+use core::ffi::CStr;
+use kernel::{bindings, error::to_result, prelude::*};
+
+use crate::ib_sys as sys;
+
+/// An IPv4 or IPv6 address with its port.
+///
+/// # Invariants
+///
+/// `ss` holds a `sockaddr_in` or `sockaddr_in6` (its family says which).
+#[derive(Clone, Copy)]
+pub(crate) struct Addr {
+    ss: bindings::__kernel_sockaddr_storage,
+}
+
+// SAFETY: Plain bytes.
+unsafe impl Send for Addr {}
+// SAFETY: Plain bytes.
+unsafe impl Sync for Addr {}
+
+impl Addr {
+    /// Parses a numeric `node` ("192.0.2.1", "::1") and a decimal
+    /// `service` (port) in namespace `net` (NULL: the initial one; the
+    /// scope of a link-local IPv6 address is looked up there). Process
+    /// context.
+    pub(crate) fn parse(net: *mut bindings::net, node: &CStr, service: &CStr) -> Result<Self> {
+        let mut ss = bindings::__kernel_sockaddr_storage::default();
+        let net = if net.is_null() {
+            &raw mut bindings::init_net
+        } else {
+            net
+        };
+        // SAFETY: `net` is a live namespace (the caller's contract for
+        // `kfi_domain_attr.net`), the strings are NUL-terminated and `ss`
+        // is large enough for either family.
+        to_result(unsafe {
+            sys::inet_pton_with_scope(
+                net.cast(),
+                bindings::AF_UNSPEC as u16,
+                node.as_char_ptr(),
+                service.as_char_ptr(),
+                (&raw mut ss).cast(),
+            )
+        })
+        .map_err(|_| EINVAL)?;
+        // INVARIANT: inet_pton_with_scope wrote an AF_INET or AF_INET6
+        // address.
+        Ok(Self { ss })
+    }
+
+    fn family(&self) -> u32 {
+        // SAFETY: Reading the family field of a plain union of bytes.
+        u32::from(unsafe { self.ss.__bindgen_anon_1.__bindgen_anon_1.ss_family })
+    }
+
+    /// The address's length in bytes (0 for an unknown family).
+    pub(crate) fn len(&self) -> usize {
+        match self.family() {
+            bindings::AF_INET => size_of::<bindings::sockaddr_in>(),
+            bindings::AF_INET6 => size_of::<bindings::sockaddr_in6>(),
+            _ => 0,
+        }
+    }
+
+    /// The `KFI_SOCKADDR_IN*` format of the address.
+    pub(crate) fn kfi_format(&self) -> u32 {
+        if self.family() == bindings::AF_INET6 {
+            crate::kfi::kfi_sys::KFI_SOCKADDR_IN6
+        } else {
+            crate::kfi::kfi_sys::KFI_SOCKADDR_IN
+        }
+    }
+
+    /// The address as bytes.
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        // SAFETY: `len()` is at most the size of the storage.
+        unsafe { core::slice::from_raw_parts((&raw const self.ss).cast(), self.len()) }
+    }
+
+    /// A pointer for calls that take a `struct sockaddr`.
+    pub(crate) fn as_ptr(&self) -> *const bindings::sockaddr {
+        (&raw const self.ss).cast()
+    }
+}

@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! RDMA devices: what a device is (name, link, limits) read once when
+//! ib_core announces it, and which device serves an address.
+
+use core::ffi::CStr;
+use kernel::{bindings, prelude::*, str::CString};
+
+use super::addr::Addr;
+use crate::ib_sys as sys;
+
+/// How a port carries RDMA; also the name of the kfi fabric it forms.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Link {
+    Infiniband,
+    Roce,
+    Iwarp,
+}
+
+impl Link {
+    /// The kfi fabric name of the link.
+    pub(crate) fn fabric_name(self) -> &'static CStr {
+        match self {
+            Link::Infiniband => c"InfiniBand",
+            Link::Roce => c"RoCE",
+            Link::Iwarp => c"iWARP",
+        }
+    }
+
+    /// The link of a fabric name.
+    pub(crate) fn from_fabric_name(name: &CStr) -> Option<Self> {
+        [Link::Infiniband, Link::Roce, Link::Iwarp]
+            .into_iter()
+            .find(|l| l.fabric_name() == name)
+    }
+}
+
+/// The limits of a device the provider uses (from `ib_device_attr`).
+#[derive(Clone, Copy)]
+pub(crate) struct Limits {
+    pub(crate) max_mr_size: u64,
+    pub(crate) max_qp_wr: u32,
+    pub(crate) max_send_sge: u32,
+    pub(crate) max_recv_sge: u32,
+}
+
+/// A device as ib_core announced it to the provider's client.
+///
+/// # Invariants
+///
+/// `ptr` is a registered ib_device from the client's `add` call until
+/// its `remove` call returns; the owner of a `Device` drops or stops
+/// using it before then (see `devices.rs`).
+pub(crate) struct Device {
+    ptr: *mut sys::ib_device,
+    /// The device's name ("siw0").
+    pub(crate) name: CString,
+    /// The link of its first RDMA port.
+    pub(crate) link: Link,
+    /// Its limits, read when it was added.
+    pub(crate) limits: Limits,
+}
+
+// SAFETY: The device pointer is only passed to ib_core, which may be
+// called from any thread; the rest is owned data.
+unsafe impl Send for Device {}
+// SAFETY: See `Send`; nothing is mutated through a shared reference.
+unsafe impl Sync for Device {}
+
+impl Device {
+    /// Reads what the provider needs of a device that ib_core just
+    /// announced; `None` for a device with no RDMA link it can use.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is a registered device that stays registered until the
+    /// returned value is no longer used (the client's `remove`).
+    pub(crate) unsafe fn new(ptr: *mut sys::ib_device) -> Result<Option<Self>> {
+        // SAFETY: A registered device (the caller's contract); its name is
+        // a NUL-terminated string that we copy.
+        let name = unsafe { CStr::from_char_ptr(sys::kfi_ib_device_name(ptr)) };
+        let name = CString::try_from(name)?;
+        // SAFETY: `ptr` is registered (the caller's contract); the port
+        // range is read from it.
+        let (first, last) = unsafe { (sys::kfi_ib_first_port(ptr), sys::kfi_ib_last_port(ptr)) };
+        let link = (first..=last).find_map(|port| {
+            // SAFETY: `ptr` is registered and `port` is one of its ports.
+            match unsafe { sys::kfi_ib_port_link(ptr, port) } {
+                sys::KFI_IB_LINK_INFINIBAND => Some(Link::Infiniband),
+                sys::KFI_IB_LINK_ROCE => Some(Link::Roce),
+                sys::KFI_IB_LINK_IWARP => Some(Link::Iwarp),
+                _ => None,
+            }
+        });
+        let Some(link) = link else {
+            return Ok(None);
+        };
+        // SAFETY: `ptr` is registered; its attributes live as long as it.
+        let a = unsafe { &*sys::kfi_ib_device_attrs(ptr) };
+        let limits = Limits {
+            max_mr_size: a.max_mr_size,
+            max_qp_wr: a.max_qp_wr,
+            max_send_sge: a.max_send_sge,
+            max_recv_sge: a.max_recv_sge,
+        };
+        // INVARIANT: The caller's contract.
+        Ok(Some(Self {
+            ptr,
+            name,
+            link,
+            limits,
+        }))
+    }
+
+    /// Whether this is the device at `ptr`.
+    pub(crate) fn is(&self, ptr: *const sys::ib_device) -> bool {
+        core::ptr::eq(self.ptr, ptr)
+    }
+}
+
+/// The device (as its raw pointer, only to be compared) and port that
+/// carry traffic from (`source`) or to `addr` in namespace `net`; ENODATA
+/// when no RDMA device does. Process context; does not wait on the
+/// network.
+pub(crate) fn device_for(
+    net: *mut bindings::net,
+    addr: &Addr,
+    source: bool,
+) -> Result<(*const sys::ib_device, u32)> {
+    let net = if net.is_null() {
+        &raw mut bindings::init_net
+    } else {
+        net
+    };
+    let mut dev: *mut sys::ib_device = core::ptr::null_mut();
+    let mut port = 0u32;
+    // SAFETY: `net` is alive (the `kfi_domain_attr.net` contract), `addr`
+    // is a valid socket address and the outputs are valid for writes.
+    let ret =
+        unsafe { sys::kfi_ib_device_for(net, addr.as_ptr(), source.into(), &mut dev, &mut port) };
+    if ret != 0 {
+        return Err(ENODATA);
+    }
+    // Only the identity is needed: the client's list holds the device.
+    // SAFETY: kfi_ib_device_for returned a reference on `dev`.
+    unsafe { sys::ib_device_put(dev) };
+    Ok((dev, port))
+}

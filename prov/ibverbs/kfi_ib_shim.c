@@ -1,0 +1,234 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kfi_ibverbs' C shim, see kfi_ib_shim.h. Each function is a thin
+ * forward to an ib_core or rdma_cm inline, macro or structure field.
+ */
+#include <linux/inetdevice.h>
+#include <net/addrconf.h>
+#include <net/ip6_route.h>
+#include <net/route.h>
+#include "kfi_ib_shim.h"
+
+const char *kfi_ib_device_name(const struct ib_device *dev)
+{
+	return dev_name(&dev->dev);
+}
+
+const struct ib_device_attr *kfi_ib_device_attrs(const struct ib_device *dev)
+{
+	return &dev->attrs;
+}
+
+u32 kfi_ib_first_port(const struct ib_device *dev)
+{
+	return rdma_start_port(dev);
+}
+
+u32 kfi_ib_last_port(const struct ib_device *dev)
+{
+	return rdma_end_port(dev);
+}
+
+int kfi_ib_num_comp_vectors(const struct ib_device *dev)
+{
+	return dev->num_comp_vectors;
+}
+
+enum kfi_ib_link kfi_ib_port_link(const struct ib_device *dev, u32 port)
+{
+	if (rdma_protocol_iwarp(dev, port))
+		return KFI_IB_LINK_IWARP;
+	if (rdma_protocol_roce(dev, port))
+		return KFI_IB_LINK_ROCE;
+	if (rdma_protocol_ib(dev, port))
+		return KFI_IB_LINK_INFINIBAND;
+	return 0;
+}
+
+/* The netdev (with a reference) that owns @addr or that routes to it. */
+static struct net_device *kfi_ib_netdev_for(struct net *net, const struct sockaddr *addr,
+					    int source)
+{
+	struct net_device *ndev = NULL;
+
+	if (addr->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)addr;
+		struct rtable *rt;
+
+		if (source)
+			return ip_dev_find(net, in->sin_addr.s_addr);
+		rt = ip_route_output(net, in->sin_addr.s_addr, 0, 0, 0, RT_SCOPE_UNIVERSE);
+		if (IS_ERR(rt))
+			return NULL;
+		ndev = rt->dst.dev;
+		dev_hold(ndev);
+		ip_rt_put(rt);
+	} else if (IS_ENABLED(CONFIG_IPV6) && addr->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)addr;
+		struct flowi6 fl6 = { .daddr = in6->sin6_addr };
+		struct dst_entry *dst;
+
+		if (source) {
+			rcu_read_lock();
+			ndev = ipv6_dev_find(net, &in6->sin6_addr, NULL);
+			if (ndev)
+				dev_hold(ndev);
+			rcu_read_unlock();
+			return ndev;
+		}
+		dst = ip6_route_output(net, NULL, &fl6);
+		if (!dst->error) {
+			ndev = dst->dev;
+			dev_hold(ndev);
+		}
+		dst_release(dst);
+	}
+	return ndev;
+}
+
+int kfi_ib_device_for(struct net *net, const struct sockaddr *addr, int source,
+		      struct ib_device **dev, u32 *port)
+{
+	struct net_device *ndev = kfi_ib_netdev_for(net, addr, source);
+	struct ib_device *ib;
+	u32 p;
+
+	if (!ndev)
+		return -ENODEV;
+	ib = ib_device_get_by_netdev(ndev, RDMA_DRIVER_UNKNOWN);
+	if (!ib) {
+		dev_put(ndev);
+		return -ENODEV;
+	}
+	rdma_for_each_port(ib, p) {
+		struct net_device *pdev = ib_device_get_netdev(ib, p);
+
+		if (pdev)
+			dev_put(pdev);
+		if (pdev == ndev) {
+			dev_put(ndev);
+			*dev = ib;
+			*port = p;
+			return 0;
+		}
+	}
+	dev_put(ndev);
+	ib_device_put(ib);
+	return -ENODEV;
+}
+
+struct ib_pd *kfi_ib_alloc_pd(struct ib_device *dev)
+{
+	return ib_alloc_pd(dev, 0);
+}
+
+void kfi_ib_dealloc_pd(struct ib_pd *pd)
+{
+	ib_dealloc_pd(pd);
+}
+
+u32 kfi_ib_pd_lkey(const struct ib_pd *pd)
+{
+	return pd->local_dma_lkey;
+}
+
+struct ib_cq *kfi_ib_alloc_cq(struct ib_device *dev, void *context, int entries, int vector)
+{
+	return ib_alloc_cq(dev, context, entries, vector, IB_POLL_SOFTIRQ);
+}
+
+void *kfi_ib_cq_context(const struct ib_cq *cq)
+{
+	return cq->cq_context;
+}
+
+int kfi_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *wr)
+{
+	return ib_post_send(qp, wr, NULL);
+}
+
+int kfi_ib_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr)
+{
+	return ib_post_recv(qp, wr, NULL);
+}
+
+int kfi_ib_dma_map_page(struct ib_device *dev, struct page *page, unsigned long offset,
+			size_t len, int to_device, u64 *dma)
+{
+	u64 a = ib_dma_map_page(dev, page, offset, len,
+				to_device ? DMA_TO_DEVICE : DMA_FROM_DEVICE);
+
+	if (ib_dma_mapping_error(dev, a))
+		return -ENOMEM;
+	*dma = a;
+	return 0;
+}
+
+void kfi_ib_dma_unmap_page(struct ib_device *dev, u64 dma, size_t len, int to_device)
+{
+	ib_dma_unmap_page(dev, dma, len, to_device ? DMA_TO_DEVICE : DMA_FROM_DEVICE);
+}
+
+u32 kfi_ib_mr_lkey(const struct ib_mr *mr)
+{
+	return mr->lkey;
+}
+
+u32 kfi_ib_mr_rkey(const struct ib_mr *mr)
+{
+	return mr->rkey;
+}
+
+u64 kfi_ib_mr_iova(const struct ib_mr *mr)
+{
+	return mr->iova;
+}
+
+void kfi_ib_mr_bump_key(struct ib_mr *mr)
+{
+	ib_update_fast_reg_key(mr, ib_inc_rkey(mr->rkey));
+}
+
+struct rdma_cm_id *kfi_rdma_create_id(struct net *net, rdma_cm_event_handler handler,
+				      void *context)
+{
+	return rdma_create_id(net, handler, context, RDMA_PS_TCP, IB_QPT_RC);
+}
+
+void *kfi_rdma_id_context(const struct rdma_cm_id *id)
+{
+	return id->context;
+}
+
+void kfi_rdma_id_set_context(struct rdma_cm_id *id, void *context)
+{
+	id->context = context;
+}
+
+struct ib_device *kfi_rdma_id_device(const struct rdma_cm_id *id)
+{
+	return id->device;
+}
+
+struct ib_qp *kfi_rdma_id_qp(const struct rdma_cm_id *id)
+{
+	return id->qp;
+}
+
+u32 kfi_rdma_id_port(const struct rdma_cm_id *id)
+{
+	return id->port_num;
+}
+
+size_t kfi_rdma_id_addr(const struct rdma_cm_id *id, int peer, void *out, size_t len)
+{
+	const struct sockaddr *sa = peer ? (const struct sockaddr *)&id->route.addr.dst_addr :
+					   (const struct sockaddr *)&id->route.addr.src_addr;
+	size_t n = sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
+		   sizeof(struct sockaddr_in);
+
+	if (n > len)
+		n = len;
+	memcpy(out, sa, n);
+	return n;
+}

@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * kfi_ibverbs' C shim: the ib_core and rdma_cm calls that are static
+ * inlines or macros (so Rust cannot call them), and accessors of the large
+ * ib_core objects the Rust side treats as opaque. The Rust declarations are
+ * generated from this header (scripts/bindgen.sh ib), so both sides are
+ * checked by their compilers against it.
+ */
+#ifndef KFI_IB_SHIM_H
+#define KFI_IB_SHIM_H
+
+#include <linux/inet.h>
+#include <net/net_namespace.h>
+#include <rdma/ib_verbs.h>
+#include <rdma/rdma_cm.h>
+
+/* How a device's port carries RDMA. */
+enum kfi_ib_link {
+	KFI_IB_LINK_INFINIBAND = 1,
+	KFI_IB_LINK_ROCE = 2,
+	KFI_IB_LINK_IWARP = 3,
+};
+
+/* Devices (any context; the device must be registered). */
+const char *kfi_ib_device_name(const struct ib_device *dev);
+const struct ib_device_attr *kfi_ib_device_attrs(const struct ib_device *dev);
+u32 kfi_ib_first_port(const struct ib_device *dev);
+u32 kfi_ib_last_port(const struct ib_device *dev);
+int kfi_ib_num_comp_vectors(const struct ib_device *dev);
+/* 0 when the port speaks none of the three. */
+enum kfi_ib_link kfi_ib_port_link(const struct ib_device *dev, u32 port);
+
+/*
+ * The device and port that carry traffic from (@source) or to @addr in
+ * @net: the RDMA device of the netdev that owns the address or that the
+ * route to it leaves by. Returns 0 and a reference on *@dev (put it with
+ * ib_device_put), or -ENODEV. Process context; does not wait on the
+ * network (no neighbour resolution).
+ */
+int kfi_ib_device_for(struct net *net, const struct sockaddr *addr, int source,
+		      struct ib_device **dev, u32 *port);
+
+/* Protection domains and completion queues (process context). */
+struct ib_pd *kfi_ib_alloc_pd(struct ib_device *dev);
+void kfi_ib_dealloc_pd(struct ib_pd *pd);
+u32 kfi_ib_pd_lkey(const struct ib_pd *pd);
+/* A CQ polled in softirq context; each entry's ib_cqe says what ended. */
+struct ib_cq *kfi_ib_alloc_cq(struct ib_device *dev, void *context, int entries, int vector);
+void *kfi_ib_cq_context(const struct ib_cq *cq);
+
+/* Posting (any context). */
+int kfi_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *wr);
+int kfi_ib_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr);
+
+/* DMA mapping of kernel pages for a device (any context). */
+int kfi_ib_dma_map_page(struct ib_device *dev, struct page *page, unsigned long offset,
+			size_t len, int to_device, u64 *dma);
+void kfi_ib_dma_unmap_page(struct ib_device *dev, u64 dma, size_t len, int to_device);
+
+/* Regions registered by work request (IB_WR_REG_MR). */
+u32 kfi_ib_mr_lkey(const struct ib_mr *mr);
+u32 kfi_ib_mr_rkey(const struct ib_mr *mr);
+u64 kfi_ib_mr_iova(const struct ib_mr *mr);
+/* A fresh key for the next registration of the same MR. */
+void kfi_ib_mr_bump_key(struct ib_mr *mr);
+
+/* rdma_cm identifiers: a reliable connected QP in namespace @net. */
+struct rdma_cm_id *kfi_rdma_create_id(struct net *net, rdma_cm_event_handler handler,
+				      void *context);
+void *kfi_rdma_id_context(const struct rdma_cm_id *id);
+void kfi_rdma_id_set_context(struct rdma_cm_id *id, void *context);
+struct ib_device *kfi_rdma_id_device(const struct rdma_cm_id *id);
+struct ib_qp *kfi_rdma_id_qp(const struct rdma_cm_id *id);
+u32 kfi_rdma_id_port(const struct rdma_cm_id *id);
+/* The id's own and its peer's address (copied, of @len bytes at most). */
+size_t kfi_rdma_id_addr(const struct rdma_cm_id *id, int peer, void *out, size_t len);
+
+#endif /* KFI_IB_SHIM_H */

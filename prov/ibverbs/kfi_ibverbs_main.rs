@@ -1,0 +1,189 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! kfi_ibverbs.ko: the kfabric provider over in-kernel ib_core and
+//! rdma_cm (soft-iWARP `siw`, soft-RoCE `rxe`, RDMA adapters).
+//!
+//! What works so far: devices are tracked as ib_core adds and removes
+//! them; one kfi fabric per link type (InfiniBand, RoCE, iWARP) and one
+//! domain per device; getinfo answers from the device's own limits and
+//! finds the device that serves a node (the RDMA device of the netdev that
+//! owns or routes to the address). Endpoints are not there yet: the
+//! entries advertise no capabilities and opening an endpoint is -ENOSYS.
+
+use core::ffi::CStr;
+use kernel::prelude::*;
+
+#[path = "../../kfi/api/mod.rs"]
+mod kfi;
+
+mod devices;
+mod ib;
+mod ib_sys;
+
+use ib::{addr::Addr, client::Client, device::Device, device::Link};
+use kernel::{bindings, sync::Arc};
+use kfi::{
+    kfabric::version,
+    kfi_sys as sys,
+    provider::{self, EndpointAttr, Info, Registration},
+};
+
+module! {
+    type: KfiIbverbs,
+    name: "kfi_ibverbs",
+    authors: ["kfabric developers"],
+    description: "kfabric provider over ib_core and rdma_cm (siw, rxe, HCAs)",
+    license: "GPL",
+}
+
+struct KfiIbverbs {
+    // Dropped in order: no new kfabric users, then the devices go.
+    _reg: Registration<Ibverbs>,
+    _client: Client,
+}
+
+impl kernel::Module for KfiIbverbs {
+    fn init(module: &'static ThisModule) -> Result<Self> {
+        devices::init();
+        let client = Client::register::<devices::Watch>(c"kfi_ibverbs")?;
+        Ok(Self {
+            _reg: Registration::register(module)?,
+            _client: client,
+        })
+    }
+}
+
+/// The most work requests of a queue the provider asks a device for.
+const QUEUE_MAX: u32 = 1024;
+
+/// The entry of `dev` for `addr` (as source or destination) in `net`.
+fn entry(dev: &Device, addr: Option<&Addr>, src: bool, net: *mut bindings::net) -> Result<Info> {
+    let mut i = Info::new()?;
+    i.set_names(dev.link.fabric_name(), &dev.name)?;
+    if let Some(a) = addr {
+        i.set_addr(!src, a.kfi_format(), a.as_bytes())?;
+    }
+    let a = &dev.limits;
+    let queue = a.max_qp_wr.min(QUEUE_MAX) as usize;
+    let (tx, rx, epa, dom, _) = i.attrs();
+    dom.net = net.cast();
+    dom.threading = sys::KFI_THREAD_SAFE;
+    dom.control_progress = sys::KFI_PROGRESS_AUTO;
+    dom.data_progress = sys::KFI_PROGRESS_AUTO;
+    // Regions are addressed by offset and keyed by the device.
+    dom.mr_mode = sys::KFI_MR_PROV_KEY;
+    dom.mr_key_size = size_of::<u32>();
+    dom.cq_data_size = size_of::<u32>();
+    tx.size = queue;
+    tx.iov_limit = a.max_send_sge as usize;
+    tx.rma_iov_limit = 1;
+    rx.size = queue;
+    rx.iov_limit = a.max_recv_sge as usize;
+    epa.type_ = sys::KFI_EP_MSG;
+    // One RDMA transfer moves at most 2 GiB.
+    epa.max_msg_size = a.max_mr_size.min(1 << 31) as usize;
+    Ok(i)
+}
+
+/// The `ibverbs` provider.
+struct Ibverbs;
+
+#[vtable]
+impl provider::Provider for Ibverbs {
+    const NAME: &'static CStr = c"ibverbs";
+    const VERSION: u32 = version(0, 2);
+    type Fabric = IbFabric;
+
+    fn getinfo(
+        node: Option<&CStr>,
+        service: Option<&CStr>,
+        flags: u64,
+        hints: Option<&sys::kfi_info>,
+    ) -> Result<KVec<Info>> {
+        // SAFETY: The hints' attributes are NULL or valid.
+        let net: *mut bindings::net = hints
+            .and_then(|h| unsafe { h.domain_attr.as_ref() })
+            .map_or(core::ptr::null_mut(), |d| d.net.cast());
+        let service = service.unwrap_or(c"0");
+        let mut v = KVec::new();
+        match node {
+            Some(node) => {
+                let src = flags & sys::KFI_SOURCE != 0;
+                // An address this provider cannot parse is not one it serves.
+                let addr = Addr::parse(net, node, service).map_err(|_| ENODATA)?;
+                let (ptr, _port) = ib::device::device_for(net, &addr, src)?;
+                let dev = devices::by_ptr(ptr).ok_or(ENODATA)?;
+                v.push(entry(&dev, Some(&addr), src, net)?, GFP_KERNEL)?;
+            }
+            None => {
+                let addr = Addr::parse(net, c"0.0.0.0", service).map_err(|_| ENODATA)?;
+                for dev in devices::snapshot()?.iter() {
+                    v.push(entry(dev, Some(&addr), true, net)?, GFP_KERNEL)?;
+                }
+            }
+        }
+        if v.is_empty() {
+            return Err(ENODATA);
+        }
+        Ok(v)
+    }
+
+    fn fabric(attr: &sys::kfi_fabric_attr) -> Result<IbFabric> {
+        if attr.name.is_null() {
+            return Err(EINVAL);
+        }
+        // SAFETY: A NUL-terminated name (kfabric.ko checked the attributes).
+        let name = unsafe { CStr::from_char_ptr(attr.name) };
+        let link = Link::from_fabric_name(name).ok_or(ENODATA)?;
+        Ok(IbFabric { link })
+    }
+}
+
+/// A fabric: the devices of one link type.
+struct IbFabric {
+    link: Link,
+}
+
+#[vtable]
+impl provider::Fabric for IbFabric {
+    type Domain = IbDomain;
+    type PassiveEndpoint = NoEndpoint;
+
+    fn domain(&self, info: &sys::kfi_info) -> Result<IbDomain> {
+        // SAFETY: An entry's domain attributes are NULL or valid, the name
+        // NULL or NUL-terminated.
+        let name = unsafe { info.domain_attr.as_ref() }
+            .filter(|d| !d.name.is_null())
+            .map(|d| unsafe { CStr::from_char_ptr(d.name) })
+            .ok_or(EINVAL)?;
+        let dev = devices::by_name(name).ok_or(ENODEV)?;
+        if dev.link != self.link {
+            return Err(EINVAL);
+        }
+        Ok(IbDomain { _dev: dev })
+    }
+}
+
+/// A domain: one device.
+struct IbDomain {
+    _dev: Arc<Device>,
+}
+
+#[vtable]
+impl provider::Domain for IbDomain {
+    type Endpoint = NoEndpoint;
+    type Region = ();
+}
+
+/// The endpoints of a provider that has none yet: no value exists.
+enum NoEndpoint {}
+
+#[vtable]
+impl provider::Endpoint for NoEndpoint {
+    fn attr(&self) -> EndpointAttr {
+        match *self {}
+    }
+}
+
+#[vtable]
+impl provider::PassiveEndpoint for NoEndpoint {}
