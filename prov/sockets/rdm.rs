@@ -26,7 +26,7 @@ use kernel::{
 };
 
 use crate::{
-    ep::{self, fail, Shared, TxOp, CAPS, INJECT_MAX, IOV_MAX, OP_FLAGS, QUEUE},
+    ep::{self, Shared, TxOp, CAPS, INJECT_MAX, IOV_MAX, OP_FLAGS, QUEUE},
     frame::{self, Answer},
     info_ns,
     kfi::{
@@ -34,13 +34,16 @@ use crate::{
         kfi_sys as sys,
         provider::{Bound, CqRef, EndpointAttr},
         ring::Ring,
+        toolkit::{
+            completion::{report_err, CqEntry},
+            workers::Workers,
+        },
     },
     ksock::{NetNs, SockAddr, Socket},
     mr::MrTable,
     pep::{listen_socket, with_timeout, AcceptPause},
     rxq::RxQueues,
     wire::RMA_IOV_MAX,
-    workers::Workers,
 };
 
 /// The AV an RDM endpoint is bound to.
@@ -471,14 +474,7 @@ fn dispatcher(r: &Arc<Rdm>) {
             .and_then(|c| c.queue_wait(q.op));
         if let Err(e) = sent {
             let cq = r.state.lock().tx_cq;
-            fail(
-                cq,
-                q.op.context,
-                q.op.completion_flags(),
-                e.to_errno().wrapping_neg(),
-                0,
-                0,
-            );
+            report_err(cq, &CqEntry::of(q.op.context, q.op.completion_flags()), e);
         }
     }
 }
@@ -518,7 +514,7 @@ impl Drop for RdmEp {
         }
         drop(t);
         for (ctx, flags) in left.iter() {
-            fail(cq, *ctx, *flags, ECANCELED.to_errno().wrapping_neg(), 0, 0);
+            report_err(cq, &CqEntry::of(*ctx, *flags), ECANCELED);
         }
     }
 }

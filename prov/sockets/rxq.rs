@@ -18,8 +18,12 @@ use kernel::{
 
 use crate::{
     bufs,
-    ep::{fail, RxOp, Shared, Unexpected, QUEUE, UNEXP_MAX},
-    kfi::{kfi_sys as sys, provider::CqRef},
+    ep::{RxOp, Shared, Unexpected, QUEUE, UNEXP_MAX},
+    kfi::{
+        kfi_sys as sys,
+        provider::CqRef,
+        toolkit::completion::{report_err, CqEntry},
+    },
     progress, rx,
 };
 
@@ -166,19 +170,13 @@ impl RxQueues {
             )
         };
         drop(unexp);
-        let canceled = -ECANCELED.to_errno();
         for r in rx.iter() {
-            fail(cq, r.context, sys::KFI_RECV | sys::KFI_MSG, canceled, 0, 0);
+            let c = CqEntry::of(r.context, sys::KFI_RECV | sys::KFI_MSG);
+            report_err(cq, &c, ECANCELED);
         }
         for r in trx.iter() {
-            fail(
-                cq,
-                r.context,
-                sys::KFI_RECV | sys::KFI_TAGGED,
-                canceled,
-                0,
-                0,
-            );
+            let c = CqEntry::of(r.context, sys::KFI_RECV | sys::KFI_TAGGED);
+            report_err(cq, &c, ECANCELED);
         }
     }
 }
