@@ -10,7 +10,9 @@
 //! - [`handles`]: the handle table behind `KFI_CONNREQ` handles, checked
 //!   and owned by the passive endpoint that received the request;
 //! - [`cm`]: connection events and error entries on an [`EqRef`];
-//! - [`completion`]: completions and error completions on a [`CqRef`].
+//! - [`completion`]: completions and error completions on a [`CqRef`];
+//! - [`segments`]: a ULP's kvec / bio_vec / scatterlist as segments
+//!   (pages or kernel addresses) for a provider to map.
 //!
 //! The ring of slots the util queues and providers' operation queues use
 //! is [`super::ring`].
@@ -21,4 +23,5 @@
 pub(crate) mod cm;
 pub(crate) mod completion;
 pub(crate) mod handles;
+pub(crate) mod segments;
 pub(crate) mod workers;
