@@ -167,21 +167,12 @@ impl TxOp {
     }
 }
 
-/// A posted receive (tagged receives use `tag` and `ignore`).
+/// A posted receive (the tag matcher keeps a tagged one's tag).
 #[derive(Clone, Copy, Default)]
 pub(crate) struct RxOp {
     pub(crate) bufs: [Buf; IOV_MAX],
     pub(crate) n: usize,
     pub(crate) context: usize,
-    pub(crate) tag: u64,
-    pub(crate) ignore: u64,
-}
-
-impl RxOp {
-    /// Whether a message tagged `tag` is for this receive.
-    pub(crate) fn matches(&self, tag: u64) -> bool {
-        (tag ^ self.tag) & !self.ignore == 0
-    }
 }
 
 /// An operation that waits for its response, entered before its frame is
@@ -210,9 +201,9 @@ pub(crate) struct Pending {
     pub(crate) early: Option<Result>,
 }
 
-/// A tagged message that arrived before its receive was posted.
+/// A tagged message that arrived before its receive was posted (the tag
+/// matcher keeps its tag).
 pub(crate) struct Unexpected {
-    pub(crate) tag: u64,
     pub(crate) data: Option<u64>,
     pub(crate) payload: KVec<u8>,
 }

@@ -19,17 +19,20 @@ use kernel::{prelude::*, sync::Arc};
 use crate::{
     atomics::{self, ATOMIC_MAX},
     bufs::{self, slice, Buf},
-    ep::{Kind, Pending, Resp, RxOp, Shared, Unexpected, RESP_MAX, UNEXP_BYTES, UNEXP_MAX},
+    ep::{Kind, Pending, Resp, RxOp, Shared, Unexpected, RESP_MAX},
     frame,
     kfi::{
         kfi_sys as sys,
         provider::{CqRef, EqRef, FidRef},
-        toolkit::completion::{report, report_err, report_recv, CqEntry},
+        toolkit::{
+            completion::{report, report_err, report_recv, CqEntry},
+            tags::Room,
+        },
     },
     ksock::Socket,
     mr::Access,
     progress,
-    rxq::RxState,
+    rxq::{RxQueues, RxState},
     wire::{flags, Hdr, Op, RmaDesc, PAYLOAD_MAX},
 };
 
@@ -352,60 +355,75 @@ impl Rx<'_> {
             if s.closing || self.closing() {
                 return Err(ECANCELED);
             }
-            if let Some(i) = s.trx.iter().position(|r| r.matches(h.tag)) {
-                Some((s.trx.remove(i).map_err(|_| EINVAL)?, s.cq))
-            } else if s.unexp.len() < UNEXP_MAX && s.unexp_bytes + len <= UNEXP_BYTES {
-                None
-            } else if s.unexp.is_empty() {
-                // Larger than everything we would ever hold.
-                return Err(EPROTO);
-            } else {
-                return self.park(&mut s, h);
+            match s.tagged.take_posted(h.tag) {
+                Some(op) => Ok((op, s.cq)),
+                None => match s.tagged.reserve(len) {
+                    Room::Reserved(r) => Err(r),
+                    // Larger than everything we would ever hold.
+                    Room::Never => return Err(EPROTO),
+                    Room::Full => return self.park(&mut s, h),
+                },
             }
         };
-        if let Some((op, cq)) = found {
-            // SAFETY: A posted receive's buffers, valid until it completes.
-            let placing = unsafe { self.place(&op.bufs[..op.n], len) };
-            let (placed, dropped) = fail_recv_on_err(cq, &op, sys::KFI_TAGGED, placing)?;
-            finish_recv(
-                cq,
-                &op,
-                sys::KFI_TAGGED,
-                h.tag,
-                Self::cq_data(h),
-                placed,
-                dropped,
-            );
-            self.ack_if_asked(h)?;
-            return Ok(Step::Done);
-        }
-        let mut payload = KVec::with_capacity(len, GFP_KERNEL)?;
-        payload.resize(len, 0, GFP_KERNEL)?;
-        frame::recv_exact(self.sock, &mut payload)?;
-        // A matching receive may have been posted meanwhile.
+        let room = match found {
+            Err(room) => room,
+            Ok((op, cq)) => {
+                // SAFETY: A posted receive's buffers, valid until it
+                // completes.
+                let placing = unsafe { self.place(&op.bufs[..op.n], len) };
+                let (placed, dropped) = fail_recv_on_err(cq, &op, sys::KFI_TAGGED, placing)?;
+                finish_recv(
+                    cq,
+                    &op,
+                    sys::KFI_TAGGED,
+                    h.tag,
+                    Self::cq_data(h),
+                    placed,
+                    dropped,
+                );
+                self.ack_if_asked(h)?;
+                return Ok(Step::Done);
+            }
+        };
+        let payload = match Self::read_payload(self.sock, len) {
+            Ok(p) => p,
+            Err(e) => {
+                let mut s = q.state.lock();
+                s.tagged.release(room);
+                // Connections parked for want of that room may go on.
+                RxQueues::resume(&mut s);
+                return Err(e);
+            }
+        };
         let u = Unexpected {
-            tag: h.tag,
             data: Self::cq_data(h),
             payload,
         };
+        // A matching receive may have been posted meanwhile.
         let taken = {
             let mut s = q.state.lock();
-            match s.trx.iter().position(|r| r.matches(h.tag)) {
-                Some(i) => Some((s.trx.remove(i).map_err(|_| EINVAL)?, s.cq, u)),
-                None => {
-                    let n = u.payload.len();
-                    s.unexp.push(u, GFP_ATOMIC)?;
-                    s.unexp_bytes += n;
-                    None
-                }
+            if s.closing {
+                s.tagged.release(room);
+                return Err(ECANCELED);
             }
+            let cq = s.cq;
+            s.tagged.hold(room, h.tag, u)?.map(|m| (m, cq))
         };
-        if let Some((op, cq, u)) = taken {
-            complete_tagged(cq, &op, u.tag, u.data, &u.payload);
+        if let Some((m, cq)) = taken {
+            complete_tagged(cq, &m.recv, m.tag, m.msg.data, &m.msg.payload);
         }
         // Held counts as delivered: the data is placed at the target.
         self.ack_if_asked(h)?;
         Ok(Step::Done)
+    }
+
+    /// Reads a tagged message's `len` payload bytes into a buffer of its
+    /// own (for the unexpected queue, which has room reserved for them).
+    fn read_payload(sock: &Socket, len: usize) -> Result<KVec<u8>> {
+        let mut payload = KVec::with_capacity(len, GFP_KERNEL)?;
+        payload.resize(len, 0, GFP_KERNEL)?;
+        frame::recv_exact(sock, &mut payload)?;
+        Ok(payload)
     }
 
     /// Checks every descriptor of a peer's access; all or nothing.

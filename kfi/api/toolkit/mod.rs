@@ -12,7 +12,8 @@
 //! - [`cm`]: connection events and error entries on an [`EqRef`];
 //! - [`completion`]: completions and error completions on a [`CqRef`];
 //! - [`segments`]: a ULP's kvec / bio_vec / scatterlist as segments
-//!   (pages or kernel addresses) for a provider to map.
+//!   (pages or kernel addresses) for a provider to map;
+//! - [`tags`]: tagged receives matched with a bounded unexpected queue.
 //!
 //! The ring of slots the util queues and providers' operation queues use
 //! is [`super::ring`].
@@ -24,4 +25,5 @@ pub(crate) mod cm;
 pub(crate) mod completion;
 pub(crate) mod handles;
 pub(crate) mod segments;
+pub(crate) mod tags;
 pub(crate) mod workers;
