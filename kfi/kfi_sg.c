@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Scatterlist walking for kfabric.ko's checks and for providers: the
- * scatterlist helpers are inline C that Rust cannot call.
+ * Buffer-list walking for kfabric.ko's checks and for providers (the
+ * toolkit's segment iterator, kfi/api/toolkit/segments.rs): the
+ * scatterlist and page-address helpers are inline C that Rust cannot call.
  */
 #include <linux/export.h>
+#include <linux/mm.h>
 #include <linux/scatterlist.h>
 #include <kfabric/kfi_provider.h>
 
@@ -16,3 +18,9 @@ struct scatterlist *kfi_sg_entry(struct scatterlist *sg, struct page **page,
 	return sg_next(sg);
 }
 EXPORT_SYMBOL_GPL(kfi_sg_entry);
+
+void *kfi_page_address(struct page *page)
+{
+	return page_address(page);
+}
+EXPORT_SYMBOL_GPL(kfi_page_address);

@@ -452,4 +452,18 @@ struct page;
 struct scatterlist *kfi_sg_entry(struct scatterlist *sg, struct page **page,
 				 unsigned int *offset, unsigned int *len);
 
+/**
+ * kfi_page_address() - the kernel address of a page's bytes
+ * @page: a page of a ULP's bio_vec or scatterlist (from kfi_sg_entry())
+ *
+ * For a provider that copies (kfi_sockets): the bytes of a segment
+ * (@page, offset, len) start at the returned address plus offset. Pages
+ * of a ULP's buffer are lowmem, which is every page on 64-bit, the only
+ * kind kfabric builds for; a highmem page that is not mapped gives NULL.
+ *
+ * Context: any.
+ * Return: the address, or NULL.
+ */
+void *kfi_page_address(struct page *page);
+
 #endif /* _KFABRIC_KFI_PROVIDER_H */

@@ -13,4 +13,6 @@ pub(crate) mod provider;
 #[allow(dead_code)]
 pub(crate) mod ring;
 #[allow(dead_code)]
+pub(crate) mod toolkit;
+#[allow(dead_code)]
 pub(crate) mod ulp;

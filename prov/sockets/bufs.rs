@@ -1,16 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The ULP's buffer lists (kvec, bio_vec, scatterlist) as kernel virtual
-//! buffers, and copies between them and byte slices.
+//! buffers, and copies between them and byte slices: the toolkit's
+//! segments (`kfi/api/toolkit/segments.rs`) mapped to addresses.
 //!
 //! A [`Buf`] is only an address and a length: the ULP guarantees that the
 //! memory stays valid until the operation that names it completes (or, for
 //! a registered region, until the region is closed). Any context.
 
-use core::ffi::c_void;
-use kernel::{bindings, prelude::*};
+use kernel::prelude::*;
 
-use crate::kfi::kfi_sys as sys;
+use crate::kfi::{kfi_sys as sys, toolkit::segments::Segments};
 
 /// A kernel virtual buffer of the ULP.
 #[derive(Clone, Copy, Default)]
@@ -19,19 +19,22 @@ pub(crate) struct Buf {
     pub(crate) len: usize,
 }
 
-// Only pointers cross; `struct page` behind them ends in zero-size arrays,
-// which the lint cannot tell from by-value use.
-#[allow(improper_ctypes)]
-extern "C" {
-    /// `kfi_sockets_mem.c`: the kernel address of a bio_vec's bytes.
-    fn kfi_sockets_bvec_addr(bv: *const bindings::bio_vec) -> *mut c_void;
-    /// `kfi_sockets_mem.c`: address and length of a scatterlist entry's
-    /// bytes; returns the next entry.
-    fn kfi_sockets_sg_buf(
-        sg: *mut bindings::scatterlist,
-        addr: *mut *mut c_void,
-        len: *mut c_uint,
-    ) -> *mut bindings::scatterlist;
+/// Fills `out` with the buffers of `segs`; returns how many. `EINVAL` if
+/// there are more than `out` holds, or the list is broken.
+fn fill_from(segs: Segments<'_>, out: &mut [Buf]) -> Result<usize> {
+    if segs.remaining() > out.len() {
+        return Err(EINVAL);
+    }
+    let mut n = 0;
+    for (slot, seg) in out.iter_mut().zip(segs) {
+        let seg = seg?;
+        *slot = Buf {
+            base: seg.kernel_addr(),
+            len: seg.len(),
+        };
+        n += 1;
+    }
+    Ok(n)
 }
 
 /// Fills `out` with the `count` buffers of a list of type `iov_type`;
@@ -47,56 +50,15 @@ pub(crate) unsafe fn fill(
     count: usize,
     out: &mut [Buf],
 ) -> Result<usize> {
-    if count > out.len() {
-        return Err(EINVAL);
-    }
-    let mut sg: *mut bindings::scatterlist = list.cast_mut().cast();
-    for (i, slot) in out.iter_mut().enumerate().take(count) {
-        *slot = match iov_type {
-            sys::KFI_KVEC => {
-                // SAFETY: A kvec list of `count` entries.
-                let v = unsafe { *list.cast::<bindings::kvec>().add(i) };
-                Buf {
-                    base: v.iov_base as usize,
-                    len: v.iov_len,
-                }
-            }
-            sys::KFI_BVEC => {
-                // SAFETY: A bio_vec list of `count` entries.
-                let bv = unsafe { list.cast::<bindings::bio_vec>().add(i) };
-                Buf {
-                    // SAFETY: A valid bio_vec of lowmem pages.
-                    base: unsafe { kfi_sockets_bvec_addr(bv) } as usize,
-                    // SAFETY: As above.
-                    len: unsafe { (*bv).bv_len } as usize,
-                }
-            }
-            sys::KFI_SGL => {
-                if sg.is_null() {
-                    return Err(EINVAL);
-                }
-                let mut addr: *mut c_void = core::ptr::null_mut();
-                let mut len: c_uint = 0;
-                // SAFETY: A scatterlist with at least `count` entries.
-                sg = unsafe { kfi_sockets_sg_buf(sg, &mut addr, &mut len) };
-                Buf {
-                    base: addr as usize,
-                    len: len as usize,
-                }
-            }
-            _ => return Err(EINVAL),
-        };
-    }
-    Ok(count)
+    // SAFETY: As required.
+    fill_from(unsafe { Segments::new(iov_type, list, count) }?, out)
 }
 
 /// The buffers of a message (checked by kfabric.ko) into `out`.
 pub(crate) fn of_msg(m: &sys::kfi_msg, out: &mut [Buf]) -> Result<usize> {
-    // SAFETY: All union members are pointers to a list of `iov_count`
-    // entries of the type `iov_type` names (checked by kfabric.ko).
-    let list = unsafe { m.__bindgen_anon_1.msg_iov };
-    // SAFETY: As above.
-    unsafe { fill(m.iov_type, list.cast(), m.iov_count, out) }
+    // SAFETY: Messages reach kfi_sockets only through its data-path
+    // methods, from kfabric.ko, which checked the list.
+    fill_from(unsafe { Segments::of_msg(m) }?, out)
 }
 
 /// Atomic operand arrays as buffers of `size`-byte elements.

@@ -28,22 +28,24 @@ use kernel::{
 use crate::{
     atomics::{self, ATOMIC_MAX},
     bufs::{self, Buf},
-    events,
     frame::{self, Answer},
-    handles, info_ns,
+    info_ns,
     kfi::{
         kfabric::kfi_error,
         kfi_sys as sys,
         provider::{AtomicKind, Bound, CqRef, EndpointAttr, EqRef, FidRef},
         ring::Ring,
+        toolkit::{
+            completion::{report_err, CqEntry},
+            workers::Workers,
+        },
     },
     ksock::{NetNs, SockAddr, Socket},
     mr::{Access, MrTable},
-    pep::with_timeout,
+    pep::{take_request, with_timeout},
     progress, rx,
     rxq::RxQueues,
     wire::{Hdr, Op, RmaDesc, RMA_IOV_MAX},
-    workers::Workers,
 };
 
 /// Operations that may be queued in each direction, and operations that
@@ -165,21 +167,12 @@ impl TxOp {
     }
 }
 
-/// A posted receive (tagged receives use `tag` and `ignore`).
+/// A posted receive (the tag matcher keeps a tagged one's tag).
 #[derive(Clone, Copy, Default)]
 pub(crate) struct RxOp {
     pub(crate) bufs: [Buf; IOV_MAX],
     pub(crate) n: usize,
     pub(crate) context: usize,
-    pub(crate) tag: u64,
-    pub(crate) ignore: u64,
-}
-
-impl RxOp {
-    /// Whether a message tagged `tag` is for this receive.
-    pub(crate) fn matches(&self, tag: u64) -> bool {
-        (tag ^ self.tag) & !self.ignore == 0
-    }
 }
 
 /// An operation that waits for its response, entered before its frame is
@@ -205,12 +198,12 @@ pub(crate) struct Pending {
     pub(crate) sent: bool,
     /// The response's outcome, when it came before `sent`: the
     /// transmitter completes the operation once the frame is out.
-    pub(crate) early: Option<Result<(), i32>>,
+    pub(crate) early: Option<Result>,
 }
 
-/// A tagged message that arrived before its receive was posted.
+/// A tagged message that arrived before its receive was posted (the tag
+/// matcher keeps its tag).
 pub(crate) struct Unexpected {
-    pub(crate) tag: u64,
     pub(crate) data: Option<u64>,
     pub(crate) payload: KVec<u8>,
 }
@@ -316,34 +309,6 @@ pub(crate) fn put_addr(a: &SockAddr, out: &mut [u8]) -> usize {
     let n = b.len().min(out.len());
     out[..n].copy_from_slice(&b[..n]);
     b.len()
-}
-
-/// Reports a successful completion of `ctx`.
-pub(crate) fn complete(cq: Option<CqRef>, ctx: usize, flags: u64, len: usize, data: u64, tag: u64) {
-    if let Some(cq) = cq {
-        let _ = cq.complete(&sys::kfi_cq_tagged_entry {
-            op_context: ctx as *mut c_void,
-            flags,
-            len,
-            data,
-            tag,
-            ..Default::default()
-        });
-    }
-}
-
-/// Reports a failed completion of `ctx`: `err` is a positive errno.
-pub(crate) fn fail(cq: Option<CqRef>, ctx: usize, flags: u64, err: i32, len: usize, olen: usize) {
-    if let Some(cq) = cq {
-        let _ = cq.complete_err(&sys::kfi_cq_err_entry {
-            op_context: ctx as *mut c_void,
-            flags,
-            len,
-            olen,
-            err,
-            ..Default::default()
-        });
-    }
 }
 
 impl Shared {
@@ -462,7 +427,7 @@ impl SockEp {
         let sock = if info.handle.is_null() {
             None
         } else {
-            Some(handles::take(info.handle)?)
+            Some(take_request(info.handle)?)
         };
         let dest = if info.dest_addr.is_null() {
             None
@@ -514,7 +479,7 @@ pub(crate) fn start(sh: &Arc<Shared>) -> Result {
 /// connection that `start` started, then the end of the connection if it
 /// came first: the ULP always hears of a connection before its end.
 pub(crate) fn report_connected(sh: &Shared, eq: EqRef, fid: FidRef, data: &[u8]) {
-    let _ = events::post_cm(eq, sys::KFI_CONNECTED, fid, core::ptr::null_mut(), data);
+    let _ = eq.post_connected(fid, data);
     let ended = {
         let mut s = sh.state.lock();
         s.cm_open = true;
@@ -545,12 +510,11 @@ pub(crate) fn flush(sh: &Shared) {
         )
     };
     drop(resp);
-    let canceled = -ECANCELED.to_errno();
     for (ctx, flags) in ops.iter() {
-        fail(tx_cq, *ctx, *flags, canceled, 0, 0);
+        report_err(tx_cq, &CqEntry::of(*ctx, *flags), ECANCELED);
     }
     for p in pending.iter() {
-        fail(tx_cq, p.context, p.flags, canceled, 0, 0);
+        report_err(tx_cq, &CqEntry::of(p.context, p.flags), ECANCELED);
     }
     if sh.owns_rx {
         sh.rxq.close();
@@ -591,10 +555,10 @@ fn connector(sh: &Arc<Shared>) {
             }
         }
         Ok(Answer::Rejected(data)) => {
-            let _ = events::post_err(eq, fid, ECONNREFUSED, &data);
+            let _ = eq.post_err(fid, ECONNREFUSED, &data);
         }
         Err(e) => {
-            let _ = events::post_err(eq, fid, e, &[]);
+            let _ = eq.post_err(fid, e, &[]);
         }
     }
 }

@@ -22,8 +22,6 @@ mod kfi;
 mod atomics;
 mod bufs;
 mod ep;
-mod events;
-mod handles;
 mod mr;
 mod pep;
 mod progress;
@@ -31,7 +29,6 @@ mod rdm;
 mod rx;
 mod rxq;
 mod tx;
-mod workers;
 // Shared with tests/sockets by `#[path]`; each crate uses a part.
 #[allow(dead_code)]
 mod frame;
@@ -83,7 +80,7 @@ struct KfiSockets {
 impl kernel::Module for KfiSockets {
     fn init(module: &'static ThisModule) -> Result<Self> {
         // SAFETY: Once, before the provider is registered.
-        unsafe { handles::init() };
+        unsafe { pep::init_requests() };
         Ok(Self {
             _reg: Registration::register(module)?,
         })
@@ -92,7 +89,7 @@ impl kernel::Module for KfiSockets {
 
 impl Drop for KfiSockets {
     fn drop(&mut self) {
-        handles::release();
+        pep::release_requests();
     }
 }
 

@@ -13,15 +13,44 @@ use kernel::{
 };
 
 use crate::{
-    events, frame, handles, info_ns,
+    frame, info_ns,
     kfi::{
         kfi_sys as sys,
         provider::{EqRef, FidRef},
+        toolkit::{handles::HandleTable, workers::Workers},
     },
     ksock::{NetNs, SockAddr, Socket},
     request_info,
-    workers::Workers,
 };
+
+kernel::sync::global_lock! {
+    // SAFETY: Initialized in the module initializer before first use.
+    unsafe(uninit) static REQUESTS: Mutex<HandleTable<Arc<Socket>>> = HandleTable::new();
+}
+
+/// Sets up the table of connection requests of all passive endpoints.
+///
+/// # Safety
+///
+/// Called once, in the module initializer, before anything else here.
+pub(crate) unsafe fn init_requests() {
+    // SAFETY: Once, before use.
+    unsafe { REQUESTS.init() };
+}
+
+/// Shuts down every request still waiting and frees the table (at module
+/// unload: a static is never dropped).
+pub(crate) fn release_requests() {
+    while let Some(s) = REQUESTS.lock().take_any() {
+        s.shutdown();
+    }
+}
+
+/// Takes the socket of the connection request `handle` (`EINVAL` for a
+/// handle that names no waiting request).
+pub(crate) fn take_request(handle: *mut sys::kfid) -> Result<Arc<Socket>> {
+    REQUESTS.lock().take(handle)
+}
 
 struct State {
     fid: Option<FidRef>,
@@ -178,28 +207,21 @@ fn read_request(sh: &Arc<Shared>, s: &Arc<Socket>) {
         return;
     };
     let key = Arc::as_ptr(sh) as usize;
-    let Ok(handle) = handles::insert(s.clone(), key) else {
+    let Ok(handle) = REQUESTS.lock().insert(s.clone(), key) else {
         s.shutdown();
         return;
     };
     if sh.state.lock().closing {
         // Close may have dropped our handles before this one went in.
-        if let Ok(s) = handles::take(handle) {
+        if let Ok(s) = take_request(handle) {
             s.shutdown();
         }
         return;
     }
-    let posted = request_info(&sh.src, sh.ns, handle).and_then(|info| {
-        let raw = info.into_raw();
-        let r = events::post_cm(eq, sys::KFI_CONNREQ, fid, raw, &data);
-        if r.is_err() {
-            // SAFETY: Not handed to anybody: the event was not queued.
-            unsafe { sys::kfi_freeinfo(raw) };
-        }
-        r
-    });
+    let posted =
+        request_info(&sh.src, sh.ns, handle).and_then(|info| eq.post_connreq(fid, info, &data));
     if posted.is_err() {
-        if let Ok(s) = handles::take(handle) {
+        if let Ok(s) = take_request(handle) {
             s.shutdown();
         }
     }
@@ -268,7 +290,7 @@ impl SockPep {
 
     /// `kfi_reject`.
     pub(crate) fn reject(&self, handle: *mut sys::kfid, param: &[u8]) -> Result {
-        let s = handles::take(handle)?;
+        let s = take_request(handle)?;
         frame::reject(&s, param)
     }
 }
@@ -286,7 +308,10 @@ impl Drop for SockPep {
         for b in busy.iter() {
             b.shutdown();
         }
-        handles::drop_owned_by(Arc::as_ptr(&self.0) as usize);
+        let key = Arc::as_ptr(&self.0) as usize;
+        while let Some(s) = REQUESTS.lock().take_owned_by(key) {
+            s.shutdown();
+        }
         self.0.workers.wait_idle();
     }
 }

@@ -26,48 +26,32 @@ use kernel::{
 };
 
 use crate::{
-    ep::{self, fail, Shared, TxOp, CAPS, INJECT_MAX, IOV_MAX, OP_FLAGS, QUEUE},
+    ep::{self, Shared, TxOp, CAPS, INJECT_MAX, IOV_MAX, OP_FLAGS, QUEUE},
     frame::{self, Answer},
     info_ns,
     kfi::{
         kfabric::kfi_error,
         kfi_sys as sys,
-        provider::{Bound, CqRef, EndpointAttr},
+        provider::{AvRef, Bound, CqRef, EndpointAttr},
         ring::Ring,
+        toolkit::{
+            completion::{report_err, CqEntry},
+            workers::Workers,
+        },
     },
     ksock::{NetNs, SockAddr, Socket},
     mr::MrTable,
     pep::{listen_socket, with_timeout, AcceptPause},
     rxq::RxQueues,
     wire::RMA_IOV_MAX,
-    workers::Workers,
 };
 
-/// The AV an RDM endpoint is bound to.
-///
-/// # Invariants
-///
-/// An open AV of kfabric.ko; it stays open while the endpoint is bound to
-/// it (kfabric.ko refuses to close a bound object).
-#[derive(Clone, Copy)]
-struct AvRef(*mut sys::kfid_av);
-
-// SAFETY: Lookups on a util AV are locked and may run in any context but
-// hard interrupt.
-unsafe impl Send for AvRef {}
-// SAFETY: See `Send`.
-unsafe impl Sync for AvRef {}
-
-impl AvRef {
-    /// The address behind `fi_addr`.
-    fn lookup(&self, fi_addr: u64) -> Result<SockAddr> {
-        let mut b = [0u8; 32];
-        let mut len = b.len();
-        // SAFETY: An open AV (type invariant); `b` holds `len` bytes.
-        let ret = unsafe { sys::kfi_av_lookup(self.0, fi_addr, b.as_mut_ptr().cast(), &mut len) };
-        kernel::error::to_result(ret).map_err(|_| EHOSTUNREACH)?;
-        SockAddr::from_bytes(b.get(..len).ok_or(EINVAL)?)
-    }
+/// The socket address behind `fi_addr` in `av` (the util AV of the
+/// domain holds socket addresses).
+fn peer_of(av: AvRef, fi_addr: u64) -> Result<SockAddr> {
+    let mut b = [0u8; 32];
+    let len = av.lookup(fi_addr, &mut b).map_err(|_| EHOSTUNREACH)?;
+    SockAddr::from_bytes(b.get(..len).ok_or(EINVAL)?)
 }
 
 /// An operation and its destination.
@@ -189,14 +173,7 @@ impl RdmEp {
             }
             // Nothing to report: RDM endpoints have no connection events.
             Bound::Eq(_) => {}
-            Bound::Other(fid) => {
-                // SAFETY: An open object (the contract of `Bound`).
-                if unsafe { (*fid).fclass } != sys::KFI_CLASS_AV {
-                    return Err(EOPNOTSUPP);
-                }
-                // INVARIANT: An open AV, pinned while bound.
-                self.0.state.lock().av = Some(AvRef(fid.cast()));
-            }
+            Bound::Av(av) => self.0.state.lock().av = Some(av),
             _ => return Err(EOPNOTSUPP),
         }
         Ok(())
@@ -466,19 +443,12 @@ fn dispatcher(r: &Arc<Rdm>) {
         let av = r.state.lock().av;
         let sent = av
             .ok_or(EINVAL)
-            .and_then(|av| av.lookup(q.dest))
+            .and_then(|av| peer_of(av, q.dest))
             .and_then(|peer| conn_to(r, peer))
             .and_then(|c| c.queue_wait(q.op));
         if let Err(e) = sent {
             let cq = r.state.lock().tx_cq;
-            fail(
-                cq,
-                q.op.context,
-                q.op.completion_flags(),
-                e.to_errno().wrapping_neg(),
-                0,
-                0,
-            );
+            report_err(cq, &CqEntry::of(q.op.context, q.op.completion_flags()), e);
         }
     }
 }
@@ -518,7 +488,7 @@ impl Drop for RdmEp {
         }
         drop(t);
         for (ctx, flags) in left.iter() {
-            fail(cq, *ctx, *flags, ECANCELED.to_errno().wrapping_neg(), 0, 0);
+            report_err(cq, &CqEntry::of(*ctx, *flags), ECANCELED);
         }
     }
 }

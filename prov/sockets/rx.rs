@@ -19,19 +19,20 @@ use kernel::{prelude::*, sync::Arc};
 use crate::{
     atomics::{self, ATOMIC_MAX},
     bufs::{self, slice, Buf},
-    ep::{
-        complete, fail, Kind, Pending, Resp, RxOp, Shared, Unexpected, RESP_MAX, UNEXP_BYTES,
-        UNEXP_MAX,
-    },
-    events, frame,
+    ep::{Kind, Pending, Resp, RxOp, Shared, Unexpected, RESP_MAX},
+    frame,
     kfi::{
         kfi_sys as sys,
         provider::{CqRef, EqRef, FidRef},
+        toolkit::{
+            completion::{report, report_err, report_recv, CqEntry},
+            tags::Room,
+        },
     },
     ksock::Socket,
     mr::Access,
     progress,
-    rxq::RxState,
+    rxq::{RxQueues, RxState},
     wire::{flags, Hdr, Op, RmaDesc, PAYLOAD_MAX},
 };
 
@@ -91,9 +92,9 @@ pub(crate) fn teardown(sh: &Arc<Shared>, sock: &Socket, e: Error) {
 /// entry if the peer broke the protocol, then `KFI_SHUTDOWN`.
 pub(crate) fn report_end(eq: EqRef, fid: FidRef, e: Error) {
     if e == EPROTO {
-        let _ = events::post_err(eq, fid, e, &[]);
+        let _ = eq.post_err(fid, e, &[]);
     }
-    let _ = events::post_cm(eq, sys::KFI_SHUTDOWN, fid, core::ptr::null_mut(), &[]);
+    let _ = eq.post_shutdown(fid);
 }
 
 /// The rights a peer's atomic `op` needs on the target region, and
@@ -120,11 +121,12 @@ struct Answered {
 
 /// Completes our operation `p` with the outcome `st` (a successful
 /// inject completes silently).
-pub(crate) fn finish(cq: Option<CqRef>, p: &Pending, st: Result<(), i32>) {
+pub(crate) fn finish(cq: Option<CqRef>, p: &Pending, st: Result) {
+    let c = CqEntry::of(p.context, p.flags);
     match st {
         Ok(()) if p.silent => {}
-        Ok(()) => complete(cq, p.context, p.flags, p.len, 0, 0),
-        Err(e) => fail(cq, p.context, p.flags, e, 0, 0),
+        Ok(()) => report(cq, &CqEntry { len: p.len, ..c }),
+        Err(e) => report_err(cq, &c, e),
     }
 }
 
@@ -172,14 +174,7 @@ fn fail_recv_on_err(
     r: Result<(usize, usize)>,
 ) -> Result<(usize, usize)> {
     if let Err(e) = r {
-        fail(
-            cq,
-            op.context,
-            sys::KFI_RECV | kind,
-            e.to_errno().wrapping_neg(),
-            0,
-            0,
-        );
+        report_err(cq, &CqEntry::of(op.context, sys::KFI_RECV | kind), e);
     }
     r
 }
@@ -194,45 +189,28 @@ fn finish_recv(
     placed: usize,
     truncated: usize,
 ) {
-    let Some(cq) = cq else { return };
     let cq_data = if data.is_some() {
         sys::KFI_REMOTE_CQ_DATA
     } else {
         0
     };
-    let flags = sys::KFI_RECV | kind | cq_data;
-    let buf = op.bufs[0].base as *mut c_void;
-    if truncated > 0 {
-        let _ = cq.complete_err(&sys::kfi_cq_err_entry {
-            op_context: op.context as *mut c_void,
-            flags,
-            len: placed,
-            buf,
-            data: data.unwrap_or(0),
-            tag,
-            olen: truncated,
-            err: -EMSGSIZE.to_errno(),
-            ..Default::default()
-        });
-    } else {
-        let _ = cq.complete(&sys::kfi_cq_tagged_entry {
-            op_context: op.context as *mut c_void,
-            flags,
-            len: placed,
-            buf,
-            data: data.unwrap_or(0),
-            tag,
-        });
-    }
+    let c = CqEntry {
+        len: placed,
+        buf: op.bufs[0].base,
+        data: data.unwrap_or(0),
+        tag,
+        ..CqEntry::of(op.context, sys::KFI_RECV | kind | cq_data)
+    };
+    report_recv(cq, &c, truncated);
 }
 
 /// A received status word as a result: 0, or a positive errno (anything
 /// else is `EIO`).
-fn status(v: u64) -> Result<(), i32> {
+fn status(v: u64) -> Result {
     match v {
         0 => Ok(()),
-        1..4096 => Err(v as i32),
-        _ => Err(EIO.to_errno().wrapping_neg()),
+        1..4096 => Err(Error::from_errno(-(v as i32))),
+        _ => Err(EIO),
     }
 }
 
@@ -377,60 +355,75 @@ impl Rx<'_> {
             if s.closing || self.closing() {
                 return Err(ECANCELED);
             }
-            if let Some(i) = s.trx.iter().position(|r| r.matches(h.tag)) {
-                Some((s.trx.remove(i).map_err(|_| EINVAL)?, s.cq))
-            } else if s.unexp.len() < UNEXP_MAX && s.unexp_bytes + len <= UNEXP_BYTES {
-                None
-            } else if s.unexp.is_empty() {
-                // Larger than everything we would ever hold.
-                return Err(EPROTO);
-            } else {
-                return self.park(&mut s, h);
+            match s.tagged.take_posted(h.tag) {
+                Some(op) => Ok((op, s.cq)),
+                None => match s.tagged.reserve(len) {
+                    Room::Reserved(r) => Err(r),
+                    // Larger than everything we would ever hold.
+                    Room::Never => return Err(EPROTO),
+                    Room::Full => return self.park(&mut s, h),
+                },
             }
         };
-        if let Some((op, cq)) = found {
-            // SAFETY: A posted receive's buffers, valid until it completes.
-            let placing = unsafe { self.place(&op.bufs[..op.n], len) };
-            let (placed, dropped) = fail_recv_on_err(cq, &op, sys::KFI_TAGGED, placing)?;
-            finish_recv(
-                cq,
-                &op,
-                sys::KFI_TAGGED,
-                h.tag,
-                Self::cq_data(h),
-                placed,
-                dropped,
-            );
-            self.ack_if_asked(h)?;
-            return Ok(Step::Done);
-        }
-        let mut payload = KVec::with_capacity(len, GFP_KERNEL)?;
-        payload.resize(len, 0, GFP_KERNEL)?;
-        frame::recv_exact(self.sock, &mut payload)?;
-        // A matching receive may have been posted meanwhile.
+        let room = match found {
+            Err(room) => room,
+            Ok((op, cq)) => {
+                // SAFETY: A posted receive's buffers, valid until it
+                // completes.
+                let placing = unsafe { self.place(&op.bufs[..op.n], len) };
+                let (placed, dropped) = fail_recv_on_err(cq, &op, sys::KFI_TAGGED, placing)?;
+                finish_recv(
+                    cq,
+                    &op,
+                    sys::KFI_TAGGED,
+                    h.tag,
+                    Self::cq_data(h),
+                    placed,
+                    dropped,
+                );
+                self.ack_if_asked(h)?;
+                return Ok(Step::Done);
+            }
+        };
+        let payload = match Self::read_payload(self.sock, len) {
+            Ok(p) => p,
+            Err(e) => {
+                let mut s = q.state.lock();
+                s.tagged.release(room);
+                // Connections parked for want of that room may go on.
+                RxQueues::resume(&mut s);
+                return Err(e);
+            }
+        };
         let u = Unexpected {
-            tag: h.tag,
             data: Self::cq_data(h),
             payload,
         };
+        // A matching receive may have been posted meanwhile.
         let taken = {
             let mut s = q.state.lock();
-            match s.trx.iter().position(|r| r.matches(h.tag)) {
-                Some(i) => Some((s.trx.remove(i).map_err(|_| EINVAL)?, s.cq, u)),
-                None => {
-                    let n = u.payload.len();
-                    s.unexp.push(u, GFP_ATOMIC)?;
-                    s.unexp_bytes += n;
-                    None
-                }
+            if s.closing {
+                s.tagged.release(room);
+                return Err(ECANCELED);
             }
+            let cq = s.cq;
+            s.tagged.hold(room, h.tag, u)?.map(|m| (m, cq))
         };
-        if let Some((op, cq, u)) = taken {
-            complete_tagged(cq, &op, u.tag, u.data, &u.payload);
+        if let Some((m, cq)) = taken {
+            complete_tagged(cq, &m.recv, m.tag, m.msg.data, &m.msg.payload);
         }
         // Held counts as delivered: the data is placed at the target.
         self.ack_if_asked(h)?;
         Ok(Step::Done)
+    }
+
+    /// Reads a tagged message's `len` payload bytes into a buffer of its
+    /// own (for the unexpected queue, which has room reserved for them).
+    fn read_payload(sock: &Socket, len: usize) -> Result<KVec<u8>> {
+        let mut payload = KVec::with_capacity(len, GFP_KERNEL)?;
+        payload.resize(len, 0, GFP_KERNEL)?;
+        frame::recv_exact(sock, &mut payload)?;
+        Ok(payload)
     }
 
     /// Checks every descriptor of a peer's access; all or nothing.
@@ -477,11 +470,13 @@ impl Rx<'_> {
             // The peer decides how many of these there are: one the CQ has
             // no room for ends the connection rather than let a flood
             // crowd out the endpoint's own completions for ever.
-            cq.complete(&sys::kfi_cq_tagged_entry {
-                flags: sys::KFI_RMA | sys::KFI_REMOTE_WRITE | sys::KFI_REMOTE_CQ_DATA,
+            cq.report(&CqEntry {
                 len: h.len as usize,
                 data,
-                ..Default::default()
+                ..CqEntry::of(
+                    0,
+                    sys::KFI_RMA | sys::KFI_REMOTE_WRITE | sys::KFI_REMOTE_CQ_DATA,
+                )
             })
             .map_err(|_| EPROTO)?;
         }
@@ -596,7 +591,7 @@ impl Rx<'_> {
 
     /// Completes `a` with the outcome `st`, or, if its frame is still
     /// being sent, leaves that to the transmitter.
-    fn finish(&self, a: &Answered, st: Result<(), i32>) {
+    fn finish(&self, a: &Answered, st: Result) {
         if a.taken {
             finish(a.cq, &a.p, st);
             return;
@@ -627,14 +622,7 @@ impl Rx<'_> {
     /// teardown that follows cancels it once the transmitter lets go.
     fn fail_answered(a: &Answered, e: Error) -> Error {
         if a.taken {
-            fail(
-                a.cq,
-                a.p.context,
-                a.p.flags,
-                e.to_errno().wrapping_neg(),
-                0,
-                0,
-            );
+            report_err(a.cq, &CqEntry::of(a.p.context, a.p.flags), e);
         }
         e
     }
@@ -642,12 +630,7 @@ impl Rx<'_> {
     /// Finds our operation a data response answers, with the response's
     /// status. The response must carry exactly the bytes asked for, or
     /// none with an error status (`EPROTO` otherwise; the operation fails).
-    fn data_response(
-        &self,
-        h: &Hdr,
-        kind: Kind,
-        most: usize,
-    ) -> Result<(Answered, Result<(), i32>)> {
+    fn data_response(&self, h: &Hdr, kind: Kind, most: usize) -> Result<(Answered, Result)> {
         let a = self.pending(h.id, Some(kind))?;
         let st = status(h.data);
         let ok_len = if st.is_ok() { a.p.expect as u64 } else { 0 };

@@ -18,8 +18,15 @@ use kernel::{
 
 use crate::{
     bufs,
-    ep::{fail, RxOp, Shared, Unexpected, QUEUE, UNEXP_MAX},
-    kfi::{kfi_sys as sys, provider::CqRef},
+    ep::{RxOp, Shared, Unexpected, QUEUE, UNEXP_BYTES, UNEXP_MAX},
+    kfi::{
+        kfi_sys as sys,
+        provider::CqRef,
+        toolkit::{
+            completion::{report_err, CqEntry},
+            tags::{Limits, TagMatcher},
+        },
+    },
     progress, rx,
 };
 
@@ -29,10 +36,8 @@ pub(crate) struct RxState {
     pub(crate) closing: bool,
     /// Posted receives, oldest first.
     pub(crate) rx: KVec<RxOp>,
-    /// Posted tagged receives, oldest first.
-    pub(crate) trx: KVec<RxOp>,
-    pub(crate) unexp: KVec<Unexpected>,
-    pub(crate) unexp_bytes: usize,
+    /// Posted tagged receives and the tagged messages held for them.
+    pub(crate) tagged: TagMatcher<RxOp, Unexpected>,
     /// Connections whose receive work waits for a receive to be posted.
     pub(crate) stalled: KVec<Arc<Shared>>,
 }
@@ -54,9 +59,11 @@ impl RxQueues {
                     cq: None,
                     closing: false,
                     rx: KVec::with_capacity(QUEUE, GFP_KERNEL)?,
-                    trx: KVec::with_capacity(QUEUE, GFP_KERNEL)?,
-                    unexp: KVec::with_capacity(UNEXP_MAX, GFP_KERNEL)?,
-                    unexp_bytes: 0,
+                    tagged: TagMatcher::new(Limits {
+                        posted: QUEUE,
+                        held: UNEXP_MAX,
+                        held_bytes: UNEXP_BYTES,
+                    })?,
                     stalled: KVec::new(),
                 }),
             }),
@@ -95,7 +102,7 @@ impl RxQueues {
     /// Under the lock: `unstall` then knows that no reference it dropped
     /// from the list is held elsewhere, so none is ever dropped last here
     /// (which could free a connection in the poster's context).
-    fn resume(s: &mut RxState) {
+    pub(crate) fn resume(s: &mut RxState) {
         for sh in s.stalled.iter() {
             progress::kick_rx(sh);
         }
@@ -116,8 +123,6 @@ impl RxQueues {
     pub(crate) fn post_tagged(&self, t: &sys::kfi_msg_tagged) -> Result {
         let mut op = RxOp {
             context: t.msg.context as usize,
-            tag: t.tag,
-            ignore: t.ignore,
             ..Default::default()
         };
         op.n = bufs::of_msg(&t.msg, &mut op.bufs)?;
@@ -128,23 +133,10 @@ impl RxQueues {
             }
             // A receive or the room it frees may be what they wait for.
             Self::resume(&mut s);
-            match s.unexp.iter().position(|u| op.matches(u.tag)) {
-                Some(i) => {
-                    let u = s.unexp.remove(i).map_err(|_| EINVAL)?;
-                    s.unexp_bytes -= u.payload.len();
-                    (Some(u), s.cq)
-                }
-                None => {
-                    if s.trx.len() >= QUEUE {
-                        return Err(EAGAIN);
-                    }
-                    s.trx.push(op, GFP_ATOMIC)?;
-                    (None, s.cq)
-                }
-            }
+            (s.tagged.post(t.tag, t.ignore, op)?, s.cq)
         };
-        if let Some(u) = held {
-            rx::complete_tagged(cq, &op, u.tag, u.data, &u.payload);
+        if let Some(m) = held {
+            rx::complete_tagged(cq, &m.recv, m.tag, m.msg.data, &m.msg.payload);
         }
         Ok(())
     }
@@ -152,33 +144,20 @@ impl RxQueues {
     /// Closes the queues: posted receives fail with `ECANCELED`, held
     /// messages are dropped, waiting receivers return.
     pub(crate) fn close(&self) {
-        let (rx, trx, unexp, cq) = {
+        let (rx, trx, cq) = {
             let mut s = self.state.lock();
             s.closing = true;
-            s.unexp_bytes = 0;
             // Their receive work sees the queues closed.
             Self::resume(&mut s);
-            (
-                core::mem::take(&mut s.rx),
-                core::mem::take(&mut s.trx),
-                core::mem::take(&mut s.unexp),
-                s.cq,
-            )
+            (core::mem::take(&mut s.rx), s.tagged.take_all(), s.cq)
         };
-        drop(unexp);
-        let canceled = -ECANCELED.to_errno();
         for r in rx.iter() {
-            fail(cq, r.context, sys::KFI_RECV | sys::KFI_MSG, canceled, 0, 0);
+            let c = CqEntry::of(r.context, sys::KFI_RECV | sys::KFI_MSG);
+            report_err(cq, &c, ECANCELED);
         }
         for r in trx.iter() {
-            fail(
-                cq,
-                r.context,
-                sys::KFI_RECV | sys::KFI_TAGGED,
-                canceled,
-                0,
-                0,
-            );
+            let c = CqEntry::of(r.context, sys::KFI_RECV | sys::KFI_TAGGED);
+            report_err(cq, &c, ECANCELED);
         }
     }
 }

@@ -18,9 +18,13 @@ use kernel::{prelude::*, sync::Arc};
 use crate::{
     atomics::{self, ATOMIC_MAX},
     bufs::{self, slice},
-    ep::{self, complete, fail, Kind, Pending, Resp, Shared, TxOp, IOV_MAX, QUEUE},
+    ep::{self, Kind, Pending, Resp, Shared, TxOp, IOV_MAX, QUEUE},
     frame,
-    kfi::{kfi_sys as sys, provider::CqRef},
+    kfi::{
+        kfi_sys as sys,
+        provider::CqRef,
+        toolkit::completion::{report, report_err, CqEntry},
+    },
     ksock::Socket,
     rx,
     wire::{flags, Hdr, Op},
@@ -67,14 +71,7 @@ pub(crate) fn run(sh: &Arc<Shared>) {
         if let (Err(e), Job::Op(op, 0, cq)) = (&r, &job) {
             // Not in the pending list, so nobody else will report it; an
             // inject that failed is reported like any other operation.
-            fail(
-                *cq,
-                op.context,
-                op.completion_flags(),
-                e.to_errno().wrapping_neg(),
-                0,
-                0,
-            );
+            report_err(*cq, &CqEntry::of(op.context, op.completion_flags()), *e);
         }
         drop(job);
         if let Err(e) = r {
@@ -237,14 +234,11 @@ fn send_op(sock: &Socket, op: &TxOp, id: u64, cq: Option<CqRef>) -> Result {
     }
     frame::send_frame(sock, &h, rma, payload)?;
     if !op.wants_reply() && op.inject.is_none() {
-        complete(
-            cq,
-            op.context,
-            op.completion_flags(),
-            bufs::total(&op.bufs[..op.n]),
-            0,
-            0,
-        );
+        let c = CqEntry {
+            len: bufs::total(&op.bufs[..op.n]),
+            ..CqEntry::of(op.context, op.completion_flags())
+        };
+        report(cq, &c);
     }
     Ok(())
 }

@@ -16,6 +16,7 @@ use kfi::kfi_sys as sys;
 mod api_tests;
 mod loop_provider;
 mod queue_tests;
+mod toolkit_tests;
 mod tree;
 
 module! {

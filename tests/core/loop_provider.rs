@@ -17,6 +17,7 @@ use crate::kfi::{
     kfabric::version,
     kfi_sys as sys,
     provider::{self, Bound, CqRef, EndpointAttr, Info, NoPassiveEndpoint, Region},
+    toolkit::completion::CqEntry,
 };
 
 /// Capabilities `kfi_test_loop` lists.
@@ -273,34 +274,19 @@ impl provider::Endpoint for Pin<KBox<LoopEp>> {
             len += v.iov_len;
         }
         let cq_data = flags & sys::KFI_REMOTE_CQ_DATA;
-        let e = sys::kfi_cq_tagged_entry {
-            op_context: r.context,
-            flags: sys::KFI_RECV | sys::KFI_MSG | cq_data,
+        let c = CqEntry {
             len: len.min(r.len),
-            buf: r.buf.cast(),
+            buf: r.buf as usize,
             data: if cq_data != 0 { m.data } else { 0 },
-            tag: 0,
+            ..CqEntry::of(r.context as usize, sys::KFI_RECV | sys::KFI_MSG | cq_data)
         };
-        if len > r.len {
-            rx.complete_err(&sys::kfi_cq_err_entry {
-                op_context: r.context,
-                flags: e.flags,
-                len: r.len,
-                buf: e.buf,
-                olen: len - r.len,
-                err: -EMSGSIZE.to_errno(),
-                ..Default::default()
-            })?;
-        } else {
-            rx.complete(&e)?;
-        }
+        rx.report_recv(&c, len.saturating_sub(r.len))?;
         if flags & sys::KFI_INJECT == 0 {
-            tx.complete(&sys::kfi_cq_tagged_entry {
-                op_context: m.context,
-                flags: sys::KFI_SEND | sys::KFI_MSG,
+            let c = CqEntry {
                 len,
-                ..Default::default()
-            })?;
+                ..CqEntry::of(m.context as usize, sys::KFI_SEND | sys::KFI_MSG)
+            };
+            tx.report(&c)?;
         }
         Ok(())
     }

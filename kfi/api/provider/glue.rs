@@ -10,7 +10,7 @@ use kernel::{error::from_result, prelude::*};
 use super::{
     super::kfi_sys as sys,
     object::{addr_buf, bytes, data, fid_ops, hand_out, header, opt_str},
-    refs::{Bound, CntrRef, CqRef, EqRef, FidRef},
+    refs::{AvRef, Bound, CntrRef, CqRef, EqRef, FidRef},
     traits::{AtomicKind, Domain, Endpoint, Fabric, PassiveEndpoint, Provider},
 };
 
@@ -401,6 +401,7 @@ impl<P: Provider> Tables<P> {
             (sys::KFI_CLASS_CQ, Some(p)) => Bound::Cq(CqRef(p.cast()), flags),
             (sys::KFI_CLASS_EQ, Some(p)) => Bound::Eq(EqRef(p.cast())),
             (sys::KFI_CLASS_CNTR, Some(p)) => Bound::Cntr(CntrRef(p.cast()), flags),
+            (sys::KFI_CLASS_AV, Some(p)) => Bound::Av(AvRef(p.cast())),
             _ => Bound::Other(bfid),
         }
     }

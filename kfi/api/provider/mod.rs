@@ -33,7 +33,7 @@ mod traits;
 #[allow(unused_imports)]
 pub(crate) use info::Info;
 #[allow(unused_imports)]
-pub(crate) use refs::{Bound, CntrRef, CqRef, EqRef, FidRef};
+pub(crate) use refs::{AvRef, Bound, CntrRef, CqRef, EqRef, FidRef};
 #[allow(unused_imports)]
 pub(crate) use registration::Registration;
 #[allow(unused_imports)]

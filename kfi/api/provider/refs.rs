@@ -1,20 +1,22 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! References to kfabric.ko's objects a provider keeps: the queues and
-//! counters bound to its endpoints, and object headers for events.
+//! References to kfabric.ko's objects a provider keeps: the queues,
+//! counters and address vectors bound to its endpoints, and object headers
+//! for events.
 
 use core::ptr::NonNull;
 use kernel::{error::to_result, prelude::*};
 
 use super::super::kfi_sys as sys;
 
-/// A completion queue, event queue or counter bound to an endpoint.
+/// A completion queue, event queue, counter or address vector bound to an
+/// endpoint.
 ///
 /// # Invariants
 ///
-/// The pointer is an open util queue or counter of kfabric.ko; it stays
-/// open while the endpoint it is bound to is (kfabric.ko refuses to close
-/// a bound object).
+/// The pointer is an open util queue or counter of kfabric.ko, or an open
+/// AV of the endpoint's domain; it stays open while the endpoint it is
+/// bound to is (kfabric.ko refuses to close a bound object).
 #[derive(Clone, Copy)]
 pub(crate) enum Bound {
     /// A completion queue, with the bind flags (KFI_TRANSMIT, KFI_RECV, ...).
@@ -23,7 +25,9 @@ pub(crate) enum Bound {
     Eq(EqRef),
     /// A counter, with the bind flags.
     Cntr(CntrRef, u64),
-    /// Anything else (an AV, an MR), as its header.
+    /// An address vector (RDM endpoints resolve `kfi_addr_t` in it).
+    Av(AvRef),
+    /// Anything else (an MR, ...), as its header.
     Other(*mut sys::kfid),
 }
 
@@ -132,5 +136,35 @@ impl CntrRef {
                 sys::kfi_cntr_add(self.0.as_ptr(), n)
             }
         })
+    }
+}
+
+/// An address vector an endpoint resolves its peers' `kfi_addr_t` in.
+///
+/// # Invariants
+///
+/// See [`Bound`].
+#[derive(Clone, Copy)]
+pub(crate) struct AvRef(pub(super) NonNull<sys::kfid_av>);
+
+// SAFETY: AVs are locked internally; lookups on kfabric.ko's util AV may
+// run in any context but hard interrupt.
+unsafe impl Send for AvRef {}
+// SAFETY: See `Send`.
+unsafe impl Sync for AvRef {}
+
+impl AvRef {
+    /// Copies the address behind `fi_addr` into `out` (as much as fits)
+    /// and returns its full length: a longer one did not fit. `ENOENT`
+    /// (or the AV's error) for an address not in the AV. Any context but
+    /// hard interrupt for kfabric.ko's util AV (`kfi_util_av_open`); a
+    /// provider's own AV says what it allows.
+    pub(crate) fn lookup(&self, fi_addr: u64, out: &mut [u8]) -> Result<usize> {
+        let mut len = out.len();
+        // SAFETY: An open AV (type invariant); `out` holds `len` bytes.
+        to_result(unsafe {
+            sys::kfi_av_lookup(self.0.as_ptr(), fi_addr, out.as_mut_ptr().cast(), &mut len)
+        })?;
+        Ok(len)
     }
 }

@@ -1,8 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Counted workers on the long-running system workqueue: endpoints and
-//! passive endpoints run their blocking socket work there and wait for all
-//! of it to end before they are freed.
+//! Counted workers on the long-running system workqueue: a provider's
+//! endpoints and passive endpoints run their blocking work there
+//! (connecting, reading a connection request, resolving an address) and
+//! wait for all of it to end before they are freed.
+//!
+//! Teardown: the owner first makes every worker return (shuts its sockets
+//! down, marks itself closing, wakes what they wait on), then calls
+//! [`Workers::wait_idle`]. A worker holds a reference to its owner, so the
+//! owner's memory outlives it either way.
 
 use kernel::{
     new_condvar, new_spinlock,
@@ -11,7 +17,7 @@ use kernel::{
     workqueue,
 };
 
-/// The workers of one object.
+/// The workers of one object, embedded (pinned) in what they work for.
 #[pin_data]
 pub(crate) struct Workers {
     #[pin]
@@ -21,6 +27,7 @@ pub(crate) struct Workers {
 }
 
 impl Workers {
+    /// No workers yet.
     pub(crate) fn new() -> impl PinInit<Self> {
         pin_init!(Self {
             count <- new_spinlock!(0),
@@ -29,7 +36,8 @@ impl Workers {
     }
 
     /// Runs `f(owner)` on a worker, counted in `owner`'s workers (which
-    /// `of` finds). Process context.
+    /// `of` finds); `ENOMEM` if it cannot be queued (`f` is dropped
+    /// unrun). Process context (allocates with `GFP_KERNEL`).
     pub(crate) fn spawn<T: Send + Sync + 'static>(
         owner: &Arc<T>,
         of: fn(&T) -> &Workers,
@@ -52,7 +60,8 @@ impl Workers {
         Ok(())
     }
 
-    /// Waits until every worker has ended. Process context.
+    /// Waits until every worker has ended. Process context; may sleep for
+    /// as long as the workers run, so the owner first makes them return.
     pub(crate) fn wait_idle(&self) {
         let mut c = self.count.lock();
         while *c > 0 {

@@ -1,0 +1,235 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! KUnit suite `kfi_toolkit`: the provider toolkit's data structures
+//! (`kfi/api/toolkit/`), driven the way a provider drives them.
+
+use kernel::prelude::*;
+
+#[kunit_tests(kfi_toolkit)]
+mod tests {
+    use crate::kfi::{
+        kfi_sys as sys,
+        toolkit::{
+            handles::HandleTable,
+            tags::{matches, Limits, Matched, Reservation, Room, TagMatcher},
+        },
+    };
+    use kernel::{error::code::*, prelude::*};
+
+    /// Receives and messages are numbers in these tests.
+    type Matcher = TagMatcher<u32, u32>;
+
+    fn matcher(posted: usize, held: usize, held_bytes: usize) -> Result<Matcher> {
+        TagMatcher::new(Limits {
+            posted,
+            held,
+            held_bytes,
+        })
+    }
+
+    /// The room for a message of `bytes`; fails the test if there is none.
+    fn reserve(m: &mut Matcher, bytes: usize) -> Result<Reservation> {
+        match m.reserve(bytes) {
+            Room::Reserved(r) => Ok(r),
+            Room::Full | Room::Never => Err(ENOSPC),
+        }
+    }
+
+    /// Holds message `msg` tagged `tag` of `bytes`; `Ok(true)` if held,
+    /// `Ok(false)` if a posted receive took it.
+    fn hold(m: &mut Matcher, tag: u64, bytes: usize, msg: u32) -> Result<bool> {
+        let r = reserve(m, bytes)?;
+        Ok(m.hold(r, tag, msg)?.is_none())
+    }
+
+    fn pair(x: Option<Matched<u32, u32>>) -> Option<(u32, u64, u32)> {
+        x.map(|m| (m.recv, m.tag, m.msg))
+    }
+
+    /// Handles name their own request, once; anything else is refused.
+    #[test]
+    fn handles_are_checked() -> Result {
+        let mut t = HandleTable::<u32>::new();
+        let a = t.insert(1, 10)?;
+        let b = t.insert(2, 10)?;
+        assert!(!core::ptr::eq(a, b));
+        assert_eq!(t.len(), 2);
+        assert_eq!(t.take(b), Ok(2));
+        // Answered already: stale.
+        assert_eq!(t.take(b), Err(EINVAL));
+        // Made up: never dereferenced, only compared.
+        let mut fake = sys::kfid::default();
+        assert_eq!(t.take(&raw mut fake), Err(EINVAL));
+        assert_eq!(t.take(core::ptr::null_mut()), Err(EINVAL));
+        assert_eq!(t.take(a), Ok(1));
+        assert!(t.is_empty());
+        Ok(())
+    }
+
+    /// A closing owner takes back its requests and only its own.
+    #[test]
+    fn handles_drain_by_owner() -> Result {
+        let mut t = HandleTable::<u32>::new();
+        t.insert(1, 10)?;
+        let other = t.insert(2, 20)?;
+        t.insert(3, 10)?;
+        let mut mine = KVec::new();
+        while let Some(v) = t.take_owned_by(10) {
+            mine.push(v, GFP_KERNEL)?;
+        }
+        mine.sort_unstable();
+        assert_eq!(&mine[..], &[1, 3]);
+        assert_eq!(t.len(), 1);
+        // The other owner's handle still works.
+        assert_eq!(t.take(other), Ok(2));
+        assert_eq!(t.take_owned_by(20), None);
+        Ok(())
+    }
+
+    /// Unload empties the table (and frees it) whoever owns what.
+    #[test]
+    fn handles_take_any_empties() -> Result {
+        let mut t = HandleTable::<u32>::new();
+        let a = t.insert(1, 10)?;
+        t.insert(2, 20)?;
+        let mut n = 0;
+        while t.take_any().is_some() {
+            n += 1;
+        }
+        assert_eq!(n, 2);
+        assert!(t.is_empty());
+        assert_eq!(t.take(a), Err(EINVAL));
+        // Usable again after being emptied.
+        let c = t.insert(3, 30)?;
+        assert_eq!(t.take(c), Ok(3));
+        Ok(())
+    }
+
+    /// A tag matches outside the ignore mask only.
+    #[test]
+    fn tags_match_outside_ignore() {
+        assert!(matches(0x13, 0x10, 0x0f));
+        assert!(!matches(0x23, 0x10, 0x0f));
+        assert!(matches(7, 7, 0));
+        assert!(!matches(6, 7, 0));
+        assert!(matches(u64::MAX, 0, u64::MAX));
+    }
+
+    /// Messages take posted receives in posting order.
+    #[test]
+    fn tags_match_in_posting_order() -> Result {
+        let mut m = matcher(4, 4, 100)?;
+        assert!(m.post(1, 0, 10)?.is_none());
+        assert!(m.post(2, 0, 20)?.is_none());
+        assert!(m.post(1, 0, 11)?.is_none());
+        assert_eq!(m.take_posted(1), Some(10));
+        assert_eq!(m.take_posted(1), Some(11));
+        assert_eq!(m.take_posted(1), None);
+        assert_eq!(m.take_posted(2), Some(20));
+        assert_eq!(m.len(), (0, 0));
+        Ok(())
+    }
+
+    /// A receive takes the oldest matching held message.
+    #[test]
+    fn tags_held_oldest_first() -> Result {
+        let mut m = matcher(4, 4, 100)?;
+        assert!(hold(&mut m, 5, 10, 1)?);
+        assert!(hold(&mut m, 6, 10, 2)?);
+        assert!(hold(&mut m, 5, 10, 3)?);
+        assert_eq!(m.held_bytes(), 30);
+        assert_eq!(pair(m.post(5, 0, 50)?), Some((50, 5, 1)));
+        assert_eq!(pair(m.post(4, 3, 51)?), Some((51, 6, 2)));
+        assert_eq!(pair(m.post(5, 0, 52)?), Some((52, 5, 3)));
+        assert_eq!(m.held_bytes(), 0);
+        // Nothing held: the receive waits.
+        assert!(m.post(5, 0, 53)?.is_none());
+        assert_eq!(m.len(), (1, 0));
+        Ok(())
+    }
+
+    /// A receive posted while a message is read takes it when held.
+    #[test]
+    fn tags_hold_meets_late_receive() -> Result {
+        let mut m = matcher(4, 4, 100)?;
+        let r = reserve(&mut m, 10)?;
+        assert!(m.post(9, 0, 90)?.is_none());
+        assert_eq!(pair(m.hold(r, 9, 7)?), Some((90, 9, 7)));
+        assert_eq!(m.len(), (0, 0));
+        // Its room is free again.
+        assert!(hold(&mut m, 1, 100, 8)?);
+        Ok(())
+    }
+
+    /// The unexpected queue is bounded in messages, reservations count.
+    #[test]
+    fn tags_bound_messages() -> Result {
+        let mut m = matcher(4, 2, 100)?;
+        let r = reserve(&mut m, 1)?;
+        // Never given back: counts for good.
+        assert!(matches!(m.reserve(1), Room::Reserved(_)));
+        // Two reserved: full, but room will come.
+        assert!(matches!(m.reserve(1), Room::Full));
+        m.release(r);
+        assert!(hold(&mut m, 1, 1, 1)?);
+        assert!(matches!(m.reserve(1), Room::Full));
+        Ok(())
+    }
+
+    /// The unexpected queue is bounded in bytes; a message larger than the
+    /// bound is never held.
+    #[test]
+    fn tags_bound_bytes() -> Result {
+        let mut m = matcher(4, 8, 100)?;
+        assert!(matches!(m.reserve(101), Room::Never));
+        let a = reserve(&mut m, 60)?;
+        assert!(matches!(m.reserve(41), Room::Full));
+        // Exactly the bound.
+        let b = reserve(&mut m, 40)?;
+        m.release(a);
+        // 40 still reserved: 61 does not fit, 60 does.
+        assert!(matches!(m.reserve(61), Room::Full));
+        let c = reserve(&mut m, 60)?;
+        m.release(b);
+        // Not never while anything is reserved: room will come.
+        assert!(matches!(m.reserve(101), Room::Full));
+        m.release(c);
+        assert!(matches!(m.reserve(101), Room::Never));
+        Ok(())
+    }
+
+    /// Posted receives are bounded: the next one is `EAGAIN`.
+    #[test]
+    fn tags_bound_posted() -> Result {
+        let mut m = matcher(2, 2, 100)?;
+        assert!(m.post(1, 0, 1)?.is_none());
+        assert!(m.post(1, 0, 2)?.is_none());
+        assert!(matches!(m.post(1, 0, 3), Err(e) if e == EAGAIN));
+        // A held match needs no room among the posted.
+        assert_eq!(m.take_posted(1), Some(1));
+        assert_eq!(m.take_posted(1), Some(2));
+        assert!(hold(&mut m, 2, 1, 4)?);
+        assert!(m.post(1, 0, 5)?.is_none());
+        assert!(m.post(1, 0, 6)?.is_none());
+        assert_eq!(pair(m.post(2, 0, 7)?), Some((7, 2, 4)));
+        Ok(())
+    }
+
+    /// Closing returns the posted receives in order and drops the rest.
+    #[test]
+    fn tags_take_all() -> Result {
+        let mut m = matcher(4, 4, 100)?;
+        assert!(m.post(1, 0, 1)?.is_none());
+        assert!(m.post(2, 0, 2)?.is_none());
+        assert!(hold(&mut m, 3, 10, 3)?);
+        let c = m.take_all();
+        let mut got = KVec::new();
+        for r in c.iter() {
+            got.push(*r, GFP_KERNEL)?;
+        }
+        assert_eq!(&got[..], &[1, 2]);
+        assert_eq!(m.len(), (0, 0));
+        assert_eq!(m.held_bytes(), 0);
+        Ok(())
+    }
+}
