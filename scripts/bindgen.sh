@@ -39,7 +39,7 @@ if [ "$kind" = ib ]; then
 		--allowlist-function 'kfi_ib_.*|kfi_rdma_.*|inet_pton_with_scope|ib_device_put' \
 		--allowlist-function 'ib_(un)?register_client|ib_(set|get)_client_data' \
 		--allowlist-function 'ib_free_cq|ib_alloc_mr|ib_dereg_mr|ib_map_mr_sg|ib_drain_qp' \
-		--allowlist-function 'rdma_(destroy_id|bind_addr|resolve_addr|resolve_route|listen|connect|accept|reject|disconnect|create_qp|destroy_qp|set_reuseaddr|consumer_reject_data|reject_msg)' \
+		--allowlist-function 'rdma_(lock_handler|unlock_handler|destroy_id|bind_addr|resolve_addr|resolve_route|listen|connect|connect_locked|accept|reject|disconnect|create_qp|destroy_qp|set_reuseaddr|consumer_reject_data|reject_msg)' \
 		--allowlist-type 'ib_device|ib_qp|ib_cq|ib_pd|ib_mr|rdma_cm_id|ib_srq|ib_xrcd|ib_rwq_ind_table|ib_ah|ib_event|ib_client_nl_info|ib_gid|rdma_ud_param' \
 		--allowlist-type 'kfi_ib_link|ib_client|ib_wc|ib_wc__.*|ib_send_wr|ib_send_wr__.*|ib_recv_wr|ib_recv_wr__.*' \
 		--allowlist-type 'ib_rdma_wr|ib_atomic_wr|ib_reg_wr|ib_sge|ib_cqe|ib_qp_init_attr|ib_qp_cap|ib_device_attr|ib_odp_caps|ib_odp_caps__.*|ib_rss_caps|ib_tm_caps|ib_cq_caps' \

@@ -6,10 +6,7 @@
 
 use kernel::{prelude::*, sync::Arc};
 
-use crate::{
-    ib::{client::DeviceWatch, device::Device},
-    ib_sys as sys,
-};
+use crate::{ib::device::Device, ib_sys as sys};
 
 kernel::sync::global_lock! {
     // SAFETY: Initialized in the module initializer before the client is
@@ -43,27 +40,27 @@ pub(crate) fn by_ptr(ptr: *const sys::ib_device) -> Option<Arc<Device>> {
     DEVICES.lock().iter().find(|d| d.is(ptr)).cloned()
 }
 
-/// The client's view of devices coming and going.
-pub(crate) struct Watch;
+/// Adds a device ib_core announced (if it has an RDMA link the provider
+/// uses). Process context.
+///
+/// # Safety
+///
+/// `dev` is registered until `remove` is called for it.
+pub(crate) unsafe fn add(dev: *mut sys::ib_device) -> Result {
+    // SAFETY: `dev` stays registered until `remove`, which takes it out
+    // of the list (the caller's contract).
+    let Some(d) = (unsafe { Device::new(dev) })? else {
+        return Ok(());
+    };
+    let d = Arc::new(d, GFP_KERNEL)?;
+    DEVICES.lock().push(d, GFP_KERNEL)?;
+    Ok(())
+}
 
-impl DeviceWatch for Watch {
-    unsafe fn added(dev: *mut sys::ib_device) -> Result {
-        // SAFETY: `dev` stays registered until `removed` (the caller's
-        // contract), which takes it out of the list first.
-        let Some(d) = (unsafe { Device::new(dev) })? else {
-            return Ok(());
-        };
-        let d = Arc::new(d, GFP_KERNEL)?;
-        DEVICES.lock().push(d, GFP_KERNEL)?;
-        Ok(())
-    }
-
-    fn removed(dev: *mut sys::ib_device) {
-        let mut list = DEVICES.lock();
-        if let Some(i) = list.iter().position(|d| d.is(dev)) {
-            // Nothing but the list and getinfo's short-lived snapshots uses
-            // the device yet; a snapshot only reads the copied attributes.
-            let _ = list.remove(i);
-        }
+/// Takes a device that is going away out of the list. Process context.
+pub(crate) fn remove(dev: *mut sys::ib_device) {
+    let mut list = DEVICES.lock();
+    if let Some(i) = list.iter().position(|d| d.is(dev)) {
+        let _ = list.remove(i);
     }
 }

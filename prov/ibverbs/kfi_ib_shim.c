@@ -60,6 +60,11 @@ static struct net_device *kfi_ib_netdev_for(struct net *net, const struct sockad
 		rt = ip_route_output(net, in->sin_addr.s_addr, 0, 0, 0, RT_SCOPE_UNIVERSE);
 		if (IS_ERR(rt))
 			return NULL;
+		/* A local address routes through lo: its owner carries it. */
+		if (rt->rt_type == RTN_LOCAL) {
+			ip_rt_put(rt);
+			return ip_dev_find(net, in->sin_addr.s_addr);
+		}
 		ndev = rt->dst.dev;
 		dev_hold(ndev);
 		ip_rt_put(rt);
@@ -68,7 +73,8 @@ static struct net_device *kfi_ib_netdev_for(struct net *net, const struct sockad
 		struct flowi6 fl6 = { .daddr = in6->sin6_addr };
 		struct dst_entry *dst;
 
-		if (source) {
+		/* A local address: its owner carries it (as for IPv4). */
+		if (source || ipv6_chk_addr(net, &in6->sin6_addr, NULL, 0)) {
 			rcu_read_lock();
 			ndev = ipv6_dev_find(net, &in6->sin6_addr, NULL);
 			if (ndev)
@@ -95,6 +101,11 @@ int kfi_ib_device_for(struct net *net, const struct sockaddr *addr, int source,
 
 	if (!ndev)
 		return -ENODEV;
+	/* rdma_cm does not connect over lo (even with siw attached to it). */
+	if (ndev->flags & IFF_LOOPBACK) {
+		dev_put(ndev);
+		return -ENODEV;
+	}
 	ib = ib_device_get_by_netdev(ndev, RDMA_DRIVER_UNKNOWN);
 	if (!ib) {
 		dev_put(ndev);
@@ -202,6 +213,13 @@ void *kfi_rdma_id_context(const struct rdma_cm_id *id)
 
 void kfi_rdma_id_set_context(struct rdma_cm_id *id, void *context)
 {
+	id->context = context;
+}
+
+void kfi_rdma_id_set_handler(struct rdma_cm_id *id, rdma_cm_event_handler handler,
+			     void *context)
+{
+	id->event_handler = handler;
 	id->context = context;
 }
 

@@ -33,9 +33,10 @@ enum kfi_ib_link kfi_ib_port_link(const struct ib_device *dev, u32 port);
 /*
  * The device and port that carry traffic from (@source) or to @addr in
  * @net: the RDMA device of the netdev that owns the address or that the
- * route to it leaves by. Returns 0 and a reference on *@dev (put it with
- * ib_device_put), or -ENODEV. Process context; does not wait on the
- * network (no neighbour resolution).
+ * route to it leaves by (for a local address: the netdev that has it; lo
+ * never, as rdma_cm does not connect over it). Returns 0 and a reference
+ * on *@dev (put it with ib_device_put), or -ENODEV. Process context; does
+ * not wait on the network (no neighbour resolution).
  */
 int kfi_ib_device_for(struct net *net, const struct sockaddr *addr, int source,
 		      struct ib_device **dev, u32 *port);
@@ -69,6 +70,9 @@ struct rdma_cm_id *kfi_rdma_create_id(struct net *net, rdma_cm_event_handler han
 				      void *context);
 void *kfi_rdma_id_context(const struct rdma_cm_id *id);
 void kfi_rdma_id_set_context(struct rdma_cm_id *id, void *context);
+/* Under rdma_lock_handler(): a request's identifier gets its own handler. */
+void kfi_rdma_id_set_handler(struct rdma_cm_id *id, rdma_cm_event_handler handler,
+			     void *context);
 struct ib_device *kfi_rdma_id_device(const struct rdma_cm_id *id);
 struct ib_qp *kfi_rdma_id_qp(const struct rdma_cm_id *id);
 u32 kfi_rdma_id_port(const struct rdma_cm_id *id);

@@ -5,10 +5,13 @@
 //!
 //! What works so far: devices are tracked as ib_core adds and removes
 //! them; one kfi fabric per link type (InfiniBand, RoCE, iWARP) and one
-//! domain per device; getinfo answers from the device's own limits and
-//! finds the device that serves a node (the RDMA device of the netdev that
-//! owns or routes to the address). Endpoints are not there yet: the
-//! entries advertise no capabilities and opening an endpoint is -ENOSYS.
+//! domain (and protection domain) per device; getinfo answers from the
+//! device's own limits and finds the device that serves a node (the RDMA
+//! device of the netdev that owns or routes to the address). Connection
+//! management works: passive endpoints listen through rdma_cm, MSG
+//! endpoints connect, accept, reject and shut down with their RC QP, and a
+//! device's removal shuts its endpoints down. Data transfer does not exist
+//! yet: the entries advertise no capabilities.
 
 use core::ffi::CStr;
 use kernel::prelude::*;
@@ -17,16 +20,26 @@ use kernel::prelude::*;
 mod kfi;
 
 mod devices;
+mod domain;
+mod ep;
 mod ib;
 mod ib_sys;
+mod net;
+mod pep;
 
-use ib::{addr::Addr, client::Client, device::Device, device::Link};
-use kernel::{bindings, sync::Arc};
+use ib::{
+    addr::Addr,
+    client::{Client, DeviceWatch},
+    device::Device,
+    device::Link,
+};
+use kernel::bindings;
 use kfi::{
     kfabric::version,
     kfi_sys as sys,
-    provider::{self, EndpointAttr, Info, Registration},
+    provider::{self, Bound, EndpointAttr, EqRef, FidRef, Info, Registration},
 };
+use net::NetPtr;
 
 module! {
     type: KfiIbverbs,
@@ -45,7 +58,9 @@ struct KfiIbverbs {
 impl kernel::Module for KfiIbverbs {
     fn init(module: &'static ThisModule) -> Result<Self> {
         devices::init();
-        let client = Client::register::<devices::Watch>(c"kfi_ibverbs")?;
+        domain::init();
+        pep::init();
+        let client = Client::register::<Watch>(c"kfi_ibverbs")?;
         Ok(Self {
             _reg: Registration::register(module)?,
             _client: client,
@@ -53,11 +68,38 @@ impl kernel::Module for KfiIbverbs {
     }
 }
 
+impl Drop for KfiIbverbs {
+    fn drop(&mut self) {
+        pep::release();
+    }
+}
+
+/// Devices coming and going: the list getinfo reads, and the domains on a
+/// device that goes.
+struct Watch;
+
+impl DeviceWatch for Watch {
+    unsafe fn added(dev: *mut ib_sys::ib_device) -> Result {
+        // SAFETY: The caller's contract, passed on.
+        unsafe { devices::add(dev) }
+    }
+
+    fn removed(dev: *mut ib_sys::ib_device) {
+        devices::remove(dev);
+        domain::device_removed(dev);
+    }
+}
+
 /// The most work requests of a queue the provider asks a device for.
 const QUEUE_MAX: u32 = 1024;
 
 /// The entry of `dev` for `addr` (as source or destination) in `net`.
-fn entry(dev: &Device, addr: Option<&Addr>, src: bool, net: *mut bindings::net) -> Result<Info> {
+pub(crate) fn entry(
+    dev: &Device,
+    addr: Option<&Addr>,
+    src: bool,
+    net: *mut bindings::net,
+) -> Result<Info> {
     let mut i = Info::new()?;
     i.set_names(dev.link.fabric_name(), &dev.name)?;
     if let Some(a) = addr {
@@ -146,44 +188,96 @@ struct IbFabric {
 
 #[vtable]
 impl provider::Fabric for IbFabric {
-    type Domain = IbDomain;
-    type PassiveEndpoint = NoEndpoint;
+    type Domain = domain::IbDomain;
+    type PassiveEndpoint = pep::IbPep;
 
-    fn domain(&self, info: &sys::kfi_info) -> Result<IbDomain> {
-        // SAFETY: An entry's domain attributes are NULL or valid, the name
-        // NULL or NUL-terminated.
-        let name = unsafe { info.domain_attr.as_ref() }
-            .filter(|d| !d.name.is_null())
+    fn domain(&self, info: &sys::kfi_info) -> Result<domain::IbDomain> {
+        // SAFETY: An entry's domain attributes are NULL or valid.
+        let d = unsafe { info.domain_attr.as_ref() }.filter(|d| !d.name.is_null());
+        // SAFETY: A non-NULL name is NUL-terminated.
+        let name = d
             .map(|d| unsafe { CStr::from_char_ptr(d.name) })
             .ok_or(EINVAL)?;
         let dev = devices::by_name(name).ok_or(ENODEV)?;
         if dev.link != self.link {
             return Err(EINVAL);
         }
-        Ok(IbDomain { _dev: dev })
+        domain::IbDomain::new(dev, NetPtr::of(info))
+    }
+
+    fn passive_ep(&self, info: &sys::kfi_info) -> Result<pep::IbPep> {
+        pep::IbPep::new(info)
     }
 }
 
-/// A domain: one device.
-struct IbDomain {
-    _dev: Arc<Device>,
-}
-
 #[vtable]
-impl provider::Domain for IbDomain {
-    type Endpoint = NoEndpoint;
+impl provider::Domain for domain::IbDomain {
+    type Endpoint = ep::IbEndpoint;
     type Region = ();
-}
 
-/// The endpoints of a provider that has none yet: no value exists.
-enum NoEndpoint {}
-
-#[vtable]
-impl provider::Endpoint for NoEndpoint {
-    fn attr(&self) -> EndpointAttr {
-        match *self {}
+    fn endpoint(&self, info: &sys::kfi_info) -> Result<ep::IbEndpoint> {
+        ep::IbEndpoint::new(self.shared.clone(), info)
     }
 }
 
 #[vtable]
-impl provider::PassiveEndpoint for NoEndpoint {}
+impl provider::Endpoint for ep::IbEndpoint {
+    fn attr(&self) -> EndpointAttr {
+        ep::IbEndpoint::attr(self)
+    }
+
+    fn opened(&self, fid: FidRef) {
+        ep::IbEndpoint::opened(self, fid)
+    }
+
+    fn bind(&self, what: Bound) -> Result {
+        ep::IbEndpoint::bind(self, what)
+    }
+
+    fn enable(&self) -> Result {
+        ep::IbEndpoint::enable(self)
+    }
+
+    fn connect(&self, addr: *const c_void, param: &[u8]) -> Result {
+        ep::IbEndpoint::connect(self, addr, param)
+    }
+
+    fn accept(&self, param: &[u8]) -> Result {
+        ep::IbEndpoint::accept(self, param)
+    }
+
+    fn shutdown(&self, _flags: u64) -> Result {
+        ep::IbEndpoint::shutdown(self)
+    }
+
+    fn getname(&self, addr: &mut [u8]) -> Result<usize> {
+        ep::IbEndpoint::getname(self, addr)
+    }
+
+    fn getpeer(&self, addr: &mut [u8]) -> Result<usize> {
+        ep::IbEndpoint::getpeer(self, addr)
+    }
+}
+
+#[vtable]
+impl provider::PassiveEndpoint for pep::IbPep {
+    fn opened(&self, fid: FidRef) {
+        pep::IbPep::opened(self, fid)
+    }
+
+    fn bind_eq(&self, eq: EqRef) -> Result {
+        pep::IbPep::bind_eq(self, eq)
+    }
+
+    fn listen(&self) -> Result {
+        pep::IbPep::listen(self)
+    }
+
+    fn reject(&self, handle: *mut sys::kfid, param: &[u8]) -> Result {
+        pep::IbPep::reject(self, handle, param)
+    }
+
+    fn getname(&self, addr: &mut [u8]) -> Result<usize> {
+        pep::IbPep::getname(self, addr)
+    }
+}

@@ -16,6 +16,7 @@ mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
 
 . "$top/tests/guest/tap.sh"
 . "$top/tests/guest/veth.sh"
+. "$top/tests/selftests/kfabric/rdma_link.sh"
 
 # Leaks from before the tests (boot) are not ours.
 [ -e /sys/kernel/debug/kmemleak ] && echo clear > /sys/kernel/debug/kmemleak
@@ -72,6 +73,15 @@ for ko in "$top"/tests/*/kfi_test_*.ko; do
 		peer=$!
 		run_module "$ko" ""
 		wait $peer || echo "KFABRIC_GUEST_ERROR: garbage.py failed (see garbage.log)"
+		;;
+	kfi_test_ibverbs.ko)
+		# kfi_ibverbs over a soft-iWARP device, there only for it.
+		if rdma_link_up siw; then
+			run_module "$ko" ""
+		else
+			echo "KFABRIC_GUEST_ERROR: could not add a siw device"
+		fi
+		rdma_link_down siw
 		;;
 	*)
 		run_module "$ko" ""

@@ -52,6 +52,25 @@ impl Addr {
         Ok(Self { ss })
     }
 
+    /// Builds one from the raw bytes of a `sockaddr_in`/`sockaddr_in6`.
+    pub(crate) fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        let mut ss = bindings::__kernel_sockaddr_storage::default();
+        if bytes.len() < size_of::<bindings::sockaddr_in>() || bytes.len() > size_of_val(&ss) {
+            return Err(EINVAL);
+        }
+        // SAFETY: `ss` has room for `bytes` (checked above) and the two do
+        // not overlap.
+        unsafe {
+            core::ptr::copy_nonoverlapping(bytes.as_ptr(), (&raw mut ss).cast(), bytes.len())
+        };
+        let a = Self { ss };
+        // INVARIANT: A known family, with the length it needs.
+        if a.len() == 0 || bytes.len() < a.len() {
+            return Err(EINVAL);
+        }
+        Ok(a)
+    }
+
     fn family(&self) -> u32 {
         // SAFETY: Reading the family field of a plain union of bytes.
         u32::from(unsafe { self.ss.__bindgen_anon_1.__bindgen_anon_1.ss_family })

@@ -112,6 +112,12 @@ impl Device {
         }))
     }
 
+    /// The raw device, for the other wrappers of `ib/` (valid while the
+    /// device is in the provider's list, see the invariant).
+    pub(crate) fn as_ptr(&self) -> *mut sys::ib_device {
+        self.ptr
+    }
+
     /// Whether this is the device at `ptr`.
     pub(crate) fn is(&self, ptr: *const sys::ib_device) -> bool {
         core::ptr::eq(self.ptr, ptr)

@@ -5,4 +5,6 @@
 
 pub(crate) mod addr;
 pub(crate) mod client;
+pub(crate) mod cm;
 pub(crate) mod device;
+pub(crate) mod verbs;

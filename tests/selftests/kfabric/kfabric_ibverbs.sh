@@ -2,24 +2,25 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # kfi_ibverbs and the RDMA devices of ib_core: getinfo answers from the
-# devices present now (a soft-iWARP device on lo, added and deleted with
-# the rdma tool), with the device's own limits, and follows them as they
-# come and go, also across a reload of the provider.
+# devices present now (a soft-iWARP device on a veth end, added and
+# deleted with the rdma tool), with the device's own limits, and follows
+# them as they come and go, also across a reload of the provider.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/rdma_link.sh"
 
 PORT=7601
+NODE=$RDMA_LINK_ADDR
 getinfo() { printf '%s\n' "$*" > "$DBG/getinfo" && cat "$DBG/getinfo"; }
 has() { getinfo "${@:2}" | grep -q -- "$1"; }
 lacks() { ! getinfo "${@:2}" | grep -q -- "$1"; }
-siw_add() { rdma link add siw0 type siw netdev lo; }
-siw_del() { rdma link delete siw0 2>/dev/null; true; }
+siw_on_lo() { rdma link add siw9 type siw netdev lo; }
 # The send SGE limit siw declares in its ABI header (the kernel source of
 # KSRC), against the iov_limit getinfo reports.
 sge_limit_matches() {
 	local want
 	want=$(sed -n 's/^#define SIW_MAX_SGE \([0-9]*\).*/\1/p' "$KSRC/include/uapi/rdma/siw-abi.h")
 	[ -n "$want" ] &&
-		getinfo provider=ibverbs node=127.0.0.1 service=$PORT |
+		getinfo provider=ibverbs node=$NODE service=$PORT |
 		grep -q "tx: size [0-9]* iov_limit $want "
 }
 reload() { rmmod kfi_ibverbs && insmod "$KO_IBVERBS"; }
@@ -30,18 +31,22 @@ if ! command -v rdma > /dev/null; then
 	exit "$KSFT_SKIP"
 fi
 unload_all
-siw_del
+rdma_link_down siw
+rdma link delete siw9 2>/dev/null
 insmod "$KO_CORE" && insmod "$KO_SOCKETS" && insmod "$KO_IBVERBS" || ktap_exit_fail_msg "modules did not load"
 ktap_print_header
-ktap_set_plan 11
+ktap_set_plan 13
 
 ktap_test_result "no RDMA device: no ibverbs entry" \
 	lacks "provider:" provider=ibverbs node=127.0.0.1 service=$PORT
-ktap_test_result "rdma link add siw0 on lo" siw_add
+ktap_test_result "rdma link add siw9 on lo" siw_on_lo
+ktap_test_result "lo is not offered (rdma_cm does not connect over it)" \
+	lacks "provider:" provider=ibverbs node=127.0.0.1 service=$PORT
+ktap_test_result "rdma link add siw0 on a veth end" rdma_link_up siw
 ktap_test_result "the siw device is a domain of the iWARP fabric" \
-	has "domain:[[:space:]]siw0" provider=ibverbs fabric=iWARP node=127.0.0.1 service=$PORT
+	has "domain:[[:space:]]siw0" provider=ibverbs fabric=iWARP node=$NODE service=$PORT
 ktap_test_result "source address served by siw0" \
-	has "src_addr:[[:space:]]127.0.0.1:$PORT" provider=ibverbs node=127.0.0.1 service=$PORT source
+	has "src_addr:[[:space:]]$NODE:$PORT" provider=ibverbs node=$NODE service=$PORT source
 ktap_test_result "no node: every device is listed" \
 	has "domain:[[:space:]]siw0" provider=ibverbs
 if [ -r "${KSRC:-}/include/uapi/rdma/siw-abi.h" ]; then
@@ -53,10 +58,12 @@ ktap_test_result "a node no RDMA device serves leaves the other providers' entri
 	has "provider:[[:space:]]sockets" node=192.0.2.1 service=$PORT
 ktap_test_result "provider reloaded while the device exists" reload
 ktap_test_result "a reloaded provider finds the existing device" \
-	has "domain:[[:space:]]siw0" provider=ibverbs node=127.0.0.1 service=$PORT
+	has "domain:[[:space:]]siw0" provider=ibverbs node=$NODE service=$PORT
 ktap_test_result "rdma link delete siw0" rdma link delete siw0
 ktap_test_result "the deleted device's entry is gone" \
-	lacks "provider:[[:space:]]ibverbs" node=127.0.0.1 service=$PORT
+	lacks "provider:[[:space:]]ibverbs" node=$NODE service=$PORT
+rdma_link_down siw
+rdma link delete siw9 2>/dev/null
 
 unload_all
 ktap_finished

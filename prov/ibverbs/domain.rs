@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Domains: one RDMA device, its protection domain, and the endpoints
+//! opened on it, which the device's removal closes down.
+
+use kernel::{
+    new_mutex,
+    prelude::*,
+    sync::{Arc, Mutex},
+};
+
+use crate::{
+    ep::Conn,
+    ib::{device::Device, verbs::Pd},
+    ib_sys as sys,
+    net::NetPtr,
+};
+
+/// A domain's shared part.
+#[pin_data]
+pub(crate) struct DomShared {
+    pub(crate) dev: Arc<Device>,
+    pub(crate) net: NetPtr,
+    /// The PD; `None` once the device is gone.
+    #[pin]
+    pd: Mutex<Option<Arc<Pd>>>,
+    /// Endpoints with device resources, for the device's removal.
+    #[pin]
+    conns: Mutex<KVec<Arc<Conn>>>,
+}
+
+kernel::sync::global_lock! {
+    // SAFETY: Initialized in the module initializer before the provider
+    // is registered.
+    unsafe(uninit) static DOMAINS: Mutex<KVec<Arc<DomShared>>> = KVec::new();
+}
+
+/// Prepares the domain list. Once, from the module initializer.
+pub(crate) fn init() {
+    // SAFETY: Called once, before any other use.
+    unsafe { DOMAINS.init() };
+}
+
+impl DomShared {
+    /// The PD, while the device is there (ENODEV after its removal).
+    pub(crate) fn pd(&self) -> Result<Arc<Pd>> {
+        self.pd.lock().clone().ok_or(ENODEV)
+    }
+
+    /// Tracks `c` for the device's removal.
+    pub(crate) fn add_conn(&self, c: Arc<Conn>) -> Result {
+        self.conns.lock().push(c, GFP_KERNEL)?;
+        Ok(())
+    }
+
+    /// Stops tracking `c` (at its close).
+    pub(crate) fn remove_conn(&self, c: &Conn) {
+        let mut l = self.conns.lock();
+        if let Some(i) = l.iter().position(|x| core::ptr::eq(&**x, c)) {
+            let _ = l.remove(i);
+        }
+    }
+}
+
+/// A domain.
+pub(crate) struct IbDomain {
+    pub(crate) shared: Arc<DomShared>,
+}
+
+impl IbDomain {
+    /// A domain on `dev` in `net`. Process context.
+    pub(crate) fn new(dev: Arc<Device>, net: NetPtr) -> Result<Self> {
+        // SAFETY: `dev` is in the device list, so registered; the PD is
+        // dropped before the device's removal ends (`device_removed`).
+        let pd = Arc::new(unsafe { Pd::new(dev.as_ptr()) }?, GFP_KERNEL)?;
+        let shared = Arc::pin_init(
+            pin_init!(DomShared {
+                dev,
+                net,
+                pd <- new_mutex!(Some(pd)),
+                conns <- new_mutex!(KVec::new()),
+            }),
+            GFP_KERNEL,
+        )?;
+        DOMAINS.lock().push(shared.clone(), GFP_KERNEL)?;
+        Ok(Self { shared })
+    }
+}
+
+impl Drop for IbDomain {
+    fn drop(&mut self) {
+        let mut l = DOMAINS.lock();
+        if let Some(i) = l.iter().position(|d| Arc::ptr_eq(d, &self.shared)) {
+            let _ = l.remove(i);
+        }
+    }
+}
+
+/// The device `dev` is going: every endpoint on it loses its QP (its
+/// operations complete flushed, its EQ gets a shutdown), and every PD on
+/// it goes. Process context (ib_core's client removal).
+pub(crate) fn device_removed(dev: *mut sys::ib_device) {
+    let mut doomed = KVec::new();
+    for d in DOMAINS.lock().iter() {
+        if d.dev.is(dev) {
+            // Without memory the removal cannot be tracked; the endpoints
+            // are still shut down through their rdma_cm identifiers.
+            let _ = doomed.push(d.clone(), GFP_KERNEL);
+        }
+    }
+    for d in doomed.iter() {
+        let conns = core::mem::take(&mut *d.conns.lock());
+        for c in conns.iter() {
+            c.device_gone();
+        }
+        // The last reference goes with the last user of the PD.
+        drop(d.pd.lock().take());
+    }
+}

@@ -1,0 +1,402 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Connected (MSG) endpoints: one rdma_cm identifier and its RC QP.
+//!
+//! The active side resolves the peer's address and route, then creates
+//! its QP and connects; the passive side takes the identifier of a
+//! request and creates its QP when enabled, then accepts. rdma_cm's
+//! events become `KFI_CONNECTED`, `KFI_SHUTDOWN` and error entries on the
+//! bound EQ. Data transfer is not implemented yet.
+
+use kernel::{
+    new_mutex,
+    prelude::*,
+    sync::{Arc, Mutex},
+};
+
+use crate::{
+    domain::DomShared,
+    ib::{addr::Addr, cm, cm::CmId, verbs::Cq},
+    ib_sys as sys,
+    kfi::{
+        kfabric::kfi_error,
+        kfi_sys as ksys,
+        provider::{Bound, CqRef, EndpointAttr, EqRef, FidRef},
+    },
+    pep,
+};
+
+/// Work requests of each queue of an endpoint's QP.
+const DEPTH: u32 = 64;
+
+/// Where a connection is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Opened; not yet connecting.
+    Idle,
+    /// Active side: resolving the address and route.
+    Resolving,
+    /// Connect sent, or accept sent: waiting for Established.
+    Connecting,
+    Connected,
+    /// Ended (shut down, refused, failed or device gone).
+    Closed,
+}
+
+/// The device resources of a connection: dropped QP first, then CQs.
+struct Queues {
+    send: Cq,
+    recv: Cq,
+}
+
+struct State {
+    phase: Phase,
+    fid: Option<FidRef>,
+    eq: Option<EqRef>,
+    tx_cq: Option<CqRef>,
+    rx_cq: Option<CqRef>,
+    /// The identifier, once enabled (a request's, or our own).
+    id: Option<CmId<Conn>>,
+    /// A request's identifier before the endpoint is enabled.
+    request: Option<CmId<()>>,
+    queues: Option<Queues>,
+    /// The active side's destination and connect data.
+    dest: Option<Addr>,
+    param: KVec<u8>,
+}
+
+/// An endpoint's shared part: the handler of its rdma_cm identifier.
+#[pin_data]
+pub(crate) struct Conn {
+    dom: Arc<DomShared>,
+    #[pin]
+    state: Mutex<State>,
+}
+
+impl Conn {
+    /// Creates the QP (and its CQs) on the identifier's device, which
+    /// must be the domain's.
+    fn make_qp(&self, s: &mut State) -> Result {
+        let id = s.id.as_ref().ok_or(ENOTCONN)?;
+        if !self.dom.dev.is(id.device()) {
+            return Err(ENODEV);
+        }
+        let pd = self.dom.pd()?;
+        let dev = self.dom.dev.as_ptr();
+        // SAFETY: The domain's device is registered while its PD exists
+        // (checked just above); the CQs are dropped by `device_gone`
+        // before its removal ends, after the QP.
+        let q = unsafe {
+            Queues {
+                send: Cq::new(dev, DEPTH)?,
+                recv: Cq::new(dev, DEPTH)?,
+            }
+        };
+        id.create_qp(
+            &pd,
+            &q.send,
+            &q.recv,
+            DEPTH,
+            self.dom.dev.limits.max_send_sge.min(4),
+        )?;
+        s.queues = Some(q);
+        Ok(())
+    }
+
+    /// Tears down the QP and its CQs (outstanding work flushed).
+    fn drop_qp(s: &mut State) {
+        if let Some(id) = s.id.as_ref() {
+            id.destroy_qp();
+        }
+        s.queues = None;
+    }
+
+    /// Reports `err` on the EQ and ends the connection.
+    fn fail(&self, s: &mut State, err: Error, data: &[u8]) {
+        s.phase = Phase::Closed;
+        if let (Some(eq), Some(fid)) = (s.eq, s.fid) {
+            let _ = eq.post_err(fid, err, data);
+        }
+    }
+
+    /// The device is going away: release everything on it now.
+    pub(crate) fn device_gone(&self) {
+        let mut s = self.state.lock();
+        Self::drop_qp(&mut s);
+        if s.phase != Phase::Closed {
+            let was = s.phase;
+            s.phase = Phase::Closed;
+            if let (Some(eq), Some(fid)) = (s.eq, s.fid) {
+                let _ = if was == Phase::Connected {
+                    eq.post_shutdown(fid)
+                } else {
+                    eq.post_err(fid, ENODEV, &[])
+                };
+            }
+        }
+    }
+}
+
+impl cm::Handler for Conn {
+    fn event(&self, _id: *mut sys::rdma_cm_id, ev: cm::Event<'_>) -> Result {
+        let mut s = self.state.lock();
+        if s.phase == Phase::Closed && !matches!(ev, cm::Event::DeviceRemoval) {
+            return Ok(());
+        }
+        match ev {
+            cm::Event::AddrResolved => {
+                let r =
+                    s.id.as_ref()
+                        .ok_or(ENOTCONN)
+                        .and_then(|id| id.resolve_route());
+                if let Err(e) = r {
+                    self.fail(&mut s, e, &[]);
+                }
+            }
+            cm::Event::RouteResolved => {
+                let r = self.make_qp(&mut s).and_then(|()| {
+                    let id = s.id.as_ref().ok_or(ENOTCONN)?;
+                    id.connect_in_handler(&s.param)
+                });
+                match r {
+                    Ok(()) => s.phase = Phase::Connecting,
+                    Err(e) => self.fail(&mut s, e, &[]),
+                }
+            }
+            cm::Event::Established(data) => {
+                if s.phase == Phase::Connecting {
+                    s.phase = Phase::Connected;
+                    if let (Some(eq), Some(fid)) = (s.eq, s.fid) {
+                        let _ = eq.post_connected(fid, data);
+                    }
+                }
+            }
+            cm::Event::Rejected(data) => self.fail(&mut s, ECONNREFUSED, data),
+            cm::Event::Failed(e) => self.fail(&mut s, e, &[]),
+            cm::Event::Disconnected => {
+                if s.phase == Phase::Connected {
+                    s.phase = Phase::Closed;
+                    if let (Some(eq), Some(fid)) = (s.eq, s.fid) {
+                        let _ = eq.post_shutdown(fid);
+                    }
+                }
+            }
+            cm::Event::DeviceRemoval => {
+                drop(s);
+                self.device_gone();
+                // rdma_cm destroys the identifier, unless the close is.
+                return match self.state.lock().id.take() {
+                    Some(id) => {
+                        id.forget();
+                        Ok(())
+                    }
+                    None => Err(EBUSY),
+                };
+            }
+            cm::Event::Other => {}
+        }
+        Ok(())
+    }
+}
+
+/// An endpoint.
+pub(crate) struct IbEndpoint {
+    conn: Arc<Conn>,
+}
+
+impl IbEndpoint {
+    /// An endpoint for `info`: a request's (its handle) or one that
+    /// connects to `info`'s destination. Process context.
+    pub(crate) fn new(dom: Arc<DomShared>, info: &ksys::kfi_info) -> Result<Self> {
+        // SAFETY: An entry's endpoint attributes are NULL or valid.
+        let ep_type = unsafe { info.ep_attr.as_ref() }.map_or(ksys::KFI_EP_MSG, |e| e.type_);
+        if ep_type != ksys::KFI_EP_MSG && ep_type != ksys::KFI_EP_UNSPEC {
+            return Err(EOPNOTSUPP);
+        }
+        let (request, dest) = if !info.handle.is_null() {
+            (Some(pep::take_request(info.handle)?), None)
+        } else if !info.dest_addr.is_null() {
+            // SAFETY: An entry's destination holds `dest_addrlen` bytes.
+            let b = unsafe {
+                core::slice::from_raw_parts(info.dest_addr.cast::<u8>(), info.dest_addrlen)
+            };
+            (None, Some(Addr::from_bytes(b)?))
+        } else {
+            (None, None)
+        };
+        let conn = Arc::pin_init(
+            pin_init!(Conn {
+                dom,
+                state <- new_mutex!(State {
+                    phase: Phase::Idle,
+                    fid: None,
+                    eq: None,
+                    tx_cq: None,
+                    rx_cq: None,
+                    id: None,
+                    request,
+                    queues: None,
+                    dest,
+                    param: KVec::new(),
+                }),
+            }),
+            GFP_KERNEL,
+        )?;
+        Ok(Self { conn })
+    }
+
+    pub(crate) fn attr(&self) -> EndpointAttr {
+        let l = &self.conn.dom.dev.limits;
+        EndpointAttr {
+            caps: 0,
+            op_flags: 0,
+            tx_iov_limit: l.max_send_sge as usize,
+            rx_iov_limit: l.max_recv_sge as usize,
+            rma_iov_limit: 1,
+            inject_size: 0,
+            max_msg_size: l.max_mr_size.min(1 << 31) as usize,
+        }
+    }
+
+    pub(crate) fn opened(&self, fid: FidRef) {
+        self.conn.state.lock().fid = Some(fid);
+    }
+
+    pub(crate) fn bind(&self, what: Bound) -> Result {
+        let mut s = self.conn.state.lock();
+        match what {
+            Bound::Eq(eq) => s.eq = Some(eq),
+            Bound::Cq(cq, flags) => {
+                if flags & ksys::KFI_TRANSMIT != 0 {
+                    s.tx_cq = Some(cq);
+                }
+                if flags & ksys::KFI_RECV != 0 {
+                    s.rx_cq = Some(cq);
+                }
+            }
+            _ => return Err(EOPNOTSUPP),
+        }
+        Ok(())
+    }
+
+    /// `kfi_enable`: a request's endpoint gets its QP now; an active one
+    /// its identifier. Process context.
+    pub(crate) fn enable(&self) -> Result {
+        let mut s = self.conn.state.lock();
+        if s.tx_cq.is_none() || s.rx_cq.is_none() {
+            return Err(kfi_error(ksys::KFI_ENOCQ));
+        }
+        if s.eq.is_none() {
+            return Err(kfi_error(ksys::KFI_ENOEQ));
+        }
+        if s.id.is_some() {
+            return Err(EBUSY);
+        }
+        if let Some(req) = s.request.take() {
+            s.id = Some(req.set_handler(self.conn.clone()));
+            if let Err(e) = self.conn.make_qp(&mut s) {
+                Conn::drop_qp(&mut s);
+                return Err(e);
+            }
+        } else {
+            s.id = Some(CmId::new(self.conn.dom.net.0, self.conn.clone())?);
+        }
+        drop(s);
+        self.conn.dom.add_conn(self.conn.clone())
+    }
+
+    /// `kfi_connect` to the entry's destination (an explicit address is
+    /// not supported yet), with private `data`.
+    pub(crate) fn connect(&self, addr: *const c_void, data: &[u8]) -> Result {
+        if !addr.is_null() {
+            return Err(EOPNOTSUPP);
+        }
+        let mut s = self.conn.state.lock();
+        if s.phase != Phase::Idle {
+            return Err(EISCONN);
+        }
+        let dest = s.dest.ok_or(EINVAL)?;
+        let mut param = KVec::with_capacity(data.len(), GFP_KERNEL)?;
+        param.extend_from_slice(data, GFP_KERNEL)?;
+        s.param = param;
+        s.id.as_ref()
+            .ok_or(kfi_error(ksys::KFI_ENOEQ))?
+            .resolve_addr(&dest)?;
+        s.phase = Phase::Resolving;
+        Ok(())
+    }
+
+    /// `kfi_accept`, with private `data`.
+    pub(crate) fn accept(&self, data: &[u8]) -> Result {
+        // rdma_accept takes the identifier's handler lock, which an event
+        // callback waiting for our state lock may hold: the identifier is
+        // taken out for the call and put back. Its events only need the
+        // state meanwhile.
+        let id = {
+            let mut s = self.conn.state.lock();
+            if s.phase != Phase::Idle || s.queues.is_none() {
+                return Err(EINVAL);
+            }
+            s.phase = Phase::Connecting;
+            s.id.take().ok_or(EINVAL)?
+        };
+        let res = id.accept(data);
+        let mut s = self.conn.state.lock();
+        s.id = Some(id);
+        if res.is_err() {
+            s.phase = Phase::Closed;
+        }
+        res
+    }
+
+    /// `kfi_shutdown`: SHUTDOWN follows on both sides.
+    pub(crate) fn shutdown(&self) -> Result {
+        let s = self.conn.state.lock();
+        if s.phase != Phase::Connected {
+            return Err(ENOTCONN);
+        }
+        if let Some(id) = s.id.as_ref() {
+            id.disconnect();
+        }
+        Ok(())
+    }
+
+    fn name(&self, peer: bool, out: &mut [u8]) -> Result<usize> {
+        let s = self.conn.state.lock();
+        let id = s.id.as_ref().ok_or(ENOTCONN)?;
+        let mut buf = [0u8; 28];
+        let n = id.addr(peer, &mut buf);
+        let m = n.min(out.len());
+        out[..m].copy_from_slice(&buf[..m]);
+        Ok(n)
+    }
+
+    pub(crate) fn getname(&self, out: &mut [u8]) -> Result<usize> {
+        self.name(false, out)
+    }
+
+    pub(crate) fn getpeer(&self, out: &mut [u8]) -> Result<usize> {
+        self.name(true, out)
+    }
+}
+
+impl Drop for IbEndpoint {
+    fn drop(&mut self) {
+        self.conn.dom.remove_conn(&self.conn);
+        // rdma_cm calls that may wait for the identifier's event handler
+        // (which takes the state lock) run with the lock released; the
+        // handler ignores a closed connection meanwhile.
+        let (id, queues) = {
+            let mut s = self.conn.state.lock();
+            s.phase = Phase::Closed;
+            (s.id.take(), s.queues.take())
+        };
+        if let Some(id) = id.as_ref() {
+            id.disconnect();
+            id.destroy_qp();
+        }
+        // The CQs after the QP, then the identifier.
+        drop(queues);
+        drop(id);
+    }
+}

@@ -1,0 +1,420 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! rdma_cm identifiers: connection management of one reliable connected
+//! QP (address and route resolution, listen, connect, accept, reject,
+//! disconnect), with events delivered to a [`Handler`].
+
+use core::{ffi::c_int, marker::PhantomData, ptr::NonNull};
+use kernel::{bindings, error::to_result, prelude::*, sync::Arc};
+
+use super::{addr::Addr, verbs::Cq, verbs::Pd};
+use crate::ib_sys as sys;
+
+/// How long address and route resolution may take.
+pub(crate) const RESOLVE_MS: kernel::ffi::c_ulong = 5000;
+
+/// What an identifier reports.
+pub(crate) enum Event<'a> {
+    /// The destination's address is resolved: resolve the route next.
+    AddrResolved,
+    /// The route is resolved: create the QP and connect next.
+    RouteResolved,
+    /// Connected; the peer's private data (an accept's).
+    Established(&'a [u8]),
+    /// The peer refused, with its private data.
+    Rejected(&'a [u8]),
+    /// Resolution or connection failed.
+    Failed(Error),
+    /// The connection ended.
+    Disconnected,
+    /// The device is going away: the QP must be destroyed now, and the
+    /// identifier is destroyed by rdma_cm after the handler returns.
+    DeviceRemoval,
+    /// Anything else (time-wait exit, address change, ...).
+    Other,
+}
+
+/// Who handles an identifier's events: process context (rdma_cm's work
+/// queue), may sleep, serialized per identifier. Must not destroy the
+/// identifier it is called for.
+pub(crate) trait Handler: Send + Sync + Sized + 'static {
+    /// Handles `ev` of the identifier `id` (the raw pointer, to match it
+    /// with the handler's own). Returning an error refuses a request
+    /// (its identifier is then destroyed by rdma_cm).
+    fn event(&self, id: *mut sys::rdma_cm_id, ev: Event<'_>) -> Result;
+
+    /// A peer asks to connect (listeners only): the request's own
+    /// identifier and the peer's private data. Giving the identifier back
+    /// refuses the request (rdma_cm then destroys it).
+    fn request(&self, _child: CmId<()>, _data: &[u8]) -> core::result::Result<(), CmId<()>> {
+        Err(_child)
+    }
+}
+
+/// An rdma_cm identifier whose events go to an `Arc<H>` (`H = ()`: a
+/// request's identifier not yet given a handler).
+///
+/// # Invariants
+///
+/// `ptr` is a live identifier owned by this value (destroyed at drop,
+/// unless rdma_cm destroys it itself, see [`CmId::forget`]); its context
+/// is NULL (for `H = ()`) or a reference on an `Arc<H>` made by
+/// `Arc::into_raw`, released when the identifier is destroyed.
+pub(crate) struct CmId<H> {
+    ptr: NonNull<sys::rdma_cm_id>,
+    /// Releases the context's reference (nothing for `H = ()`).
+    release: unsafe fn(*mut c_void),
+    _h: PhantomData<Arc<H>>,
+}
+
+/// Releases a context reference on an `Arc<H>`.
+///
+/// # Safety
+///
+/// `ctx` is NULL or a reference made by `Arc::<H>::into_raw`, given up.
+unsafe fn release_arc<H>(ctx: *mut c_void) {
+    if !ctx.is_null() {
+        // SAFETY: The caller's contract.
+        drop(unsafe { Arc::from_raw(ctx.cast::<H>()) });
+    }
+}
+
+/// Releases nothing (the context of `CmId<()>` is NULL).
+///
+/// # Safety
+///
+/// Always safe; `unsafe` only to have the type of `release_arc`.
+unsafe fn release_none(_ctx: *mut c_void) {}
+
+// SAFETY: rdma_cm may be called for an identifier from any thread; the
+// handler reference is `Send + Sync` (`Handler` bound, or `()`).
+unsafe impl<H> Send for CmId<H> {}
+// SAFETY: See `Send`; calls through `&self` are serialized by rdma_cm.
+unsafe impl<H> Sync for CmId<H> {}
+
+/// The peer's private data of a connection event.
+fn private<'a>(ev: &'a sys::rdma_cm_event) -> &'a [u8] {
+    // SAFETY: For the connection events this is read for, `param.conn` is
+    // the active member; its data is NULL or `private_data_len` bytes that
+    // live as long as the event.
+    unsafe {
+        let c = ev.param.conn.as_ref();
+        if c.private_data.is_null() {
+            &[]
+        } else {
+            core::slice::from_raw_parts(c.private_data.cast(), c.private_data_len.into())
+        }
+    }
+}
+
+/// rdma_cm's event callback of identifiers with handler `H`.
+///
+/// # Safety
+///
+/// Called by rdma_cm only, for an identifier made by `CmId::<H>::new` or
+/// given a handler by `CmId::set_handler::<H>` (or a request of a listener
+/// whose context is of `H`), with a valid event.
+unsafe extern "C" fn on_event<H: Handler>(
+    id: *mut sys::rdma_cm_id,
+    ev: *mut sys::rdma_cm_event,
+) -> c_int {
+    // SAFETY: rdma_cm passes a live identifier and event.
+    let (ctx, ev) = unsafe { (sys::kfi_rdma_id_context(id).cast::<H>(), &*ev) };
+    if ctx.is_null() {
+        // A request's identifier between its event and its endpoint: only
+        // rdma_cm's own teardown can reach it; it is destroyed with its
+        // `CmId`.
+        return 0;
+    }
+    // SAFETY: The context holds a reference on an `Arc<H>` (the type
+    // invariant) for as long as the identifier lives, which outlasts this
+    // call.
+    let h = unsafe { &*ctx };
+    let e = match ev.event {
+        sys::RDMA_CM_EVENT_CONNECT_REQUEST => {
+            // The request's identifier inherits the listener's context;
+            // it gets its own handler only when an endpoint takes it.
+            // SAFETY: A fresh identifier rdma_cm hands over; its context
+            // is cleared before it is wrapped (the invariant of `()`).
+            unsafe { sys::kfi_rdma_id_set_context(id, core::ptr::null_mut()) };
+            let Some(child) = NonNull::new(id) else {
+                return 1;
+            };
+            // SAFETY: Live and handed to us with its NULL context.
+            let child = unsafe { CmId::<()>::from_raw(child, release_none) };
+            return match h.request(child, private(ev)) {
+                Ok(()) => 0,
+                Err(child) => {
+                    // Refused: rdma_cm destroys it when we return non-zero.
+                    child.forget();
+                    1
+                }
+            };
+        }
+        sys::RDMA_CM_EVENT_ADDR_RESOLVED => Event::AddrResolved,
+        sys::RDMA_CM_EVENT_ROUTE_RESOLVED => Event::RouteResolved,
+        sys::RDMA_CM_EVENT_ESTABLISHED => Event::Established(private(ev)),
+        sys::RDMA_CM_EVENT_REJECTED => Event::Rejected(private(ev)),
+        sys::RDMA_CM_EVENT_ADDR_ERROR
+        | sys::RDMA_CM_EVENT_ROUTE_ERROR
+        | sys::RDMA_CM_EVENT_CONNECT_ERROR
+        | sys::RDMA_CM_EVENT_UNREACHABLE => {
+            let st = if ev.status < 0 {
+                ev.status
+            } else {
+                -(bindings::EHOSTUNREACH as i32)
+            };
+            Event::Failed(Error::from_errno(st))
+        }
+        sys::RDMA_CM_EVENT_DISCONNECTED => Event::Disconnected,
+        sys::RDMA_CM_EVENT_DEVICE_REMOVAL => {
+            // Ok: the handler forgot its `CmId` (no one else destroys the
+            // identifier), so rdma_cm destroys it after we return non-zero
+            // and its handler reference goes now. Err: its owner is
+            // destroying it already.
+            if h.event(id, Event::DeviceRemoval).is_err() {
+                return 0;
+            }
+            // SAFETY: The context's reference (invariant); nothing uses
+            // the context of this identifier after this callback.
+            unsafe {
+                sys::kfi_rdma_id_set_context(id, core::ptr::null_mut());
+                drop(Arc::from_raw(ctx));
+            }
+            return 1;
+        }
+        _ => Event::Other,
+    };
+    let _ = h.event(id, e);
+    0
+}
+
+impl<H> CmId<H> {
+    /// Wraps a live identifier whose context is NULL or a reference on an
+    /// `Arc<H>`.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is live and owned by the caller, with such a context.
+    unsafe fn from_raw(ptr: NonNull<sys::rdma_cm_id>, release: unsafe fn(*mut c_void)) -> Self {
+        // INVARIANT: The caller's contract.
+        Self {
+            ptr,
+            release,
+            _h: PhantomData,
+        }
+    }
+
+    /// The device the identifier is bound to (NULL before resolution).
+    pub(crate) fn device(&self) -> *mut sys::ib_device {
+        // SAFETY: A live identifier (invariant).
+        unsafe { sys::kfi_rdma_id_device(self.ptr.as_ptr()) }
+    }
+
+    /// The identifier's own (`peer == false`) or its peer's address,
+    /// written into `out`; returns its length.
+    pub(crate) fn addr(&self, peer: bool, out: &mut [u8]) -> usize {
+        // SAFETY: A live identifier; `out` is valid for `out.len()` bytes.
+        unsafe {
+            sys::kfi_rdma_id_addr(
+                self.ptr.as_ptr(),
+                peer.into(),
+                out.as_mut_ptr().cast(),
+                out.len(),
+            )
+        }
+    }
+
+    /// Creates the identifier's QP on `pd`, completing to `send` and
+    /// `recv`, with room for `depth` work requests of `sge` entries each
+    /// way. Process context.
+    pub(crate) fn create_qp(&self, pd: &Pd, send: &Cq, recv: &Cq, depth: u32, sge: u32) -> Result {
+        let mut attr = sys::ib_qp_init_attr {
+            send_cq: send.as_ptr(),
+            recv_cq: recv.as_ptr(),
+            sq_sig_type: sys::IB_SIGNAL_REQ_WR,
+            qp_type: sys::IB_QPT_RC,
+            ..Default::default()
+        };
+        attr.cap.max_send_wr = depth;
+        attr.cap.max_recv_wr = depth;
+        attr.cap.max_send_sge = sge;
+        attr.cap.max_recv_sge = sge;
+        // SAFETY: A live identifier bound to `pd`'s device (checked by
+        // the caller against the domain), valid attributes.
+        to_result(unsafe { sys::rdma_create_qp(self.ptr.as_ptr(), pd.as_ptr(), &mut attr) })
+    }
+
+    /// The identifier's QP (NULL before `create_qp`).
+    pub(crate) fn qp(&self) -> *mut sys::ib_qp {
+        // SAFETY: A live identifier.
+        unsafe { sys::kfi_rdma_id_qp(self.ptr.as_ptr()) }
+    }
+
+    /// Flushes and destroys the QP, if any: outstanding work requests
+    /// complete (flushed) before this returns. Process context.
+    pub(crate) fn destroy_qp(&self) {
+        let qp = self.qp();
+        if !qp.is_null() {
+            // SAFETY: The identifier's live QP; draining waits for the
+            // device's flush of its own queues, not for the peer.
+            unsafe {
+                sys::ib_drain_qp(qp);
+                sys::rdma_destroy_qp(self.ptr.as_ptr());
+            }
+        }
+    }
+
+    /// Listens on `addr` (after binding to it). Process context.
+    pub(crate) fn listen(&self, addr: &Addr, backlog: i32) -> Result {
+        // SAFETY: A live identifier and a valid address (which rdma_cm
+        // copies).
+        unsafe {
+            to_result(sys::rdma_set_reuseaddr(self.ptr.as_ptr(), 1))?;
+            to_result(sys::rdma_bind_addr(
+                self.ptr.as_ptr(),
+                addr.as_ptr().cast_mut(),
+            ))?;
+            to_result(sys::rdma_listen(self.ptr.as_ptr(), backlog))
+        }
+    }
+
+    /// Starts resolving `dst` (AddrResolved or Failed follows). Any
+    /// context that may sleep.
+    pub(crate) fn resolve_addr(&self, dst: &Addr) -> Result {
+        // SAFETY: A live identifier, a valid address (copied).
+        to_result(unsafe {
+            sys::rdma_resolve_addr(
+                self.ptr.as_ptr(),
+                core::ptr::null_mut(),
+                dst.as_ptr(),
+                RESOLVE_MS,
+            )
+        })
+    }
+
+    /// Starts resolving the route (RouteResolved or Failed follows).
+    pub(crate) fn resolve_route(&self) -> Result {
+        // SAFETY: A live identifier with a resolved address.
+        to_result(unsafe { sys::rdma_resolve_route(self.ptr.as_ptr(), RESOLVE_MS) })
+    }
+
+    fn conn_param(data: &[u8]) -> Result<sys::rdma_conn_param> {
+        Ok(sys::rdma_conn_param {
+            private_data: data.as_ptr().cast(),
+            private_data_len: u8::try_from(data.len()).map_err(|_| EINVAL)?,
+            responder_resources: 1,
+            initiator_depth: 1,
+            retry_count: 7,
+            rnr_retry_count: 7,
+            ..Default::default()
+        })
+    }
+
+    /// Connects, with private `data` (Established or Rejected follows).
+    /// Only from the identifier's own event handler (RouteResolved),
+    /// which holds its handler lock.
+    pub(crate) fn connect_in_handler(&self, data: &[u8]) -> Result {
+        let mut p = Self::conn_param(data)?;
+        // SAFETY: A live identifier with a QP, called under its handler
+        // lock (the caller's context); rdma_cm copies the data.
+        to_result(unsafe { sys::rdma_connect_locked(self.ptr.as_ptr(), &mut p) })
+    }
+
+    /// Accepts a request, with private `data`. Process context, not from
+    /// the identifier's own event handler.
+    pub(crate) fn accept(&self, data: &[u8]) -> Result {
+        let mut p = Self::conn_param(data)?;
+        let id = self.ptr.as_ptr();
+        // SAFETY: A live request identifier with a QP; rdma_accept wants
+        // the handler lock, taken here; the data is copied.
+        unsafe {
+            sys::rdma_lock_handler(id);
+            let r = sys::rdma_accept(id, &mut p);
+            sys::rdma_unlock_handler(id);
+            to_result(r)
+        }
+    }
+
+    /// Refuses a request, with private `data`. Process context.
+    pub(crate) fn reject(&self, data: &[u8]) -> Result {
+        let len = u8::try_from(data.len()).map_err(|_| EINVAL)?;
+        // SAFETY: A live request identifier; the data is copied.
+        to_result(unsafe { sys::rdma_reject(self.ptr.as_ptr(), data.as_ptr().cast(), len, 0) })
+    }
+
+    /// Ends the connection (Disconnected follows on both sides).
+    pub(crate) fn disconnect(&self) {
+        // SAFETY: A live identifier; harmless when not connected.
+        let _ = unsafe { sys::rdma_disconnect(self.ptr.as_ptr()) };
+    }
+
+    /// Leaves the identifier to rdma_cm, which destroys it itself (after a
+    /// handler returned non-zero for it).
+    pub(crate) fn forget(self) {
+        core::mem::forget(self);
+    }
+}
+
+impl<H: Handler> CmId<H> {
+    /// A new identifier in namespace `net` (NULL: the initial one) whose
+    /// events go to `handler`. Process context.
+    pub(crate) fn new(net: *mut bindings::net, handler: Arc<H>) -> Result<Self> {
+        let net = if net.is_null() {
+            &raw mut bindings::init_net
+        } else {
+            net
+        };
+        let ctx = Arc::into_raw(handler);
+        // SAFETY: `net` is alive (the `kfi_domain_attr.net` contract); the
+        // context is a reference the identifier owns from now on.
+        let id =
+            unsafe { sys::kfi_rdma_create_id(net, Some(on_event::<H>), ctx.cast_mut().cast()) };
+        let id = match kernel::error::from_err_ptr(id).map(NonNull::new) {
+            Ok(Some(id)) => id,
+            Ok(None) | Err(_) => {
+                // SAFETY: The reference made above, not handed over.
+                drop(unsafe { Arc::from_raw(ctx) });
+                return Err(kernel::error::from_err_ptr(id).err().unwrap_or(ENOMEM));
+            }
+        };
+        // SAFETY: A live identifier we own, its context such a reference.
+        Ok(unsafe { Self::from_raw(id, release_arc::<H>) })
+    }
+}
+
+impl CmId<()> {
+    /// Gives a request's identifier its handler. Process context.
+    pub(crate) fn set_handler<H: Handler>(self, handler: Arc<H>) -> CmId<H> {
+        let ctx = Arc::into_raw(handler);
+        let id = self.ptr;
+        core::mem::forget(self);
+        // SAFETY: A live identifier; under its handler lock no event runs
+        // while its callback and context change together.
+        unsafe {
+            sys::rdma_lock_handler(id.as_ptr());
+            sys::kfi_rdma_id_set_handler(id.as_ptr(), Some(on_event::<H>), ctx.cast_mut().cast());
+            sys::rdma_unlock_handler(id.as_ptr());
+        }
+        // SAFETY: Ours, with a context holding a reference on an `Arc<H>`.
+        unsafe { CmId::from_raw(id, release_arc::<H>) }
+    }
+}
+
+impl<H> Drop for CmId<H> {
+    fn drop(&mut self) {
+        let id = self.ptr.as_ptr();
+        // SAFETY: A live identifier we own. Its context is taken under the
+        // handler lock, so an event callback after this sees NULL and does
+        // nothing; destroying the identifier waits for a running callback.
+        // Only then is the context's reference released.
+        unsafe {
+            sys::rdma_lock_handler(id);
+            let ctx = sys::kfi_rdma_id_context(id);
+            sys::kfi_rdma_id_set_context(id, core::ptr::null_mut());
+            sys::rdma_unlock_handler(id);
+            sys::rdma_destroy_id(id);
+            (self.release)(ctx);
+        }
+    }
+}

@@ -1,0 +1,244 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Passive endpoints: an rdma_cm listener whose connection requests go to
+//! the ULP as `KFI_CONNREQ` events, each named by a handle until an
+//! endpoint takes it (accept) or `kfi_reject` answers it.
+
+use kernel::{
+    new_mutex, new_spinlock,
+    prelude::*,
+    sync::{Arc, Mutex, SpinLock},
+};
+
+use crate::{
+    devices, entry,
+    ib::{addr::Addr, cm, cm::CmId},
+    ib_sys as sys,
+    kfi::{
+        kfi_sys as ksys,
+        provider::{EqRef, FidRef},
+        toolkit::handles::HandleTable,
+    },
+    net::NetPtr,
+};
+
+/// Connection requests rdma_cm queues for a listener before the ULP
+/// answers them.
+const BACKLOG: i32 = 64;
+
+/// A request's identifier, shared between the table and the listener's
+/// handler so that a failed filing can still give it back to rdma_cm.
+#[pin_data]
+pub(crate) struct Request {
+    #[pin]
+    id: SpinLock<Option<CmId<()>>>,
+}
+
+impl Request {
+    /// Takes the identifier (once).
+    pub(crate) fn take(&self) -> Option<CmId<()>> {
+        self.id.lock().take()
+    }
+}
+
+kernel::sync::global_lock! {
+    // SAFETY: Initialized in the module initializer before the provider
+    // is registered.
+    unsafe(uninit) static REQUESTS: Mutex<HandleTable<Arc<Request>>> = HandleTable::new();
+}
+
+/// Prepares the request table. Once, from the module initializer.
+pub(crate) fn init() {
+    // SAFETY: Called once, before any other use.
+    unsafe { REQUESTS.init() };
+}
+
+/// Takes the request `handle` names (for the endpoint that accepts it);
+/// EINVAL for a handle that names no waiting request. Process context.
+pub(crate) fn take_request(handle: *mut ksys::kfid) -> Result<CmId<()>> {
+    let r = REQUESTS.lock().take(handle)?;
+    r.take().ok_or(EINVAL)
+}
+
+/// Destroys every request never answered, and the table's memory (at
+/// module unload).
+pub(crate) fn release() {
+    loop {
+        let r = REQUESTS.lock().take_any();
+        match r {
+            Some(r) => drop(r.take()),
+            None => break,
+        }
+    }
+}
+
+/// What the listener's event handler needs once the ULP bound it.
+#[derive(Default)]
+struct Bindings {
+    fid: Option<FidRef>,
+    eq: Option<EqRef>,
+}
+
+/// The listener's shared part: the handler of its rdma_cm identifier.
+#[pin_data]
+pub(crate) struct Listener {
+    addr: Addr,
+    net: NetPtr,
+    #[pin]
+    bound: Mutex<Bindings>,
+    /// The listening identifier (its context holds a reference on this
+    /// listener: the cycle ends when the passive endpoint closes).
+    #[pin]
+    id: Mutex<Option<CmId<Listener>>>,
+}
+
+impl Listener {
+    /// The owner value of this listener's requests in the table.
+    fn owner(&self) -> usize {
+        core::ptr::from_ref(self) as usize
+    }
+
+    /// Files `req` and tells the ULP; on failure the request is left in
+    /// `req` for the caller to refuse.
+    fn file(&self, req: &Arc<Request>, data: &[u8]) -> Result {
+        let b = self.bound.lock();
+        let (Some(fid), Some(eq)) = (b.fid, b.eq) else {
+            return Err(ENOTCONN);
+        };
+        drop(b);
+        let dev = {
+            let id = req.id.lock();
+            id.as_ref().map(|i| i.device())
+        };
+        let dev = devices::by_ptr(dev.ok_or(EINVAL)?).ok_or(ENODEV)?;
+        let mut info = entry(&dev, Some(&self.addr), true, self.net.0)?;
+        let handle = REQUESTS.lock().insert(req.clone(), self.owner())?;
+        info.get().handle = handle;
+        if let Err(e) = eq.post_connreq(fid, info, data) {
+            // The ULP never sees the handle.
+            let _ = REQUESTS.lock().take(handle);
+            return Err(e);
+        }
+        Ok(())
+    }
+}
+
+impl cm::Handler for Listener {
+    fn event(&self, _id: *mut sys::rdma_cm_id, ev: cm::Event<'_>) -> Result {
+        match ev {
+            // The device goes: rdma_cm destroys the identifier, unless
+            // the passive endpoint's close is doing so already.
+            cm::Event::DeviceRemoval => match self.id.lock().take() {
+                Some(id) => {
+                    id.forget();
+                    Ok(())
+                }
+                None => Err(EBUSY),
+            },
+            _ => Ok(()),
+        }
+    }
+
+    fn request(&self, child: CmId<()>, data: &[u8]) -> core::result::Result<(), CmId<()>> {
+        let req = match Arc::pin_init(
+            pin_init!(Request {
+                id <- new_spinlock!(None),
+            }),
+            GFP_KERNEL,
+        ) {
+            Ok(r) => r,
+            Err(_) => return Err(child),
+        };
+        *req.id.lock() = Some(child);
+        match self.file(&req, data) {
+            Ok(()) => Ok(()),
+            // Refused: rdma_cm destroys it (not us, inside its callback).
+            Err(_) => req.take().map_or(Ok(()), Err),
+        }
+    }
+}
+
+/// A passive endpoint.
+pub(crate) struct IbPep {
+    shared: Arc<Listener>,
+}
+
+impl IbPep {
+    /// A passive endpoint for the source address of `info`. Process
+    /// context.
+    pub(crate) fn new(info: &ksys::kfi_info) -> Result<Self> {
+        let net = NetPtr::of(info);
+        if info.src_addr.is_null() {
+            return Err(EINVAL);
+        }
+        // SAFETY: An entry's source address holds `src_addrlen` bytes.
+        let bytes =
+            unsafe { core::slice::from_raw_parts(info.src_addr.cast::<u8>(), info.src_addrlen) };
+        let addr = Addr::from_bytes(bytes)?;
+        let shared = Arc::pin_init(
+            pin_init!(Listener {
+                addr,
+                net,
+                bound <- new_mutex!(Bindings::default()),
+                id <- new_mutex!(None),
+            }),
+            GFP_KERNEL,
+        )?;
+        Ok(Self { shared })
+    }
+
+    pub(crate) fn opened(&self, fid: FidRef) {
+        self.shared.bound.lock().fid = Some(fid);
+    }
+
+    pub(crate) fn bind_eq(&self, eq: EqRef) -> Result {
+        self.shared.bound.lock().eq = Some(eq);
+        Ok(())
+    }
+
+    /// Starts listening. Process context.
+    pub(crate) fn listen(&self) -> Result {
+        if self.shared.bound.lock().eq.is_none() {
+            return Err(crate::kfi::kfabric::kfi_error(ksys::KFI_ENOEQ));
+        }
+        let mut slot = self.shared.id.lock();
+        if slot.is_some() {
+            return Err(EBUSY);
+        }
+        let id = CmId::new(self.shared.net.0, self.shared.clone())?;
+        // On failure `id` is dropped outside any callback: fine.
+        id.listen(&self.shared.addr, BACKLOG)?;
+        *slot = Some(id);
+        Ok(())
+    }
+
+    /// Refuses the request `handle` names, with private `data`.
+    pub(crate) fn reject(&self, handle: *mut ksys::kfid, data: &[u8]) -> Result {
+        let id = take_request(handle)?;
+        id.reject(data)
+    }
+
+    pub(crate) fn getname(&self, out: &mut [u8]) -> Result<usize> {
+        let a = self.shared.addr.as_bytes();
+        let n = a.len().min(out.len());
+        out[..n].copy_from_slice(&a[..n]);
+        Ok(a.len())
+    }
+}
+
+impl Drop for IbPep {
+    fn drop(&mut self) {
+        // No new requests (the identifier is destroyed outside the lock
+        // its handler takes), then the ones never answered.
+        let id = self.shared.id.lock().take();
+        drop(id);
+        let owner = self.shared.owner();
+        loop {
+            let r = REQUESTS.lock().take_owned_by(owner);
+            match r {
+                Some(r) => drop(r.take()),
+                None => break,
+            }
+        }
+    }
+}
