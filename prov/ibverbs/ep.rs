@@ -6,7 +6,8 @@
 //! its QP and connects; the passive side takes the identifier of a
 //! request and creates its QP when enabled, then accepts. rdma_cm's
 //! events become `KFI_CONNECTED`, `KFI_SHUTDOWN` and error entries on the
-//! bound EQ. Data transfer is not implemented yet.
+//! bound EQ. Messages move through the connection's data path
+//! (`data.rs`).
 
 use kernel::{
     new_mutex,
@@ -15,6 +16,7 @@ use kernel::{
 };
 
 use crate::{
+    data::{self, DataPath, Ring},
     domain::DomShared,
     ib::{addr::Addr, cm, cm::CmId, verbs::Cq},
     ib_sys as sys,
@@ -26,8 +28,16 @@ use crate::{
     pep,
 };
 
-/// Work requests of each queue of an endpoint's QP.
-const DEPTH: u32 = 64;
+/// Work requests of each queue of an endpoint's QP: every slot, plus the
+/// drain's marker.
+const DEPTH: u32 = data::SLOTS as u32 + 1;
+
+/// What endpoints can do: messages, both ways.
+pub(crate) const CAPS: u64 = ksys::KFI_MSG | ksys::KFI_SEND | ksys::KFI_RECV;
+/// Operation flags they support (messages are copied, so any send may be
+/// an inject; its completion is the transmit's).
+pub(crate) const OP_FLAGS: u64 =
+    ksys::KFI_INJECT | ksys::KFI_REMOTE_CQ_DATA | ksys::KFI_TRANSMIT_COMPLETE;
 
 /// Where a connection is.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -43,10 +53,12 @@ enum Phase {
     Closed,
 }
 
-/// The device resources of a connection: dropped QP first, then CQs.
+/// The device resources of a connection, dropped after its QP: the
+/// ring, then the CQs (fields drop in order).
 struct Queues {
-    send: Cq,
-    recv: Cq,
+    ring: KBox<Ring>,
+    _send: Cq,
+    _recv: Cq,
 }
 
 struct State {
@@ -69,6 +81,7 @@ struct State {
 #[pin_data]
 pub(crate) struct Conn {
     dom: Arc<DomShared>,
+    dp: Arc<DataPath>,
     #[pin]
     state: Mutex<State>,
 }
@@ -84,27 +97,32 @@ impl Conn {
         let pd = self.dom.pd()?;
         let dev = self.dom.dev.as_ptr();
         // SAFETY: The domain's device is registered while its PD exists
-        // (checked just above); the CQs are dropped by `device_gone`
-        // before its removal ends, after the QP.
-        let q = unsafe {
-            Queues {
-                send: Cq::new(dev, DEPTH)?,
-                recv: Cq::new(dev, DEPTH)?,
-            }
+        // (checked just above); the CQs and the ring are dropped by
+        // `device_gone` before its removal ends, after the QP.
+        let (send, recv, ring) = unsafe {
+            (
+                Cq::new(dev, DEPTH + 1)?,
+                Cq::new(dev, DEPTH + 1)?,
+                self.dp.ring(dev, pd.local_key())?,
+            )
         };
-        id.create_qp(
-            &pd,
-            &q.send,
-            &q.recv,
-            DEPTH,
-            self.dom.dev.limits.max_send_sge.min(4),
-        )?;
-        s.queues = Some(q);
-        Ok(())
+        id.create_qp(&pd, &send, &recv, DEPTH, 1)?;
+        let qp = id.qp();
+        let q = s.queues.insert(Queues {
+            ring,
+            _send: send,
+            _recv: recv,
+        });
+        // SAFETY: The QP and the ring live until `drop_qp` (or the close)
+        // detaches the data path and drains the QP; the ring is boxed, so
+        // it does not move.
+        unsafe { self.dp.attach(qp, &q.ring) }
     }
 
-    /// Tears down the QP and its CQs (outstanding work flushed).
-    fn drop_qp(s: &mut State) {
+    /// Tears down the QP, its ring and its CQs (outstanding work flushed
+    /// and completed).
+    fn drop_qp(&self, s: &mut State) {
+        self.dp.detach();
         if let Some(id) = s.id.as_ref() {
             id.destroy_qp();
         }
@@ -122,7 +140,8 @@ impl Conn {
     /// The device is going away: release everything on it now.
     pub(crate) fn device_gone(&self) {
         let mut s = self.state.lock();
-        Self::drop_qp(&mut s);
+        self.drop_qp(&mut s);
+        self.dp.cancel(true);
         if s.phase != Phase::Closed {
             let was = s.phase;
             s.phase = Phase::Closed;
@@ -166,6 +185,7 @@ impl cm::Handler for Conn {
             cm::Event::Established(data) => {
                 if s.phase == Phase::Connecting {
                     s.phase = Phase::Connected;
+                    self.dp.set_up(true);
                     if let (Some(eq), Some(fid)) = (s.eq, s.fid) {
                         let _ = eq.post_connected(fid, data);
                     }
@@ -174,6 +194,10 @@ impl cm::Handler for Conn {
             cm::Event::Rejected(data) => self.fail(&mut s, ECONNREFUSED, data),
             cm::Event::Failed(e) => self.fail(&mut s, e, &[]),
             cm::Event::Disconnected => {
+                // The QP is in error: its sends flush; the ULP's receives
+                // cannot be filled any more.
+                self.dp.set_up(false);
+                self.dp.cancel(false);
                 if s.phase == Phase::Connected {
                     s.phase = Phase::Closed;
                     if let (Some(eq), Some(fid)) = (s.eq, s.fid) {
@@ -224,9 +248,11 @@ impl IbEndpoint {
         } else {
             (None, None)
         };
+        let dp = DataPath::new()?;
         let conn = Arc::pin_init(
             pin_init!(Conn {
                 dom,
+                dp,
                 state <- new_mutex!(State {
                     phase: Phase::Idle,
                     fid: None,
@@ -246,15 +272,14 @@ impl IbEndpoint {
     }
 
     pub(crate) fn attr(&self) -> EndpointAttr {
-        let l = &self.conn.dom.dev.limits;
         EndpointAttr {
-            caps: 0,
-            op_flags: 0,
-            tx_iov_limit: l.max_send_sge as usize,
-            rx_iov_limit: l.max_recv_sge as usize,
-            rma_iov_limit: 1,
-            inject_size: 0,
-            max_msg_size: l.max_mr_size.min(1 << 31) as usize,
+            caps: CAPS,
+            op_flags: OP_FLAGS,
+            tx_iov_limit: data::IOV_MAX,
+            rx_iov_limit: data::IOV_MAX,
+            rma_iov_limit: 0,
+            inject_size: data::MSG_MAX,
+            max_msg_size: data::MSG_MAX,
         }
     }
 
@@ -292,10 +317,11 @@ impl IbEndpoint {
         if s.id.is_some() {
             return Err(EBUSY);
         }
+        self.conn.dp.set_cqs(s.tx_cq, s.rx_cq);
         if let Some(req) = s.request.take() {
             s.id = Some(req.set_handler(self.conn.clone()));
             if let Err(e) = self.conn.make_qp(&mut s) {
-                Conn::drop_qp(&mut s);
+                self.conn.drop_qp(&mut s);
                 return Err(e);
             }
         } else {
@@ -361,6 +387,26 @@ impl IbEndpoint {
         Ok(())
     }
 
+    /// `kfi_sendmsg`.
+    ///
+    /// # Safety
+    ///
+    /// `msg` was passed by kfabric.ko to the provider's `sendmsg`.
+    pub(crate) unsafe fn sendmsg(&self, msg: &ksys::kfi_msg, flags: u64) -> Result {
+        // SAFETY: The caller's contract.
+        unsafe { self.conn.dp.send(msg, flags) }
+    }
+
+    /// `kfi_recvmsg`.
+    ///
+    /// # Safety
+    ///
+    /// `msg` was passed by kfabric.ko to the provider's `recvmsg`.
+    pub(crate) unsafe fn recvmsg(&self, msg: &ksys::kfi_msg) -> Result {
+        // SAFETY: The caller's contract.
+        unsafe { self.conn.dp.recv(msg) }
+    }
+
     fn name(&self, peer: bool, out: &mut [u8]) -> Result<usize> {
         let s = self.conn.state.lock();
         let id = s.id.as_ref().ok_or(ENOTCONN)?;
@@ -391,12 +437,14 @@ impl Drop for IbEndpoint {
             s.phase = Phase::Closed;
             (s.id.take(), s.queues.take())
         };
+        self.conn.dp.detach();
         if let Some(id) = id.as_ref() {
             id.disconnect();
             id.destroy_qp();
         }
-        // The CQs after the QP, then the identifier.
+        // The ring and CQs after the QP, then the identifier.
         drop(queues);
         drop(id);
+        self.conn.dp.cancel(true);
     }
 }

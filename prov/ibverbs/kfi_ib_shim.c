@@ -163,6 +163,21 @@ int kfi_ib_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr)
 	return ib_post_recv(qp, wr, NULL);
 }
 
+int kfi_ib_dma_map(struct ib_device *dev, void *addr, size_t len, int to_device, u64 *dma)
+{
+	u64 a = ib_dma_map_single(dev, addr, len, to_device ? DMA_TO_DEVICE : DMA_FROM_DEVICE);
+
+	if (ib_dma_mapping_error(dev, a))
+		return -ENOMEM;
+	*dma = a;
+	return 0;
+}
+
+void kfi_ib_dma_unmap(struct ib_device *dev, u64 dma, size_t len, int to_device)
+{
+	ib_dma_unmap_single(dev, dma, len, to_device ? DMA_TO_DEVICE : DMA_FROM_DEVICE);
+}
+
 int kfi_ib_dma_map_page(struct ib_device *dev, struct page *page, unsigned long offset,
 			size_t len, int to_device, u64 *dma)
 {

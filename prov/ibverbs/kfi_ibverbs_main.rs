@@ -7,11 +7,13 @@
 //! them; one kfi fabric per link type (InfiniBand, RoCE, iWARP) and one
 //! domain (and protection domain) per device; getinfo answers from the
 //! device's own limits and finds the device that serves a node (the RDMA
-//! device of the netdev that owns or routes to the address). Connection
-//! management works: passive endpoints listen through rdma_cm, MSG
-//! endpoints connect, accept, reject and shut down with their RC QP, and a
-//! device's removal shuts its endpoints down. Data transfer does not exist
-//! yet: the entries advertise no capabilities.
+//! device of the netdev that owns or routes to the address). Passive
+//! endpoints listen through rdma_cm; MSG endpoints connect, accept, reject
+//! and shut down with their RC QP, and a device's removal shuts its
+//! endpoints down. Messages (send/recv, inject, remote CQ data) of up to
+//! a slot (4 KiB less a header) are copied through DMA-mapped slots with
+//! credit flow control (`data.rs`). Not yet: RMA, atomics, tagged
+//! messages, larger messages, RDM endpoints.
 
 use core::ffi::CStr;
 use kernel::prelude::*;
@@ -19,6 +21,7 @@ use kernel::prelude::*;
 #[path = "../../kfi/api/mod.rs"]
 mod kfi;
 
+mod data;
 mod devices;
 mod domain;
 mod ep;
@@ -90,9 +93,6 @@ impl DeviceWatch for Watch {
     }
 }
 
-/// The most work requests of a queue the provider asks a device for.
-const QUEUE_MAX: u32 = 1024;
-
 /// The entry of `dev` for `addr` (as source or destination) in `net`.
 pub(crate) fn entry(
     dev: &Device,
@@ -105,25 +105,26 @@ pub(crate) fn entry(
     if let Some(a) = addr {
         i.set_addr(!src, a.kfi_format(), a.as_bytes())?;
     }
-    let a = &dev.limits;
-    let queue = a.max_qp_wr.min(QUEUE_MAX) as usize;
+    i.get().caps = ep::CAPS;
     let (tx, rx, epa, dom, _) = i.attrs();
     dom.net = net.cast();
     dom.threading = sys::KFI_THREAD_SAFE;
     dom.control_progress = sys::KFI_PROGRESS_AUTO;
     dom.data_progress = sys::KFI_PROGRESS_AUTO;
-    // Regions are addressed by offset and keyed by the device.
-    dom.mr_mode = sys::KFI_MR_PROV_KEY;
-    dom.mr_key_size = size_of::<u32>();
-    dom.cq_data_size = size_of::<u32>();
-    tx.size = queue;
-    tx.iov_limit = a.max_send_sge as usize;
-    tx.rma_iov_limit = 1;
-    rx.size = queue;
-    rx.iov_limit = a.max_recv_sge as usize;
+    dom.mr_mode = 0;
+    dom.cq_data_size = size_of::<u64>();
+    // Messages are copied through slots: the provider's limits, and at
+    // most as many sends in flight as the device's queue holds.
+    tx.caps = ep::CAPS;
+    tx.op_flags = ep::OP_FLAGS;
+    tx.size = (data::SLOTS as u32).min(dev.limits.max_qp_wr.saturating_sub(1)) as usize;
+    tx.iov_limit = data::IOV_MAX;
+    tx.inject_size = data::MSG_MAX;
+    rx.caps = ep::CAPS;
+    rx.size = data::RECV_MAX;
+    rx.iov_limit = data::IOV_MAX;
     epa.type_ = sys::KFI_EP_MSG;
-    // One RDMA transfer moves at most 2 GiB.
-    epa.max_msg_size = a.max_mr_size.min(1 << 31) as usize;
+    epa.max_msg_size = data::MSG_MAX;
     Ok(i)
 }
 
@@ -248,6 +249,16 @@ impl provider::Endpoint for ep::IbEndpoint {
 
     fn shutdown(&self, _flags: u64) -> Result {
         ep::IbEndpoint::shutdown(self)
+    }
+
+    fn sendmsg(&self, msg: &sys::kfi_msg, flags: u64) -> Result {
+        // SAFETY: kfabric.ko passes a checked message to `sendmsg`.
+        unsafe { ep::IbEndpoint::sendmsg(self, msg, flags) }
+    }
+
+    fn recvmsg(&self, msg: &sys::kfi_msg, _flags: u64) -> Result {
+        // SAFETY: kfabric.ko passes a checked message to `recvmsg`.
+        unsafe { ep::IbEndpoint::recvmsg(self, msg) }
     }
 
     fn getname(&self, addr: &mut [u8]) -> Result<usize> {

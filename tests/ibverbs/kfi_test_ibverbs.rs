@@ -6,9 +6,12 @@
 //! loading this module and deletes it afterwards. Written only with the safe ULP API of
 //! `kfi/api/ulp`, as a Rust ULP would be.
 //!
-//! Covered so far: connection management through rdma_cm (connect with
-//! private data, accept, reject, shutdown, refused connects, closes in
-//! every state). Data transfer comes with the provider's data path.
+//! Covered: connection management through rdma_cm (connect with private
+//! data, accept, reject, shutdown, refused connects, closes in every
+//! state) and messages (every size up to the limit with every byte
+//! checked, remote CQ data, truncation, inject, credit flow control with
+//! messages held until their receive is posted, receives canceled at
+//! close).
 
 use kernel::prelude::*;
 
@@ -35,7 +38,7 @@ impl kernel::Module for KfiTestIbverbs {
 mod tests {
     use super::kfi::{
         kfi_sys as sys,
-        ulp::{CmEvent, Cq, Domain, Endpoint, Eq, Fabric, Hints},
+        ulp::{CmEvent, Cq, CqError, Domain, Endpoint, Eq, Fabric, Hints},
     };
     use core::ffi::CStr;
     use kernel::prelude::*;
@@ -217,6 +220,253 @@ mod tests {
         // Enabling twice and binding after enable are refused.
         let ep = endpoint(&d, s.dst.entry(), &ccq, &eq)?;
         assert_eq!(ep.enable(), Err(EBUSY));
+        Ok(())
+    }
+
+    /// Connects a client and a server endpoint on one domain and runs `f`
+    /// with (client, server, client CQ, server CQ).
+    fn with_pair(
+        port: &CStr,
+        f: impl FnOnce(&Endpoint<'_>, &Endpoint<'_>, &Cq<'_>, &Cq<'_>) -> Result,
+    ) -> Result {
+        let s = step("side", side(port))?;
+        let d = s.fabric.domain(s.src.entry())?;
+        let eq = s.fabric.eq(16)?;
+        let _pep = s.fabric.listen(s.src.entry(), &eq)?;
+        let (ccq, scq) = (d.cq(128)?, d.cq(128)?);
+        let cep = endpoint(&d, s.dst.entry(), &ccq, &eq)?;
+        cep.connect(&[])?;
+        let CmEvent::ConnReq { req, .. } = eq.sread(WAIT_MS)? else {
+            return Err(EPROTO);
+        };
+        let sep = endpoint(&d, req.info(), &scq, &eq)?;
+        drop(req);
+        sep.accept(&[])?;
+        for _ in 0..2 {
+            let CmEvent::Connected { .. } = eq.sread(WAIT_MS)? else {
+                return Err(EPROTO);
+            };
+        }
+        f(&cep, &sep, &ccq, &scq)
+    }
+
+    /// `len` bytes of a pattern that differs per `seed`.
+    fn pattern(len: usize, seed: u32) -> Result<KVec<u8>> {
+        let mut v = KVec::with_capacity(len, GFP_KERNEL)?;
+        let mut x = seed.wrapping_mul(2_654_435_761) | 1;
+        for _ in 0..len {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            v.push((x >> 16) as u8, GFP_KERNEL)?;
+        }
+        Ok(v)
+    }
+
+    fn zeroed(len: usize) -> Result<KVec<u8>> {
+        let mut v = KVec::with_capacity(len, GFP_KERNEL)?;
+        v.resize(len, 0xee, GFP_KERNEL)?;
+        Ok(v)
+    }
+
+    /// The longest message the provider advertises.
+    fn max_msg() -> Result<usize> {
+        let s = side(c"7619")?;
+        // SAFETY: An entry from getinfo has valid endpoint attributes.
+        Ok(unsafe { (*s.src.entry().ep_attr).max_msg_size })
+    }
+
+    #[test]
+    fn messages_of_every_size_with_cq_data() -> Result {
+        let max = max_msg()?;
+        assert!(max >= 1024);
+        with_pair(c"7615", |cep, sep, ccq, scq| {
+            let sizes = [0, 1, 7, 100, 1000, max - 1, max];
+            for (i, &len) in sizes.iter().enumerate() {
+                let src = pattern(len, i as u32)?;
+                let mut dst = zeroed(len + 8)?;
+                // SAFETY: The buffers outlive the completions read below.
+                unsafe {
+                    sep.recv(&mut dst, 100 + i)?;
+                    cep.send_data(&src, 200 + i, 0x1000 + i as u64, 0)?;
+                }
+                let c = ccq.sread(WAIT_MS).map_err(|e| e.errno())?;
+                assert_eq!(c.context, 200 + i);
+                assert!(c.flags & sys::KFI_SEND != 0);
+                let r = scq.sread(WAIT_MS).map_err(|e| e.errno())?;
+                assert_eq!(
+                    (r.context, r.len, r.data),
+                    (100 + i, len, 0x1000 + i as u64)
+                );
+                assert!(r.flags & sys::KFI_RECV != 0 && r.flags & sys::KFI_REMOTE_CQ_DATA != 0);
+                assert!(dst[..len] == src[..]);
+                assert!(dst[len..].iter().all(|&b| b == 0xee));
+            }
+            // Above the limit: refused at the call, nothing posted.
+            let big = zeroed(max + 1)?;
+            // SAFETY: Refused, so the buffer is not used after the call.
+            assert_eq!(unsafe { cep.send(&big, 1, 0) }, Err(EMSGSIZE));
+            Ok(())
+        })
+    }
+
+    #[test]
+    fn truncation_and_inject() -> Result {
+        with_pair(c"7616", |cep, sep, ccq, scq| {
+            let mut small = [0u8; 3];
+            let mut r = [0u8; 8];
+            let mut inj = *b"inject!!";
+            // SAFETY: The buffers outlive the completions read below; an
+            // inject's buffer is only needed for the call.
+            unsafe {
+                sep.recv(&mut small, 1)?;
+                cep.send(b"truncated", 2, 0)?;
+            }
+            match scq.sread(WAIT_MS) {
+                Err(CqError::Failed {
+                    context, err, olen, ..
+                }) => {
+                    assert_eq!((context, olen), (1, 6));
+                    assert_eq!(err, EMSGSIZE);
+                }
+                _ => return Err(EPROTO),
+            }
+            assert_eq!(&small, b"tru");
+            assert_eq!(ccq.sread(WAIT_MS).map_err(|e| e.errno())?.context, 2);
+            // SAFETY: As above.
+            unsafe {
+                sep.recv(&mut r, 3)?;
+                cep.send(&inj, 0, sys::KFI_INJECT)?;
+            }
+            inj.fill(0);
+            assert_eq!(scq.sread(WAIT_MS).map_err(|e| e.errno())?.context, 3);
+            assert_eq!(&r, b"inject!!");
+            // An inject completes nothing.
+            assert!(matches!(ccq.read(), Err(CqError::Queue(e)) if e == EAGAIN));
+            Ok(())
+        })
+    }
+
+    #[test]
+    fn flow_control_holds_messages_until_received() -> Result {
+        with_pair(c"7617", |cep, sep, ccq, scq| {
+            // Nothing posted on the server: the client may send until the
+            // server's slots are all used, then waits for credits.
+            let msgs = pattern(64 * 200, 7)?;
+            let mut sent = 0usize;
+            let mut refused = false;
+            while sent < 200 {
+                let m = &msgs[sent * 64..(sent + 1) * 64];
+                // SAFETY: `msgs` outlives every completion read below.
+                match unsafe { cep.send(m, sent, 0) } {
+                    Ok(()) => sent += 1,
+                    Err(e) if e == EAGAIN => {
+                        refused = true;
+                        break;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            assert!(refused && sent > 0 && sent < 200);
+            let mut got = KVec::with_capacity(200, GFP_KERNEL)?;
+            got.resize(200, [0u8; 64], GFP_KERNEL)?;
+            let mut received = 0usize;
+            let mut next_send = sent;
+            let mut send_done = 0usize;
+            // Posting receives delivers the held messages in order and
+            // returns credits, so the rest can go.
+            while received < 200 {
+                if received < next_send {
+                    // SAFETY: `got` outlives the completions read below.
+                    unsafe { sep.recv(&mut got[received], received)? };
+                    let c = scq.sread(WAIT_MS).map_err(|e| e.errno())?;
+                    assert_eq!((c.context, c.len), (received, 64));
+                    received += 1;
+                }
+                while ccq.read().is_ok() {
+                    send_done += 1;
+                }
+                while next_send < 200 {
+                    let m = &msgs[next_send * 64..(next_send + 1) * 64];
+                    // SAFETY: As above.
+                    match unsafe { cep.send(m, next_send, 0) } {
+                        Ok(()) => next_send += 1,
+                        Err(e) if e == EAGAIN => break,
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+            while send_done < 200 {
+                ccq.sread(WAIT_MS).map_err(|e| e.errno())?;
+                send_done += 1;
+            }
+            for (i, g) in got.iter().enumerate() {
+                assert!(g[..] == msgs[i * 64..(i + 1) * 64]);
+            }
+            Ok(())
+        })
+    }
+
+    #[test]
+    fn receives_canceled_at_close_and_shutdown() -> Result {
+        let s = side(c"7618")?;
+        let d = s.fabric.domain(s.src.entry())?;
+        let eq = s.fabric.eq(16)?;
+        let _pep = s.fabric.listen(s.src.entry(), &eq)?;
+        let (ccq, scq) = (d.cq(16)?, d.cq(16)?);
+        let mut buf = [0u8; 16];
+        let mut buf2 = [0u8; 16];
+        {
+            let cep = endpoint(&d, s.dst.entry(), &ccq, &eq)?;
+            // A receive posted before the connection exists is kept.
+            // SAFETY: `buf` outlives the completion read below.
+            unsafe { cep.recv(&mut buf, 7)? };
+            cep.connect(&[])?;
+            let CmEvent::ConnReq { req, .. } = eq.sread(WAIT_MS)? else {
+                return Err(EPROTO);
+            };
+            let sep = endpoint(&d, req.info(), &scq, &eq)?;
+            drop(req);
+            sep.accept(&[])?;
+            for _ in 0..2 {
+                let CmEvent::Connected { .. } = eq.sread(WAIT_MS)? else {
+                    return Err(EPROTO);
+                };
+            }
+            // The early receive takes the first message.
+            // SAFETY: As above.
+            unsafe {
+                sep.send(b"early receive ok", 8, 0)?;
+                sep.recv(&mut buf2, 9)?;
+            }
+            let c = ccq.sread(WAIT_MS).map_err(|e| e.errno())?;
+            assert_eq!((c.context, c.len), (7, 16));
+            assert_eq!(&buf, b"early receive ok");
+            // The peer shuts down: the server's posted receive is canceled.
+            cep.shutdown()?;
+            let mut canceled = false;
+            for _ in 0..3 {
+                match scq.sread(WAIT_MS) {
+                    Err(CqError::Failed {
+                        context: 9, err, ..
+                    }) => {
+                        assert_eq!(err, ECANCELED);
+                        canceled = true;
+                        break;
+                    }
+                    Ok(c) if c.context == 8 => {}
+                    _ => return Err(EPROTO),
+                }
+            }
+            assert!(canceled);
+            // A receive on the closing endpoint is canceled at its close.
+            // SAFETY: As above.
+            unsafe { cep.recv(&mut buf, 10)? };
+        }
+        match ccq.sread(WAIT_MS) {
+            Err(CqError::Failed {
+                context: 10, err, ..
+            }) => assert_eq!(err, ECANCELED),
+            _ => return Err(EPROTO),
+        }
         Ok(())
     }
 }

@@ -57,6 +57,25 @@ impl Endpoint<'_> {
         })
     }
 
+    /// Sends `buf` with remote CQ data `data` (`KFI_REMOTE_CQ_DATA` is
+    /// added to `flags`): the peer's receive completion carries `data`.
+    ///
+    /// # Safety
+    ///
+    /// The buffer contract of this module, for `buf`.
+    pub(crate) unsafe fn send_data(&self, buf: &[u8], ctx: usize, data: u64, flags: u64) -> Result {
+        let v = kvec(buf.as_ptr(), buf.len());
+        // SAFETY: An open endpoint; `buf` stays valid until the completion
+        // (safety requirement).
+        to_result(unsafe {
+            sys::kfi_sendmsg(
+                self.obj.as_ptr(),
+                &msg(&v, ctx, data),
+                flags | sys::KFI_COMPLETION | sys::KFI_REMOTE_CQ_DATA,
+            )
+        })
+    }
+
     /// Posts a receive into `buf`; its completion carries `ctx`.
     ///
     /// # Safety

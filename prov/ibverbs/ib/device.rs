@@ -38,10 +38,7 @@ impl Link {
 /// The limits of a device the provider uses (from `ib_device_attr`).
 #[derive(Clone, Copy)]
 pub(crate) struct Limits {
-    pub(crate) max_mr_size: u64,
     pub(crate) max_qp_wr: u32,
-    pub(crate) max_send_sge: u32,
-    pub(crate) max_recv_sge: u32,
 }
 
 /// A device as ib_core announced it to the provider's client.
@@ -98,10 +95,7 @@ impl Device {
         // SAFETY: `ptr` is registered; its attributes live as long as it.
         let a = unsafe { &*sys::kfi_ib_device_attrs(ptr) };
         let limits = Limits {
-            max_mr_size: a.max_mr_size,
             max_qp_wr: a.max_qp_wr,
-            max_send_sge: a.max_send_sge,
-            max_recv_sge: a.max_recv_sge,
         };
         // INVARIANT: The caller's contract.
         Ok(Some(Self {

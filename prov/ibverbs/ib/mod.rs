@@ -7,4 +7,5 @@ pub(crate) mod addr;
 pub(crate) mod client;
 pub(crate) mod cm;
 pub(crate) mod device;
+pub(crate) mod dma;
 pub(crate) mod verbs;

@@ -39,6 +39,12 @@ impl Pd {
     pub(crate) fn as_ptr(&self) -> *mut sys::ib_pd {
         self.ptr.as_ptr()
     }
+
+    /// The key of local memory mapped for DMA (no registration needed).
+    pub(crate) fn local_key(&self) -> u32 {
+        // SAFETY: A live PD (invariant).
+        unsafe { sys::kfi_ib_pd_lkey(self.ptr.as_ptr()) }
+    }
 }
 
 impl Drop for Pd {

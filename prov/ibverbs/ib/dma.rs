@@ -1,0 +1,152 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Kernel buffers mapped for a device's DMA, and the work requests that
+//! move them (one scatter/gather entry each).
+
+use core::ptr::NonNull;
+use kernel::{error::to_result, prelude::*};
+
+use crate::ib_sys as sys;
+
+/// A buffer of kmalloc memory mapped for DMA both ways (a message slot:
+/// the CPU fills or reads it while no work request uses it).
+///
+/// # Invariants
+///
+/// `dma` maps all of `buf` for `dev`, which stays registered while the
+/// buffer lives (its owner drops it before the device's removal ends).
+pub(crate) struct DmaBuf {
+    buf: KVec<u8>,
+    dma: u64,
+    dev: NonNull<sys::ib_device>,
+}
+
+// SAFETY: The buffer is owned; the device pointer is only passed to
+// ib_core, which may be called from any thread.
+unsafe impl Send for DmaBuf {}
+// SAFETY: See `Send`.
+unsafe impl Sync for DmaBuf {}
+
+impl DmaBuf {
+    /// `len` zeroed bytes mapped for `dev`. Process context.
+    ///
+    /// # Safety
+    ///
+    /// `dev` is registered, and stays so until the buffer is dropped.
+    pub(crate) unsafe fn new(dev: *mut sys::ib_device, len: usize) -> Result<Self> {
+        let dev = NonNull::new(dev).ok_or(EINVAL)?;
+        let mut buf = KVec::with_capacity(len, GFP_KERNEL)?;
+        buf.resize(len, 0, GFP_KERNEL)?;
+        let mut dma = 0u64;
+        // SAFETY: `dev` is registered (the caller's contract); `buf` is
+        // kmalloc memory of `len` bytes that lives until the unmap.
+        to_result(unsafe {
+            sys::kfi_ib_dma_map(dev.as_ptr(), buf.as_mut_ptr().cast(), len, 1, &mut dma)
+        })?;
+        // INVARIANT: Mapped above.
+        Ok(Self { buf, dma, dev })
+    }
+
+    /// The bytes, for the CPU (while no work request uses them).
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// The kernel address of the bytes (for a copy done through a shared
+    /// reference while the owner serializes access).
+    pub(crate) fn addr(&self) -> *mut u8 {
+        self.buf.as_ptr().cast_mut()
+    }
+
+    /// The one scatter/gather entry of the first `len` bytes.
+    pub(crate) fn sge(&self, len: usize, lkey: u32) -> sys::ib_sge {
+        sys::ib_sge {
+            addr: self.dma,
+            length: len.min(self.buf.len()) as u32,
+            lkey,
+        }
+    }
+}
+
+impl Drop for DmaBuf {
+    fn drop(&mut self) {
+        // SAFETY: Mapped at creation (invariant), no work request uses it
+        // any more (its owner drained the QP first).
+        unsafe { sys::kfi_ib_dma_unmap(self.dev.as_ptr(), self.dma, self.buf.len(), 1) };
+    }
+}
+
+/// Posts a send of `sge` on `qp`, signaled, reporting to `cqe`. Any
+/// context.
+///
+/// # Safety
+///
+/// `qp` is a live QP; `cqe` stays valid until the work request completes
+/// (the QP's drain completes it at the latest), and `sge` names mapped
+/// memory that stays so until then.
+pub(crate) unsafe fn post_send(
+    qp: *mut sys::ib_qp,
+    mut sge: sys::ib_sge,
+    cqe: *mut sys::ib_cqe,
+) -> Result {
+    let mut wr = sys::ib_send_wr {
+        sg_list: &mut sge,
+        num_sge: 1,
+        opcode: sys::IB_WR_SEND,
+        send_flags: sys::IB_SEND_SIGNALED,
+        ..Default::default()
+    };
+    // SAFETY: Writing the union member this provider always uses.
+    unsafe { *wr.__bindgen_anon_1.wr_cqe.as_mut() = cqe };
+    // SAFETY: The caller's contract; ib_core copies the request and its
+    // scatter/gather list into the queue before returning.
+    to_result(unsafe { sys::kfi_ib_post_send(qp, &wr) })
+}
+
+/// Posts a receive into `sge` on `qp`, reporting to `cqe`. Any context.
+///
+/// # Safety
+///
+/// As for [`post_send`].
+pub(crate) unsafe fn post_recv(
+    qp: *mut sys::ib_qp,
+    mut sge: sys::ib_sge,
+    cqe: *mut sys::ib_cqe,
+) -> Result {
+    let mut wr = sys::ib_recv_wr {
+        sg_list: &mut sge,
+        num_sge: 1,
+        ..Default::default()
+    };
+    // SAFETY: Writing the union member this provider always uses.
+    unsafe { *wr.__bindgen_anon_1.wr_cqe.as_mut() = cqe };
+    // SAFETY: The caller's contract; ib_core copies the request.
+    to_result(unsafe { sys::kfi_ib_post_recv(qp, &wr) })
+}
+
+/// What a work completion says: the `ib_cqe` of its request, whether it
+/// succeeded, and the bytes received.
+pub(crate) struct Done {
+    pub(crate) cqe: *mut sys::ib_cqe,
+    pub(crate) ok: bool,
+    /// Flushed: the QP went to the error state (close or connection loss).
+    pub(crate) flushed: bool,
+    pub(crate) len: usize,
+}
+
+/// Reads a work completion ib_core passes to an `ib_cqe`'s `done`.
+///
+/// # Safety
+///
+/// `wc` is the valid completion of a done callback.
+pub(crate) unsafe fn done(wc: *const sys::ib_wc) -> Done {
+    // SAFETY: The caller's contract; requests are posted with `wr_cqe`.
+    let wc = unsafe { &*wc };
+    Done {
+        // SAFETY: Reading the union member this provider always sets.
+        cqe: unsafe { *wc.__bindgen_anon_1.wr_cqe.as_ref() },
+        ok: wc.status == sys::IB_WC_SUCCESS,
+        flushed: wc.status == sys::IB_WC_WR_FLUSH_ERR,
+        len: wc.byte_len as usize,
+    }
+}
