@@ -20,6 +20,12 @@ pub(crate) fn init() {
     unsafe { DEVICES.init() };
 }
 
+/// Frees the list's memory (at module unload, after the client is
+/// unregistered: a static is never dropped).
+pub(crate) fn release() {
+    drop(core::mem::take(&mut *DEVICES.lock()));
+}
+
 /// The devices present now. Process context.
 pub(crate) fn snapshot() -> Result<KVec<Arc<Device>>> {
     let list = DEVICES.lock();

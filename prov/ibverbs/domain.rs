@@ -41,6 +41,12 @@ pub(crate) fn init() {
     unsafe { DOMAINS.init() };
 }
 
+/// Frees the list's memory (at module unload, when no domain is left: a
+/// static is never dropped).
+pub(crate) fn release() {
+    drop(core::mem::take(&mut *DOMAINS.lock()));
+}
+
 impl DomShared {
     /// The PD, while the device is there (ENODEV after its removal).
     pub(crate) fn pd(&self) -> Result<Arc<Pd>> {

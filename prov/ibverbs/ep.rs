@@ -71,6 +71,8 @@ struct State {
     id: Option<CmId<Conn>>,
     /// A request's identifier before the endpoint is enabled.
     request: Option<CmId<()>>,
+    /// `kfi_enable` was called.
+    enabled: bool,
     queues: Option<Queues>,
     /// The active side's destination and connect data.
     dest: Option<Addr>,
@@ -261,6 +263,7 @@ impl IbEndpoint {
                     rx_cq: None,
                     id: None,
                     request,
+                    enabled: false,
                     queues: None,
                     dest,
                     param: KVec::new(),
@@ -307,25 +310,35 @@ impl IbEndpoint {
     /// `kfi_enable`: a request's endpoint gets its QP now; an active one
     /// its identifier. Process context.
     pub(crate) fn enable(&self) -> Result {
+        let req = {
+            let mut s = self.conn.state.lock();
+            if s.tx_cq.is_none() || s.rx_cq.is_none() {
+                return Err(kfi_error(ksys::KFI_ENOCQ));
+            }
+            if s.eq.is_none() {
+                return Err(kfi_error(ksys::KFI_ENOEQ));
+            }
+            if s.enabled {
+                return Err(EBUSY);
+            }
+            s.enabled = true;
+            self.conn.dp.set_cqs(s.tx_cq, s.rx_cq);
+            s.request.take()
+        };
+        // Giving a request its handler takes the identifier's handler
+        // lock, under which handlers take the state lock: not under it.
+        let accepting = req.is_some();
+        let id = match req {
+            Some(r) => r.set_handler(self.conn.clone()),
+            None => CmId::new(self.conn.dom.net.0, self.conn.clone())?,
+        };
         let mut s = self.conn.state.lock();
-        if s.tx_cq.is_none() || s.rx_cq.is_none() {
-            return Err(kfi_error(ksys::KFI_ENOCQ));
-        }
-        if s.eq.is_none() {
-            return Err(kfi_error(ksys::KFI_ENOEQ));
-        }
-        if s.id.is_some() {
-            return Err(EBUSY);
-        }
-        self.conn.dp.set_cqs(s.tx_cq, s.rx_cq);
-        if let Some(req) = s.request.take() {
-            s.id = Some(req.set_handler(self.conn.clone()));
+        s.id = Some(id);
+        if accepting {
             if let Err(e) = self.conn.make_qp(&mut s) {
                 self.conn.drop_qp(&mut s);
                 return Err(e);
             }
-        } else {
-            s.id = Some(CmId::new(self.conn.dom.net.0, self.conn.clone())?);
         }
         drop(s);
         self.conn.dom.add_conn(self.conn.clone())
@@ -375,14 +388,22 @@ impl IbEndpoint {
         res
     }
 
-    /// `kfi_shutdown`: SHUTDOWN follows on both sides.
+    /// `kfi_shutdown`: SHUTDOWN here at once, and at the peer when its
+    /// side learns of the disconnect (the IB CM tells the side that
+    /// disconnects nothing, iWARP does: the event is ours to post).
     pub(crate) fn shutdown(&self) -> Result {
-        let s = self.conn.state.lock();
+        let mut s = self.conn.state.lock();
         if s.phase != Phase::Connected {
             return Err(ENOTCONN);
         }
+        s.phase = Phase::Closed;
+        self.conn.dp.set_up(false);
         if let Some(id) = s.id.as_ref() {
             id.disconnect();
+        }
+        self.conn.dp.cancel(false);
+        if let (Some(eq), Some(fid)) = (s.eq, s.fid) {
+            let _ = eq.post_shutdown(fid);
         }
         Ok(())
     }

@@ -53,9 +53,10 @@ module! {
 }
 
 struct KfiIbverbs {
-    // Dropped in order: no new kfabric users, then the devices go.
-    _reg: Registration<Ibverbs>,
-    _client: Client,
+    /// Taken in drop, in this order: no new kfabric users, then the
+    /// devices go.
+    reg: Option<Registration<Ibverbs>>,
+    client: Option<Client>,
 }
 
 impl kernel::Module for KfiIbverbs {
@@ -65,15 +66,21 @@ impl kernel::Module for KfiIbverbs {
         pep::init();
         let client = Client::register::<Watch>(c"kfi_ibverbs")?;
         Ok(Self {
-            _reg: Registration::register(module)?,
-            _client: client,
+            reg: Some(Registration::register(module)?),
+            client: Some(client),
         })
     }
 }
 
 impl Drop for KfiIbverbs {
     fn drop(&mut self) {
+        drop(self.reg.take());
+        // Nothing of the ULPs' is left (they hold the module while they
+        // have objects); unregistering the client removes the devices.
         pep::release();
+        drop(self.client.take());
+        domain::release();
+        devices::release();
     }
 }
 
@@ -90,6 +97,8 @@ impl DeviceWatch for Watch {
     fn removed(dev: *mut ib_sys::ib_device) {
         devices::remove(dev);
         domain::device_removed(dev);
+        // rdma_cm waits for the identifiers of unanswered requests too.
+        pep::device_removed(dev);
     }
 }
 

@@ -39,6 +39,11 @@ impl Request {
     pub(crate) fn take(&self) -> Option<CmId<()>> {
         self.id.lock().take()
     }
+
+    /// Whether the request arrived on device `dev`.
+    fn on(&self, dev: *mut sys::ib_device) -> bool {
+        self.id.lock().as_ref().is_some_and(|i| i.device() == dev)
+    }
 }
 
 kernel::sync::global_lock! {
@@ -58,6 +63,18 @@ pub(crate) fn init() {
 pub(crate) fn take_request(handle: *mut ksys::kfid) -> Result<CmId<()>> {
     let r = REQUESTS.lock().take(handle)?;
     r.take().ok_or(EINVAL)
+}
+
+/// Destroys the requests that arrived on `dev`, which is going away (their
+/// handles become stale). Process context (the device's removal).
+pub(crate) fn device_removed(dev: *mut sys::ib_device) {
+    loop {
+        let r = REQUESTS.lock().take_where(|r| r.on(dev));
+        match r {
+            Some(r) => drop(r.take()),
+            None => break,
+        }
+    }
 }
 
 /// Destroys every request never answered, and the table's memory (at

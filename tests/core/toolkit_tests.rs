@@ -86,6 +86,25 @@ mod tests {
         Ok(())
     }
 
+    /// A device's removal takes the requests that match, whatever their
+    /// owner; their handles go stale, the others stay valid.
+    #[test]
+    fn handles_take_where() -> Result {
+        let mut t = HandleTable::<u32>::new();
+        let a = t.insert(5, 10)?;
+        let b = t.insert(6, 20)?;
+        let c = t.insert(7, 10)?;
+        let mut odd = KVec::new();
+        while let Some(v) = t.take_where(|v| v % 2 == 1) {
+            odd.push(v, GFP_KERNEL)?;
+        }
+        odd.sort_unstable();
+        assert_eq!(&odd[..], &[5, 7]);
+        assert_eq!((t.take(a), t.take(c)), (Err(EINVAL), Err(EINVAL)));
+        assert_eq!(t.take(b), Ok(6));
+        Ok(())
+    }
+
     /// Unload empties the table (and frees it) whoever owns what.
     #[test]
     fn handles_take_any_empties() -> Result {

@@ -75,13 +75,20 @@ for ko in "$top"/tests/*/kfi_test_*.ko; do
 		wait $peer || echo "KFABRIC_GUEST_ERROR: garbage.py failed (see garbage.log)"
 		;;
 	kfi_test_ibverbs.ko)
-		# kfi_ibverbs over a soft-iWARP device, there only for it.
-		if rdma_link_up siw; then
-			run_module "$ko" ""
-		else
-			echo "KFABRIC_GUEST_ERROR: could not add a siw device"
-		fi
-		rdma_link_down siw
+		# kfi_ibverbs over a soft-iWARP, then a soft-RoCE device, each
+		# there only for its run.
+		for t in siw rxe; do
+			if rdma_link_up $t; then
+				if [ $t = siw ]; then
+					run_module "$ko" ""
+				else
+					run_module "$ko" rxe roce=1
+				fi
+			else
+				echo "KFABRIC_GUEST_ERROR: could not add a $t device"
+			fi
+			rdma_link_down $t
+		done
 		;;
 	*)
 		run_module "$ko" ""

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! kfi_test_ibverbs.ko: KUnit suite `kfi_ibverbs`, kfi_ibverbs over a real
-//! RDMA device. The guest script adds a soft-iWARP device on a veth end
-//! with address [`NODE`] (tests/selftests/kfabric/rdma_link.sh) before
-//! loading this module and deletes it afterwards. Written only with the safe ULP API of
+//! RDMA device. The guest script adds a soft-iWARP (`siw0`) or, with
+//! `roce=1`, a soft-RoCE (`rxe0`) device on a veth end with address
+//! `NODE` (tests/selftests/kfabric/rdma_link.sh) before loading this
+//! module and deletes it afterwards. Written only with the safe ULP API of
 //! `kfi/api/ulp`, as a Rust ULP would be.
 //!
 //! Covered: connection management through rdma_cm (connect with private
@@ -11,7 +12,8 @@
 //! state) and messages (every size up to the limit with every byte
 //! checked, remote CQ data, truncation, inject, credit flow control with
 //! messages held until their receive is posted, receives canceled at
-//! close).
+//! close), and the device's removal in the middle of traffic (the last
+//! case: it deletes the device with the rdma tool).
 
 use kernel::prelude::*;
 
@@ -22,8 +24,23 @@ module! {
     type: KfiTestIbverbs,
     name: "kfi_test_ibverbs",
     authors: ["kfabric developers"],
-    description: "KUnit tests of kfi_ibverbs over a soft-iWARP device",
+    description: "KUnit tests of kfi_ibverbs over a soft-iWARP or soft-RoCE device",
     license: "GPL",
+    params: {
+        roce: u32 {
+            default: 0,
+            description: "The device is rxe0 (RoCE), not siw0 (iWARP)",
+        },
+    },
+}
+
+/// The device under test: (name, fabric).
+fn device() -> (&'static core::ffi::CStr, &'static core::ffi::CStr) {
+    if module_parameters::roce.value() != 0 {
+        (c"rxe0", c"RoCE")
+    } else {
+        (c"siw0", c"iWARP")
+    }
 }
 
 struct KfiTestIbverbs;
@@ -36,6 +53,7 @@ impl kernel::Module for KfiTestIbverbs {
 
 #[kunit_tests(kfi_ibverbs)]
 mod tests {
+    use super::device;
     use super::kfi::{
         kfi_sys as sys,
         ulp::{CmEvent, Cq, CqError, Domain, Endpoint, Eq, Fabric, Hints},
@@ -85,7 +103,7 @@ mod tests {
     }
 
     #[test]
-    fn getinfo_names_the_siw_device() -> Result {
+    fn getinfo_names_the_device() -> Result {
         let s = side(c"7610")?;
         let e = s.src.entry();
         // SAFETY: An entry from getinfo has valid attributes and strings.
@@ -96,8 +114,7 @@ mod tests {
                 (*e.ep_attr).type_,
             )
         };
-        assert_eq!(fabric, c"iWARP");
-        assert_eq!(domain, c"siw0");
+        assert_eq!((domain, fabric), device());
         assert_eq!(ep_type, sys::KFI_EP_MSG);
         let d = s.fabric.domain(e)?;
         drop(d);
@@ -467,6 +484,138 @@ mod tests {
             }) => assert_eq!(err, ECANCELED),
             _ => return Err(EPROTO),
         }
+        Ok(())
+    }
+
+    /// Runs `rdma link delete DEVICE` (the guest's rdma tool) and waits
+    /// for it: the device goes away under the provider.
+    fn delete_device() -> Result {
+        let path = c"/usr/bin/rdma";
+        let argv = [
+            path.as_char_ptr().cast_mut(),
+            c"link".as_char_ptr().cast_mut(),
+            c"delete".as_char_ptr().cast_mut(),
+            device().0.as_char_ptr().cast_mut(),
+            core::ptr::null_mut(),
+        ];
+        let envp = [
+            c"PATH=/usr/sbin:/usr/bin:/sbin:/bin"
+                .as_char_ptr()
+                .cast_mut(),
+            core::ptr::null_mut(),
+        ];
+        // SAFETY: NUL-terminated strings and NULL-terminated arrays that
+        // live until the helper has run (UMH_WAIT_PROC).
+        let r = unsafe {
+            kernel::bindings::call_usermodehelper(
+                path.as_char_ptr(),
+                argv.as_ptr().cast_mut(),
+                envp.as_ptr().cast_mut(),
+                kernel::bindings::UMH_WAIT_PROC as i32,
+            )
+        };
+        if r != 0 {
+            pr_err!("kfi_ibverbs test: rdma link delete: {r}\n");
+            return Err(EIO);
+        }
+        Ok(())
+    }
+
+    // Must stay the last case: the device is gone afterwards.
+    #[test]
+    fn device_removal_mid_traffic() -> Result {
+        let s = side(c"7620")?;
+        let d = s.fabric.domain(s.src.entry())?;
+        let eq = s.fabric.eq(16)?;
+        let pep = s.fabric.listen(s.src.entry(), &eq)?;
+        let (ccq, scq) = (d.cq(128)?, d.cq(128)?);
+        let cep = endpoint(&d, s.dst.entry(), &ccq, &eq)?;
+        cep.connect(&[])?;
+        let CmEvent::ConnReq { req, .. } = eq.sread(WAIT_MS)? else {
+            return Err(EPROTO);
+        };
+        let sep = endpoint(&d, req.info(), &scq, &eq)?;
+        drop(req);
+        sep.accept(&[])?;
+        for _ in 0..2 {
+            let CmEvent::Connected { .. } = eq.sread(WAIT_MS)? else {
+                return Err(EPROTO);
+            };
+        }
+        // Traffic in flight: sends the server receives only partly, and
+        // receives on the client that nothing will fill.
+        let msg = pattern(2000, 3)?;
+        let mut sbufs = KVec::with_capacity(8, GFP_KERNEL)?;
+        sbufs.resize(8, [0u8; 2000], GFP_KERNEL)?;
+        let mut cbufs = KVec::with_capacity(4, GFP_KERNEL)?;
+        cbufs.resize(4, [0u8; 16], GFP_KERNEL)?;
+        // SAFETY: Every buffer outlives the completions counted below.
+        unsafe {
+            for (i, b) in sbufs.iter_mut().enumerate().take(4) {
+                sep.recv(b, 100 + i)?;
+            }
+            for (i, b) in cbufs.iter_mut().enumerate() {
+                cep.recv(b, 200 + i)?;
+            }
+            for i in 0..12 {
+                cep.send(&msg, 300 + i, 0)?;
+            }
+        }
+        delete_device()?;
+        // Both endpoints learn that their connection ended.
+        let mut ended = 0;
+        while ended < 2 {
+            match eq.sread(WAIT_MS)? {
+                CmEvent::Shutdown { fid } => assert!(cep.is(fid) || sep.is(fid)),
+                CmEvent::Failed { fid, .. } => assert!(cep.is(fid) || sep.is(fid)),
+                _ => return Err(EPROTO),
+            }
+            ended += 1;
+        }
+        // Every operation completes exactly once: sends done or canceled,
+        // receives filled (the server's) or canceled.
+        let mut seen = [0u8; 16];
+        let mut count = |cq: &Cq<'_>, base: usize| -> Result<usize> {
+            let mut n = 0;
+            loop {
+                let ctx = match cq.read() {
+                    Ok(c) => c.context,
+                    Err(CqError::Failed { context, .. }) => context,
+                    Err(CqError::Queue(e)) if e == EAGAIN => return Ok(n),
+                    Err(e) => return Err(e.errno()),
+                };
+                let i = ctx.checked_sub(base).filter(|&i| i < 16).ok_or(EPROTO)?;
+                seen[i] += 1;
+                n += 1;
+            }
+        };
+        // The client's receives (200..) and sends (300..) share its CQ.
+        let _ = count(&scq, 100)?;
+        drop(cep);
+        drop(sep);
+        drop(pep);
+        let mut client = [0usize; 2];
+        loop {
+            let ctx = match ccq.read() {
+                Ok(c) => c.context,
+                Err(CqError::Failed { context, .. }) => context,
+                Err(CqError::Queue(e)) if e == EAGAIN => break,
+                Err(e) => return Err(e.errno()),
+            };
+            match ctx {
+                200..=203 => client[0] += 1,
+                300..=311 => client[1] += 1,
+                _ => return Err(EPROTO),
+            }
+        }
+        assert_eq!(client, [4, 12]);
+        // The server's receives: each completed at most once (4 posted).
+        assert!(seen.iter().all(|&n| n <= 1));
+        assert_eq!(seen.iter().map(|&n| n as usize).sum::<usize>(), 4);
+        // The device is gone from getinfo; the objects still close.
+        let hints = Hints::provider(c"ibverbs")?;
+        assert!(hints.getinfo(NODE, c"7620", sys::KFI_SOURCE).is_err());
+        drop(d);
         Ok(())
     }
 }

@@ -107,6 +107,17 @@ impl<T> HandleTable<T> {
             .map(|e| KBox::into_inner(e).value)
     }
 
+    /// Takes one request for which `f` holds out of the table (`None`: no
+    /// more), e.g. those on a device that goes away. Like
+    /// [`HandleTable::take_owned_by`], called until `None`. Any context.
+    pub(crate) fn take_where(&mut self, f: impl Fn(&T) -> bool) -> Option<T> {
+        let i = self.entries.iter().position(|e| f(&e.value))?;
+        self.entries
+            .remove(i)
+            .ok()
+            .map(|e| KBox::into_inner(e).value)
+    }
+
     /// Takes any request out of the table; once it is empty, frees the
     /// table's memory and returns `None` (at module unload a static table
     /// is never dropped, so the provider calls this until `None`). Any

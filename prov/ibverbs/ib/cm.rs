@@ -97,13 +97,48 @@ fn private<'a>(ev: &'a sys::rdma_cm_event) -> &'a [u8] {
     // SAFETY: For the connection events this is read for, `param.conn` is
     // the active member; its data is NULL or `private_data_len` bytes that
     // live as long as the event.
-    unsafe {
+    let raw = unsafe {
         let c = ev.param.conn.as_ref();
         if c.private_data.is_null() {
             &[]
         } else {
             core::slice::from_raw_parts(c.private_data.cast(), c.private_data_len.into())
         }
+    };
+    unframe(raw)
+}
+
+/// Private data as the provider sends it: a length byte, then the bytes.
+/// The IB CM (InfiniBand, RoCE) pads private data to a fixed size, so the
+/// length has to travel with it; iWARP sends it as is.
+struct Framed {
+    buf: [u8; 256],
+    len: u8,
+}
+
+impl Framed {
+    fn new(data: &[u8]) -> Result<Self> {
+        let n = u8::try_from(data.len())
+            .ok()
+            .filter(|&n| n < u8::MAX)
+            .ok_or(EINVAL)?;
+        let mut buf = [0u8; 256];
+        buf[0] = n;
+        buf[1..=data.len()].copy_from_slice(data);
+        Ok(Self { buf, len: n + 1 })
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.buf[..usize::from(self.len)]
+    }
+}
+
+/// The peer's bytes in received private data (empty if it is not framed
+/// as [`Framed`] sends it: a length beyond what arrived).
+fn unframe(raw: &[u8]) -> &[u8] {
+    match raw.split_first() {
+        Some((&n, rest)) => rest.get(..usize::from(n)).unwrap_or(&[]),
+        None => &[],
     }
 }
 
@@ -299,10 +334,10 @@ impl<H> CmId<H> {
         to_result(unsafe { sys::rdma_resolve_route(self.ptr.as_ptr(), RESOLVE_MS) })
     }
 
-    fn conn_param(data: &[u8]) -> Result<sys::rdma_conn_param> {
+    fn conn_param(data: &Framed) -> Result<sys::rdma_conn_param> {
         Ok(sys::rdma_conn_param {
-            private_data: data.as_ptr().cast(),
-            private_data_len: u8::try_from(data.len()).map_err(|_| EINVAL)?,
+            private_data: data.bytes().as_ptr().cast(),
+            private_data_len: data.len,
             responder_resources: 1,
             initiator_depth: 1,
             retry_count: 7,
@@ -315,7 +350,8 @@ impl<H> CmId<H> {
     /// Only from the identifier's own event handler (RouteResolved),
     /// which holds its handler lock.
     pub(crate) fn connect_in_handler(&self, data: &[u8]) -> Result {
-        let mut p = Self::conn_param(data)?;
+        let f = Framed::new(data)?;
+        let mut p = Self::conn_param(&f)?;
         // SAFETY: A live identifier with a QP, called under its handler
         // lock (the caller's context); rdma_cm copies the data.
         to_result(unsafe { sys::rdma_connect_locked(self.ptr.as_ptr(), &mut p) })
@@ -324,7 +360,8 @@ impl<H> CmId<H> {
     /// Accepts a request, with private `data`. Process context, not from
     /// the identifier's own event handler.
     pub(crate) fn accept(&self, data: &[u8]) -> Result {
-        let mut p = Self::conn_param(data)?;
+        let f = Framed::new(data)?;
+        let mut p = Self::conn_param(&f)?;
         let id = self.ptr.as_ptr();
         // SAFETY: A live request identifier with a QP; rdma_accept wants
         // the handler lock, taken here; the data is copied.
@@ -338,9 +375,10 @@ impl<H> CmId<H> {
 
     /// Refuses a request, with private `data`. Process context.
     pub(crate) fn reject(&self, data: &[u8]) -> Result {
-        let len = u8::try_from(data.len()).map_err(|_| EINVAL)?;
+        let f = Framed::new(data)?;
+        let b = f.bytes();
         // SAFETY: A live request identifier; the data is copied.
-        to_result(unsafe { sys::rdma_reject(self.ptr.as_ptr(), data.as_ptr().cast(), len, 0) })
+        to_result(unsafe { sys::rdma_reject(self.ptr.as_ptr(), b.as_ptr().cast(), f.len, 0) })
     }
 
     /// Ends the connection (Disconnected follows on both sides).
