@@ -303,6 +303,31 @@ pub(crate) struct Shared {
 /// An endpoint: the ULP's handle on [`Shared`].
 pub(crate) struct SockEp(Arc<Shared>);
 
+/// `kfi_ep_bind` of CQ `cq` with `flags`: `set_tx` keeps it for transmit
+/// completions (`KFI_TRANSMIT`), the receive queues `rxq` for receive ones
+/// (`KFI_RECV`).
+pub(crate) fn bind_cq(cq: CqRef, flags: u64, set_tx: impl FnOnce(CqRef), rxq: &RxQueues) {
+    if flags & sys::KFI_TRANSMIT != 0 {
+        set_tx(cq);
+    }
+    if flags & sys::KFI_RECV != 0 {
+        rxq.set_cq(cq);
+    }
+}
+
+/// The attributes of every endpoint, MSG or RDM.
+pub(crate) fn attr() -> EndpointAttr {
+    EndpointAttr {
+        caps: CAPS,
+        op_flags: OP_FLAGS,
+        tx_iov_limit: IOV_MAX,
+        rx_iov_limit: IOV_MAX,
+        rma_iov_limit: RMA_IOV_MAX,
+        inject_size: INJECT_MAX,
+        max_msg_size: crate::wire::PAYLOAD_MAX as usize,
+    }
+}
+
 /// Writes `a` into `out` (as much as fits); returns its full length.
 pub(crate) fn put_addr(a: &SockAddr, out: &mut [u8]) -> usize {
     let b = a.as_bytes();
@@ -642,15 +667,7 @@ impl SockEp {
     }
 
     pub(crate) fn attr(&self) -> EndpointAttr {
-        EndpointAttr {
-            caps: CAPS,
-            op_flags: OP_FLAGS,
-            tx_iov_limit: IOV_MAX,
-            rx_iov_limit: IOV_MAX,
-            rma_iov_limit: RMA_IOV_MAX,
-            inject_size: INJECT_MAX,
-            max_msg_size: crate::wire::PAYLOAD_MAX as usize,
-        }
+        attr()
     }
 
     pub(crate) fn opened(&self, fid: FidRef) {
@@ -659,14 +676,12 @@ impl SockEp {
 
     pub(crate) fn bind(&self, what: Bound) -> Result {
         match what {
-            Bound::Cq(cq, f) => {
-                if f & sys::KFI_TRANSMIT != 0 {
-                    self.0.state.lock().tx_cq = Some(cq);
-                }
-                if f & sys::KFI_RECV != 0 {
-                    self.0.rxq.set_cq(cq);
-                }
-            }
+            Bound::Cq(cq, f) => bind_cq(
+                cq,
+                f,
+                |cq| self.0.state.lock().tx_cq = Some(cq),
+                &self.0.rxq,
+            ),
             Bound::Eq(eq) => self.0.state.lock().eq = Some(eq),
             _ => return Err(EOPNOTSUPP),
         }

@@ -123,12 +123,37 @@ fn acceptor(sh: &Arc<Shared>) {
     let Some(l) = sh.state.lock().listener.clone() else {
         return;
     };
+    accept_loop(
+        &l,
+        || sh.state.lock().closing,
+        |s| {
+            {
+                let mut st = sh.state.lock();
+                if st.closing {
+                    return Err(ECANCELED);
+                }
+                st.busy.push(s.clone(), GFP_KERNEL)?;
+            }
+            let s2 = s.clone();
+            spawn(sh, move |sh| handshake(sh, s2)).inspect_err(|_| untrack(sh, s))
+        },
+    );
+}
+
+/// Accepts connections on listener `l` until it is shut down (`closing`
+/// then says so) and hands each to `take` (which starts its handshake on a
+/// worker); a socket `take` refuses is shut down. Process context.
+pub(crate) fn accept_loop(
+    l: &Socket,
+    closing: impl Fn() -> bool,
+    mut take: impl FnMut(&Arc<Socket>) -> Result,
+) {
     let mut pause = AcceptPause::shortest();
     loop {
         let s = match l.accept(false) {
             Ok(s) => s,
             // Shut down by close.
-            Err(_) if sh.state.lock().closing => return,
+            Err(_) if closing() => return,
             Err(_) => {
                 pause.wait();
                 continue;
@@ -138,17 +163,7 @@ fn acceptor(sh: &Arc<Shared>) {
         let Ok(s) = Arc::new(s, GFP_KERNEL) else {
             continue;
         };
-        {
-            let mut st = sh.state.lock();
-            if st.closing || st.busy.push(s.clone(), GFP_KERNEL).is_err() {
-                drop(st);
-                s.shutdown();
-                continue;
-            }
-        }
-        let s2 = s.clone();
-        if spawn(sh, move |sh| handshake(sh, s2)).is_err() {
-            untrack(sh, &s);
+        if take(&s).is_err() {
             s.shutdown();
         }
     }
@@ -158,22 +173,22 @@ fn acceptor(sh: &Arc<Shared>) {
 /// file handles, a connection aborted in the backlog): the listener keeps
 /// serving, without spinning while the failure lasts. Doubles from 10 ms
 /// up to 1 s.
-pub(crate) struct AcceptPause(i64);
+struct AcceptPause(i64);
 
 impl AcceptPause {
     /// The shortest wait, for a first failure.
-    pub(crate) fn shortest() -> Self {
+    fn shortest() -> Self {
         Self(10)
     }
 
     /// Sleeps; process context.
-    pub(crate) fn wait(&mut self) {
+    fn wait(&mut self) {
         fsleep(Delta::from_millis(self.0));
         self.0 = (self.0 * 2).min(1000);
     }
 
     /// An accept worked.
-    pub(crate) fn reset(&mut self) {
+    fn reset(&mut self) {
         self.0 = 10;
     }
 }

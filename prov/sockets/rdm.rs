@@ -26,7 +26,7 @@ use kernel::{
 };
 
 use crate::{
-    ep::{self, Shared, TxOp, CAPS, INJECT_MAX, IOV_MAX, OP_FLAGS, QUEUE},
+    ep::{self, Shared, TxOp, QUEUE},
     frame::{self, Answer},
     info_ns,
     kfi::{
@@ -41,9 +41,8 @@ use crate::{
     },
     ksock::{NetNs, SockAddr, Socket},
     mr::MrTable,
-    pep::{listen_socket, with_timeout, AcceptPause},
+    pep::{accept_loop, listen_socket, with_timeout},
     rxq::RxQueues,
-    wire::RMA_IOV_MAX,
 };
 
 /// The socket address behind `fi_addr` in `av` (the util AV of the
@@ -150,27 +149,17 @@ impl RdmEp {
     }
 
     pub(crate) fn attr(&self) -> EndpointAttr {
-        EndpointAttr {
-            caps: CAPS,
-            op_flags: OP_FLAGS,
-            tx_iov_limit: IOV_MAX,
-            rx_iov_limit: IOV_MAX,
-            rma_iov_limit: RMA_IOV_MAX,
-            inject_size: INJECT_MAX,
-            max_msg_size: crate::wire::PAYLOAD_MAX as usize,
-        }
+        ep::attr()
     }
 
     pub(crate) fn bind(&self, what: Bound) -> Result {
         match what {
-            Bound::Cq(cq, f) => {
-                if f & sys::KFI_TRANSMIT != 0 {
-                    self.0.state.lock().tx_cq = Some(cq);
-                }
-                if f & sys::KFI_RECV != 0 {
-                    self.0.rxq.set_cq(cq);
-                }
-            }
+            Bound::Cq(cq, f) => ep::bind_cq(
+                cq,
+                f,
+                |cq| self.0.state.lock().tx_cq = Some(cq),
+                &self.0.rxq,
+            ),
             // Nothing to report: RDM endpoints have no connection events.
             Bound::Eq(_) => {}
             Bound::Av(av) => self.0.state.lock().av = Some(av),
@@ -310,31 +299,15 @@ fn acceptor(r: &Arc<Rdm>) {
     let Some(l) = r.state.lock().listener.clone() else {
         return;
     };
-    let mut pause = AcceptPause::shortest();
-    loop {
-        let s = match l.accept(false) {
-            Ok(s) => s,
-            // Shut down by close.
-            Err(_) if r.state.lock().closing => return,
-            Err(_) => {
-                pause.wait();
-                continue;
-            }
-        };
-        pause.reset();
-        let Ok(s) = Arc::new(s, GFP_KERNEL) else {
-            continue;
-        };
-        if track(r, &s).is_err() {
-            s.shutdown();
-            continue;
-        }
-        let s2 = s.clone();
-        if spawn(r, move |r| incoming(r, s2)).is_err() {
-            untrack(r, &s);
-            s.shutdown();
-        }
-    }
+    accept_loop(
+        &l,
+        || r.state.lock().closing,
+        |s| {
+            track(r, s)?;
+            let s2 = s.clone();
+            spawn(r, move |r| incoming(r, s2)).inspect_err(|_| untrack(r, s))
+        },
+    );
 }
 
 /// The address a peer's request claims (its listening address), checked

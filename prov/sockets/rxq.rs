@@ -98,7 +98,8 @@ impl RxQueues {
         Ok(())
     }
 
-    /// Queues the receive work of connections that waited for a receive.
+    /// Queues the receive work of connections that waited for a receive
+    /// (or for room in the unexpected queue).
     /// Under the lock: `unstall` then knows that no reference it dropped
     /// from the list is held elsewhere, so none is ever dropped last here
     /// (which could free a connection in the poster's context).

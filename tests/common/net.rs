@@ -149,6 +149,27 @@ pub(crate) fn endpoint(
     info: *mut sys::kfi_info,
     cq: &Owned<sys::kfid_cq>,
 ) -> Result<Owned<sys::kfid_ep>> {
+    endpoint_with(n, info, cq, n.eq.fid())
+}
+
+/// An RDM endpoint of `n` on its source address, bound to `cq` both ways
+/// and to `av`.
+pub(crate) fn rdm_endpoint(
+    n: &Net,
+    cq: &Owned<sys::kfid_cq>,
+    av: &Owned<sys::kfid_av>,
+) -> Result<Owned<sys::kfid_ep>> {
+    endpoint_with(n, n.src.first(), cq, av.fid())
+}
+
+/// An enabled endpoint for `info`, bound to `cq` both ways and to `with`
+/// (an EQ or an AV, open).
+fn endpoint_with(
+    n: &Net,
+    info: *mut sys::kfi_info,
+    cq: &Owned<sys::kfid_cq>,
+    with: *mut sys::kfid,
+) -> Result<Owned<sys::kfid_ep>> {
     // SAFETY: Open domain, valid entry.
     let ep = Owned::open(|o| unsafe {
         sys::kfi_endpoint(n.domain.as_ptr(), info, o, core::ptr::null_mut())
@@ -160,7 +181,7 @@ pub(crate) fn endpoint(
             cq.fid(),
             sys::KFI_TRANSMIT | sys::KFI_RECV,
         ))?;
-        kernel::error::to_result(sys::kfi_ep_bind(ep.as_ptr(), n.eq.fid(), 0))?;
+        kernel::error::to_result(sys::kfi_ep_bind(ep.as_ptr(), with, 0))?;
         kernel::error::to_result(sys::kfi_enable(ep.as_ptr()))?;
     }
     Ok(ep)

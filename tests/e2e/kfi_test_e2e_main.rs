@@ -1112,29 +1112,6 @@ mod e2e {
         Ok(fi_addr)
     }
 
-    /// An enabled RDM endpoint of `n` on its source address.
-    fn rdm_ep(
-        n: &Net,
-        cq: &Owned<sys::kfid_cq>,
-        av: &Owned<sys::kfid_av>,
-    ) -> Result<Owned<sys::kfid_ep>> {
-        // SAFETY: Open domain, valid entry.
-        let ep = Owned::open(|o| unsafe {
-            sys::kfi_endpoint(n.domain.as_ptr(), n.src.first(), o, core::ptr::null_mut())
-        })?;
-        // SAFETY: Open objects.
-        unsafe {
-            kernel::error::to_result(sys::kfi_ep_bind(
-                ep.as_ptr(),
-                cq.fid(),
-                sys::KFI_TRANSMIT | sys::KFI_RECV,
-            ))?;
-            kernel::error::to_result(sys::kfi_ep_bind(ep.as_ptr(), av.fid(), 0))?;
-            kernel::error::to_result(sys::kfi_enable(ep.as_ptr()))?;
-        }
-        Ok(ep)
-    }
-
     fn send_to(ep: &Owned<sys::kfid_ep>, buf: &[u8], to: u64, ctx: usize) -> c_int {
         let v = kvec(buf);
         let mut m = msg(&v, ctx, 0);
@@ -1205,8 +1182,8 @@ mod e2e {
         let to_nobody = insert(&cav, nobody.dst.first(), false)?;
         let to_client = insert(&sav, c.src.first(), true)?;
         let (scq, ccq) = (cq_sized(&s, 32)?, cq_sized(&c, 32)?);
-        let sep = rdm_ep(&s, &scq, &sav)?;
-        let cep = rdm_ep(&c, &ccq, &cav)?;
+        let sep = rdm_endpoint(&s, &scq, &sav)?;
+        let cep = rdm_endpoint(&c, &ccq, &cav)?;
 
         // Client to server: a short and a long message.
         let big = pattern(100_000, 4)?;

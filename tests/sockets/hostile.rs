@@ -462,20 +462,7 @@ mod cases {
             sys::kfi_av_open(n.domain.as_ptr(), &mut attr, o, core::ptr::null_mut())
         })?;
         let c = cq(&n)?;
-        // SAFETY: Open domain, valid entry.
-        let ep = Owned::open(|o| unsafe {
-            sys::kfi_endpoint(n.domain.as_ptr(), n.src.first(), o, core::ptr::null_mut())
-        })?;
-        // SAFETY: Open objects.
-        unsafe {
-            kernel::error::to_result(sys::kfi_ep_bind(
-                ep.as_ptr(),
-                c.fid(),
-                sys::KFI_TRANSMIT | sys::KFI_RECV,
-            ))?;
-            kernel::error::to_result(sys::kfi_ep_bind(ep.as_ptr(), av.fid(), 0))?;
-            kernel::error::to_result(sys::kfi_enable(ep.as_ptr()))?;
-        }
+        let ep = rdm_endpoint(&n, &c, &av)?;
         let victim = SockAddr::v4([127, 0, 0, 1], 7483);
         // From 127.0.0.2, claiming to be a peer on 127.0.0.1.
         let (accepted, spoof) = rdm_claim([127, 0, 0, 2], 7482, &victim)?;

@@ -56,26 +56,17 @@ impl CqEntry {
         }
     }
 
+    /// The error entry: the same fields, with the error and `olen`.
     fn err_entry(&self, err: Error, olen: usize) -> sys::kfi_cq_err_entry {
-        let sys::kfi_cq_tagged_entry {
-            op_context,
-            flags,
-            len,
-            buf,
-            data,
-            tag,
-        } = self.entry();
-        sys::kfi_cq_err_entry {
-            op_context,
-            flags,
-            len,
-            buf,
-            data,
-            tag,
+        let t = self.entry();
+        let mut e = sys::kfi_cq_err_entry {
             olen,
             err: -err.to_errno(),
             ..Default::default()
-        }
+        };
+        (e.op_context, e.flags, e.len, e.buf) = (t.op_context, t.flags, t.len, t.buf);
+        (e.data, e.tag) = (t.data, t.tag);
+        e
     }
 }
 
