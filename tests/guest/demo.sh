@@ -2,9 +2,11 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # The demo of 'make run', inside the VM: load kfabric.ko and every provider,
-# show what registered, run kfi_demo.ko (two kfi_sockets endpoints over
-# loopback: connection, ping-pong, stream), unload again.
+# show what registered, add a soft-iWARP device, run kfi_demo.ko (the same
+# ULP over kfi_sockets on loopback and over kfi_ibverbs on siw: connection,
+# ping-pong, stream, RMA where offered), unload again.
 top=$(pwd)
+. "$top/tests/selftests/kfabric/rdma_link.sh"
 mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
 echo KFABRIC_DEMO_BEGIN
 echo "kernel: $(uname -r)"
@@ -20,13 +22,19 @@ sed 's/^/  /' /sys/kernel/debug/kfabric/objects
 echo "scripts/kfi_info provider=sockets node=127.0.0.1 service=7471 caps=msg,rma ep=msg:"
 "$top/scripts/kfi_info" provider=sockets node=127.0.0.1 service=7471 caps=msg,rma ep=msg |
 	sed 's/^/  /' || ok=failed
-echo "kfi_demo.ko: two kfi_sockets endpoints over loopback:"
+echo "rdma link add siw0 type siw netdev kfi_r0 ($RDMA_LINK_ADDR, a veth end):"
+rdma_link_up siw || ok=failed
+echo "scripts/kfi_info provider=ibverbs node=$RDMA_LINK_ADDR service=7491:"
+"$top/scripts/kfi_info" provider=ibverbs node=$RDMA_LINK_ADDR service=7491 |
+	sed 's/^/  /' || ok=failed
+echo "kfi_demo.ko: one ULP, over kfi_sockets and over kfi_ibverbs:"
 insmod "$top/tests/demo/kfi_demo.ko" || ok=failed
 dmesg | sed -n 's/.*kfi_demo: demo: /  /p'
 dmesg | grep -q 'kfi_demo: demo: done' || ok=failed
 echo "live objects per class after the demo:"
 sed 's/^/  /' /sys/kernel/debug/kfabric/objects
 rmmod kfi_demo || ok=failed
+rdma_link_down siw
 for ko in "$top"/prov/*/kfi_*.ko; do
 	rmmod "$(basename "$ko" .ko)" || ok=failed
 done

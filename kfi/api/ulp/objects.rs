@@ -10,6 +10,24 @@ use kernel::{error::to_result, prelude::*};
 
 use super::super::{kfabric::Owned, kfi_sys as sys};
 
+/// Keeps a borrow of `'a` alive until the object holding it is dropped.
+///
+/// A `PhantomData<&'a T>` alone does not: the compiler lets the borrow end
+/// at the object's last use, so the parent could close first (and fail
+/// with `EBUSY`, leaking both). A field with a `Drop` impl makes the
+/// object's drop a use of `'a`.
+struct Borrow<'a, T: ?Sized>(PhantomData<&'a T>);
+
+impl<T: ?Sized> Borrow<'_, T> {
+    const fn new() -> Self {
+        Self(PhantomData)
+    }
+}
+
+impl<T: ?Sized> Drop for Borrow<'_, T> {
+    fn drop(&mut self) {}
+}
+
 /// An open fabric.
 pub(crate) struct Fabric {
     obj: Owned<sys::kfid_fabric>,
@@ -18,25 +36,25 @@ pub(crate) struct Fabric {
 /// An open domain of a fabric.
 pub(crate) struct Domain<'f> {
     obj: Owned<sys::kfid_domain>,
-    _fabric: PhantomData<&'f Fabric>,
+    _fabric: Borrow<'f, Fabric>,
 }
 
 /// An event queue (connection events).
 pub(crate) struct Eq<'f> {
     pub(super) obj: Owned<sys::kfid_eq>,
-    _fabric: PhantomData<&'f Fabric>,
+    _fabric: Borrow<'f, Fabric>,
 }
 
 /// A completion queue (`KFI_CQ_FORMAT_TAGGED` entries).
 pub(crate) struct Cq<'d> {
     pub(super) obj: Owned<sys::kfid_cq>,
-    _domain: PhantomData<&'d ()>,
+    _domain: Borrow<'d, ()>,
 }
 
 /// A listening (passive) endpoint.
 pub(crate) struct PassiveEndpoint<'f> {
     obj: Owned<sys::kfid_pep>,
-    _fabric: PhantomData<&'f Fabric>,
+    _fabric: Borrow<'f, Fabric>,
 }
 
 /// An active endpoint; `'a` covers its domain and the queues bound to it.
@@ -44,12 +62,13 @@ pub(crate) struct Endpoint<'a> {
     pub(super) obj: Owned<sys::kfid_ep>,
     // Invariant in `'a`: a shorter borrow must not satisfy `bind_cq`.
     _bound: PhantomData<fn(&'a ()) -> &'a ()>,
+    _keep: Borrow<'a, ()>,
 }
 
 /// A registered memory region over a buffer it borrows.
 pub(crate) struct Mr<'a> {
     obj: Owned<sys::kfid_mr>,
-    _buf: PhantomData<&'a mut [u8]>,
+    _buf: Borrow<'a, [u8]>,
 }
 
 impl Fabric {
@@ -71,7 +90,7 @@ impl Fabric {
         })?;
         Ok(Domain {
             obj,
-            _fabric: PhantomData,
+            _fabric: Borrow::new(),
         })
     }
 
@@ -87,7 +106,7 @@ impl Fabric {
         })?;
         Ok(Eq {
             obj,
-            _fabric: PhantomData,
+            _fabric: Borrow::new(),
         })
     }
 
@@ -110,7 +129,7 @@ impl Fabric {
         }
         Ok(PassiveEndpoint {
             obj,
-            _fabric: PhantomData,
+            _fabric: Borrow::new(),
         })
     }
 }
@@ -129,7 +148,7 @@ impl<'f> Domain<'f> {
         })?;
         Ok(Cq {
             obj,
-            _domain: PhantomData,
+            _domain: Borrow::new(),
         })
     }
 
@@ -144,6 +163,7 @@ impl<'f> Domain<'f> {
         Ok(Endpoint {
             obj,
             _bound: PhantomData,
+            _keep: Borrow::new(),
         })
     }
 
@@ -172,7 +192,7 @@ impl<'f> Domain<'f> {
         })?;
         Ok(Mr {
             obj,
-            _buf: PhantomData,
+            _buf: Borrow::new(),
         })
     }
 }
