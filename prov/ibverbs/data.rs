@@ -329,6 +329,20 @@ impl DataPath {
         st.posted.clear();
     }
 
+    /// Takes back the posted receive with `context`: it completes with
+    /// `ECANCELED`. `ENOENT` if no such receive waits.
+    pub(crate) fn cancel_recv(&self, context: usize) -> Result {
+        let mut st = self.st.lock();
+        let i = st
+            .posted
+            .iter()
+            .position(|p| p.entry.context == context)
+            .ok_or(ENOENT)?;
+        let p = st.posted.remove(i).map_err(|_| ENOENT)?;
+        report_err(st.rx_cq, &p.entry, ECANCELED);
+        Ok(())
+    }
+
     /// `kfi_sendmsg`: copies the message into a slot and sends it. Any
     /// context but hard interrupt.
     ///

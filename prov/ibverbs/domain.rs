@@ -115,11 +115,15 @@ pub(crate) fn device_removed(dev: *mut sys::ib_device) {
         }
     }
     for d in doomed.iter() {
+        // No new QP from here on (`pd()` is ENODEV). An endpoint is in the
+        // list before it makes its QP, under its state lock, which
+        // `device_gone` takes: a QP being made is finished, then
+        // destroyed. The PD goes after every QP on it.
+        let pd = d.pd.lock().take();
         let conns = core::mem::take(&mut *d.conns.lock());
         for c in conns.iter() {
             c.device_gone();
         }
-        // The last reference goes with the last user of the PD.
-        drop(d.pd.lock().take());
+        drop(pd);
     }
 }

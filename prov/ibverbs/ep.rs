@@ -319,7 +319,7 @@ impl IbEndpoint {
                 return Err(kfi_error(ksys::KFI_ENOEQ));
             }
             if s.enabled {
-                return Err(EBUSY);
+                return Err(EINVAL);
             }
             s.enabled = true;
             self.conn.dp.set_cqs(s.tx_cq, s.rx_cq);
@@ -332,6 +332,8 @@ impl IbEndpoint {
             Some(r) => r.set_handler(self.conn.clone()),
             None => CmId::new(self.conn.dom.net.0, self.conn.clone())?,
         };
+        // Tracked before its QP exists, so a device removal cannot miss it.
+        self.conn.dom.add_conn(self.conn.clone())?;
         let mut s = self.conn.state.lock();
         s.id = Some(id);
         if accepting {
@@ -340,21 +342,25 @@ impl IbEndpoint {
                 return Err(e);
             }
         }
-        drop(s);
-        self.conn.dom.add_conn(self.conn.clone())
+        Ok(())
     }
 
-    /// `kfi_connect` to the entry's destination (an explicit address is
-    /// not supported yet), with private `data`.
+    /// `kfi_connect` to `addr` (a `sockaddr_in`/`sockaddr_in6`), or to
+    /// the entry's destination when NULL, with private `data`.
     pub(crate) fn connect(&self, addr: *const c_void, data: &[u8]) -> Result {
-        if !addr.is_null() {
-            return Err(EOPNOTSUPP);
-        }
+        let explicit = if addr.is_null() {
+            None
+        } else {
+            // SAFETY: The C contract of kfi_connect: an address in the
+            // domain's format; its family says how long it is, and the
+            // longest is read only for IPv6.
+            Some(unsafe { Addr::from_sockaddr(addr.cast()) }?)
+        };
         let mut s = self.conn.state.lock();
         if s.phase != Phase::Idle {
             return Err(EISCONN);
         }
-        let dest = s.dest.ok_or(EINVAL)?;
+        let dest = explicit.or(s.dest).ok_or(EINVAL)?;
         let mut param = KVec::with_capacity(data.len(), GFP_KERNEL)?;
         param.extend_from_slice(data, GFP_KERNEL)?;
         s.param = param;
@@ -406,6 +412,14 @@ impl IbEndpoint {
             let _ = eq.post_shutdown(fid);
         }
         Ok(())
+    }
+
+    /// `kfi_cancel`: takes back the receive posted with `context` (it
+    /// completes with `ECANCELED`); `ENOENT` if none waits. Sends are on
+    /// the wire once posted and cannot be taken back. Any context but
+    /// hard interrupt.
+    pub(crate) fn cancel(&self, context: *mut c_void) -> Result {
+        self.conn.dp.cancel_recv(context as usize)
     }
 
     /// `kfi_sendmsg`.

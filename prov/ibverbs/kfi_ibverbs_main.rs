@@ -260,6 +260,10 @@ impl provider::Endpoint for ep::IbEndpoint {
         ep::IbEndpoint::shutdown(self)
     }
 
+    fn cancel(&self, context: *mut c_void) -> Result {
+        ep::IbEndpoint::cancel(self, context)
+    }
+
     fn sendmsg(&self, msg: &sys::kfi_msg, flags: u64) -> Result {
         // SAFETY: kfabric.ko passes a checked message to `sendmsg`.
         unsafe { ep::IbEndpoint::sendmsg(self, msg, flags) }

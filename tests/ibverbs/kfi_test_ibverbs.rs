@@ -234,10 +234,34 @@ mod tests {
         cep.connect(&[])?;
         drop(cep);
         drop(pep);
-        // Enabling twice and binding after enable are refused.
+        // Enabling twice is refused.
         let ep = endpoint(&d, s.dst.entry(), &ccq, &eq)?;
-        assert_eq!(ep.enable(), Err(EBUSY));
+        assert_eq!(ep.enable(), Err(EINVAL));
         Ok(())
+    }
+
+    /// The server side of a connect: waits for the request (its data must
+    /// be `want`), opens and accepts its endpoint, and waits until both
+    /// ends are connected.
+    fn serve<'a>(
+        d: &'a Domain<'_>,
+        eq: &'a Eq<'_>,
+        cq: &'a Cq<'_>,
+        want: &[u8],
+    ) -> Result<Endpoint<'a>> {
+        let CmEvent::ConnReq { req, data } = eq.sread(WAIT_MS)? else {
+            return Err(EPROTO);
+        };
+        assert_eq!(data.as_bytes(), want);
+        let sep = endpoint(d, req.info(), cq, eq)?;
+        drop(req);
+        sep.accept(&[])?;
+        for _ in 0..2 {
+            let CmEvent::Connected { .. } = eq.sread(WAIT_MS)? else {
+                return Err(EPROTO);
+            };
+        }
+        Ok(sep)
     }
 
     /// Connects a client and a server endpoint on one domain and runs `f`
@@ -253,17 +277,7 @@ mod tests {
         let (ccq, scq) = (d.cq(128)?, d.cq(128)?);
         let cep = endpoint(&d, s.dst.entry(), &ccq, &eq)?;
         cep.connect(&[])?;
-        let CmEvent::ConnReq { req, .. } = eq.sread(WAIT_MS)? else {
-            return Err(EPROTO);
-        };
-        let sep = endpoint(&d, req.info(), &scq, &eq)?;
-        drop(req);
-        sep.accept(&[])?;
-        for _ in 0..2 {
-            let CmEvent::Connected { .. } = eq.sread(WAIT_MS)? else {
-                return Err(EPROTO);
-            };
-        }
+        let sep = serve(&d, &eq, &scq, &[])?;
         f(&cep, &sep, &ccq, &scq)
     }
 
@@ -437,17 +451,7 @@ mod tests {
             // SAFETY: `buf` outlives the completion read below.
             unsafe { cep.recv(&mut buf, 7)? };
             cep.connect(&[])?;
-            let CmEvent::ConnReq { req, .. } = eq.sread(WAIT_MS)? else {
-                return Err(EPROTO);
-            };
-            let sep = endpoint(&d, req.info(), &scq, &eq)?;
-            drop(req);
-            sep.accept(&[])?;
-            for _ in 0..2 {
-                let CmEvent::Connected { .. } = eq.sread(WAIT_MS)? else {
-                    return Err(EPROTO);
-                };
-            }
+            let sep = serve(&d, &eq, &scq, &[])?;
             // The early receive takes the first message.
             // SAFETY: As above.
             unsafe {
@@ -484,6 +488,52 @@ mod tests {
             }) => assert_eq!(err, ECANCELED),
             _ => return Err(EPROTO),
         }
+        Ok(())
+    }
+
+    #[test]
+    fn cancel_takes_back_a_receive() -> Result {
+        with_pair(c"7621", |cep, sep, _ccq, scq| {
+            let (mut a, mut b) = ([0u8; 8], [0u8; 8]);
+            // SAFETY: The buffers outlive the completions read below (the
+            // canceled one completes at the cancel).
+            unsafe { sep.recv(&mut a, 5)? };
+            sep.cancel(5)?;
+            match scq.sread(WAIT_MS) {
+                Err(CqError::Failed {
+                    context: 5, err, ..
+                }) => assert_eq!(err, ECANCELED),
+                _ => return Err(EPROTO),
+            }
+            assert_eq!(sep.cancel(5), Err(ENOENT));
+            // The next message goes to the next receive, not the canceled.
+            // SAFETY: As above.
+            unsafe {
+                sep.recv(&mut b, 6)?;
+                cep.send(b"after!!!", 7, 0)?;
+            }
+            assert_eq!(scq.sread(WAIT_MS).map_err(|e| e.errno())?.context, 6);
+            assert_eq!((&b, a), (b"after!!!", [0u8; 8]));
+            Ok(())
+        })
+    }
+
+    #[test]
+    fn connect_to_an_explicit_address() -> Result {
+        let s = side(c"7622")?;
+        let d = s.fabric.domain(s.src.entry())?;
+        let eq = s.fabric.eq(16)?;
+        let _pep = s.fabric.listen(s.src.entry(), &eq)?;
+        let (ccq, scq) = (d.cq(16)?, d.cq(16)?);
+        // An endpoint of the source entry has no destination of its own.
+        let cep = endpoint(&d, s.src.entry(), &ccq, &eq)?;
+        assert_eq!(cep.connect(&[]), Err(EINVAL));
+        let e = s.dst.entry();
+        // SAFETY: A destination entry holds `dest_addrlen` address bytes.
+        let to = unsafe { core::slice::from_raw_parts(e.dest_addr.cast::<u8>(), e.dest_addrlen) };
+        assert_eq!(cep.connect_to(&to[..4], &[]), Err(EINVAL));
+        cep.connect_to(to, b"explicit")?;
+        let _sep = serve(&d, &eq, &scq, b"explicit")?;
         Ok(())
     }
 
@@ -531,17 +581,7 @@ mod tests {
         let (ccq, scq) = (d.cq(128)?, d.cq(128)?);
         let cep = endpoint(&d, s.dst.entry(), &ccq, &eq)?;
         cep.connect(&[])?;
-        let CmEvent::ConnReq { req, .. } = eq.sread(WAIT_MS)? else {
-            return Err(EPROTO);
-        };
-        let sep = endpoint(&d, req.info(), &scq, &eq)?;
-        drop(req);
-        sep.accept(&[])?;
-        for _ in 0..2 {
-            let CmEvent::Connected { .. } = eq.sread(WAIT_MS)? else {
-                return Err(EPROTO);
-            };
-        }
+        let sep = serve(&d, &eq, &scq, &[])?;
         // Traffic in flight: sends the server receives only partly, and
         // receives on the client that nothing will fill.
         let msg = pattern(2000, 3)?;

@@ -245,6 +245,42 @@ impl<'a> Endpoint<'a> {
         })
     }
 
+    /// Connects to `addr` (a socket address in the domain's format) rather
+    /// than the info's destination, with `data`.
+    pub(crate) fn connect_to(&self, addr: &[u8], data: &[u8]) -> Result {
+        use kernel::bindings::{sockaddr_in, sockaddr_in6, AF_INET, AF_INET6};
+        let family = addr
+            .get(..2)
+            .map(|f| u32::from(u16::from_ne_bytes([f[0], f[1]])))
+            .ok_or(EINVAL)?;
+        let need = match family {
+            AF_INET => size_of::<sockaddr_in>(),
+            AF_INET6 => size_of::<sockaddr_in6>(),
+            _ => return Err(EINVAL),
+        };
+        if addr.len() < need {
+            return Err(EINVAL);
+        }
+        // SAFETY: An open endpoint; `addr` holds the whole socket address
+        // its family names (checked above), and `data` is read during the
+        // call.
+        to_result(unsafe {
+            sys::kfi_connect(
+                self.obj.as_ptr(),
+                addr.as_ptr().cast(),
+                data.as_ptr().cast(),
+                data.len(),
+            )
+        })
+    }
+
+    /// Takes back the operation posted with `ctx` (a receive not filled
+    /// yet): it completes with `ECANCELED`; `ENOENT` if nothing waits.
+    pub(crate) fn cancel(&self, ctx: usize) -> Result {
+        // SAFETY: An open endpoint; the context is only compared.
+        to_result(unsafe { sys::kfi_cancel(self.obj.fid(), ctx as *mut c_void) })
+    }
+
     /// Accepts the connection request the endpoint was opened for.
     pub(crate) fn accept(&self, data: &[u8]) -> Result {
         // SAFETY: An open endpoint; `data` is read during the call.

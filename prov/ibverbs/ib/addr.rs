@@ -71,6 +71,25 @@ impl Addr {
         Ok(a)
     }
 
+    /// Reads a `sockaddr_in` or `sockaddr_in6` from `sa` (its family says
+    /// which).
+    ///
+    /// # Safety
+    ///
+    /// `sa` is valid for reads of the size its family names.
+    pub(crate) unsafe fn from_sockaddr(sa: *const bindings::sockaddr) -> Result<Self> {
+        // SAFETY: A socket address starts with its family (the caller's
+        // contract).
+        let family = u32::from(unsafe { (*sa).sa_family });
+        let len = match family {
+            bindings::AF_INET => size_of::<bindings::sockaddr_in>(),
+            bindings::AF_INET6 => size_of::<bindings::sockaddr_in6>(),
+            _ => return Err(EINVAL),
+        };
+        // SAFETY: Valid for `len` bytes (the caller's contract).
+        Self::from_bytes(unsafe { core::slice::from_raw_parts(sa.cast::<u8>(), len) })
+    }
+
     fn family(&self) -> u32 {
         // SAFETY: Reading the family field of a plain union of bytes.
         u32::from(unsafe { self.ss.__bindgen_anon_1.__bindgen_anon_1.ss_family })
