@@ -27,6 +27,12 @@ pub(crate) struct DomShared {
     /// Endpoints with device resources, for the device's removal.
     #[pin]
     conns: Mutex<KVec<Arc<Conn>>>,
+    /// Held while an endpoint's QP, ring and CQs are torn down (its close
+    /// or the device's removal), so the PD outlives every teardown. Lock
+    /// order: this, then an endpoint's state lock; rdma_cm's handler lock
+    /// is never taken under it.
+    #[pin]
+    teardown: Mutex<()>,
 }
 
 kernel::sync::global_lock! {
@@ -51,6 +57,11 @@ impl DomShared {
     /// The PD, while the device is there (ENODEV after its removal).
     pub(crate) fn pd(&self) -> Result<Arc<Pd>> {
         self.pd.lock().clone().ok_or(ENODEV)
+    }
+
+    /// Serializes teardowns of device resources (see `teardown`).
+    pub(crate) fn teardown(&self) -> kernel::sync::MutexGuard<'_, ()> {
+        self.teardown.lock()
     }
 
     /// Tracks `c` for the device's removal.
@@ -85,6 +96,7 @@ impl IbDomain {
                 net,
                 pd <- new_mutex!(Some(pd)),
                 conns <- new_mutex!(KVec::new()),
+                teardown <- new_mutex!(()),
             }),
             GFP_KERNEL,
         )?;
@@ -124,6 +136,9 @@ pub(crate) fn device_removed(dev: *mut sys::ib_device) {
         for c in conns.iter() {
             c.device_gone();
         }
+        // Endpoints closing meanwhile (no longer listed) finish their
+        // teardown before the PD goes.
+        drop(d.teardown());
         drop(pd);
     }
 }

@@ -139,14 +139,28 @@ impl Conn {
         }
     }
 
-    /// The device is going away: release everything on it now.
+    /// The device is going away: release everything on it now. Process
+    /// context; not under the state lock.
     pub(crate) fn device_gone(&self) {
-        let mut s = self.state.lock();
-        self.drop_qp(&mut s);
-        self.dp.cancel(true);
-        if s.phase != Phase::Closed {
+        let _t = self.dom.teardown();
+        // The identifier is taken out while the QP is flushed, as the
+        // state lock is not held then (event handlers take it); the close
+        // waits for the teardown lock, so it cannot run meanwhile.
+        let (id, queues, was) = {
+            let mut s = self.state.lock();
             let was = s.phase;
             s.phase = Phase::Closed;
+            (s.id.take(), s.queues.take(), was)
+        };
+        self.dp.detach();
+        if let Some(id) = id.as_ref() {
+            id.destroy_qp();
+        }
+        drop(queues);
+        self.dp.cancel(true);
+        let mut s = self.state.lock();
+        s.id = id;
+        if was != Phase::Closed {
             if let (Some(eq), Some(fid)) = (s.eq, s.fid) {
                 let _ = if was == Phase::Connected {
                     eq.post_shutdown(fid)
@@ -463,22 +477,30 @@ impl IbEndpoint {
 
 impl Drop for IbEndpoint {
     fn drop(&mut self) {
-        self.conn.dom.remove_conn(&self.conn);
-        // rdma_cm calls that may wait for the identifier's event handler
-        // (which takes the state lock) run with the lock released; the
-        // handler ignores a closed connection meanwhile.
-        let (id, queues) = {
-            let mut s = self.conn.state.lock();
-            s.phase = Phase::Closed;
-            (s.id.take(), s.queues.take())
+        let id = {
+            // Under the domain's teardown lock, so a device removal keeps
+            // the PD until the QP is gone. rdma_cm calls that may wait for
+            // the identifier's event handler (which takes the state lock)
+            // run with the state lock released; the handler ignores a
+            // closed connection meanwhile.
+            let _t = self.conn.dom.teardown();
+            self.conn.dom.remove_conn(&self.conn);
+            let (id, queues) = {
+                let mut s = self.conn.state.lock();
+                s.phase = Phase::Closed;
+                (s.id.take(), s.queues.take())
+            };
+            self.conn.dp.detach();
+            if let Some(id) = id.as_ref() {
+                id.disconnect();
+                id.destroy_qp();
+            }
+            // The ring and CQs after the QP.
+            drop(queues);
+            id
         };
-        self.conn.dp.detach();
-        if let Some(id) = id.as_ref() {
-            id.disconnect();
-            id.destroy_qp();
-        }
-        // The ring and CQs after the QP, then the identifier.
-        drop(queues);
+        // Destroying the identifier waits for its event handler, which
+        // may wait for the teardown lock: released above.
         drop(id);
         self.conn.dp.cancel(true);
     }
