@@ -13,6 +13,12 @@
 //! responses, workers); all of an endpoint's connections share its receive
 //! queues (`rxq.rs`), so a posted receive takes a message from any peer.
 //!
+//! An endpoint holds at most `rdm_max_peers` connections (module
+//! parameter), accepted and opened, handshakes in progress included: a
+//! peer's request beyond that is answered with `Reject`, an operation
+//! that would open one more fails with `ENOSPC`. Nothing is allocated for
+//! a refused connection.
+//!
 //! Posting works in any context but hard interrupt: it queues the
 //! operation with its `kfi_addr_t`. A dispatcher worker resolves the
 //! address in the AV, finds or opens the connection (process context) and
@@ -41,7 +47,7 @@ use crate::{
     },
     ksock::{NetNs, SockAddr, Socket},
     mr::MrTable,
-    pep::{accept_loop, listen_socket, with_timeout},
+    pep::{accept_loop, listen_socket, refuse, with_timeout},
     rxq::RxQueues,
 };
 
@@ -225,9 +231,38 @@ fn has_incoming(conns: &[Conn], peer: &SockAddr) -> bool {
         .any(|c| c.incoming && c.peer.as_bytes() == peer.as_bytes() && c.conn.usable())
 }
 
+/// Takes the connections that ended out of the list, for the caller to
+/// close outside the lock (the next use of such a peer reconnects). If
+/// there is no memory to hold them, they stay listed until a later call.
+fn take_ended(conns: &mut KVec<Conn>) -> KVec<Arc<Shared>> {
+    let n = conns.iter().filter(|c| !c.conn.usable()).count();
+    let Ok(mut ended) = KVec::with_capacity(n, GFP_KERNEL) else {
+        return KVec::new();
+    };
+    let mut i = 0;
+    while i < conns.len() && ended.len() < n {
+        if conns.get(i).is_some_and(|c| c.conn.usable()) {
+            i += 1;
+            continue;
+        }
+        match conns.remove(i) {
+            // Within the capacity: does not allocate or fail.
+            Ok(c) => {
+                if let Err(e) = ended.push_within_capacity(c.conn) {
+                    // Closed rather than dropped while hooked.
+                    e.0.close();
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    ended
+}
+
 /// Files a connection under the peer's address, unless the endpoint is
 /// closing or (`incoming`) the peer has a live connection already: then
-/// it is closed here.
+/// it is closed here. Its room was reserved by `track` of its socket,
+/// which the caller untracks after this.
 fn add_conn(r: &Rdm, peer: SockAddr, conn: Arc<Shared>, incoming: bool) -> Result<Arc<Shared>> {
     let mut s = r.state.lock();
     if s.closing || (incoming && has_incoming(&s.conns, &peer)) {
@@ -236,41 +271,49 @@ fn add_conn(r: &Rdm, peer: SockAddr, conn: Arc<Shared>, incoming: bool) -> Resul
         conn.close();
         return Err(e);
     }
-    // Connections that ended are closed here, the next use reconnects.
-    let mut ended = KVec::new();
-    let mut i = 0;
-    while i < s.conns.len() {
-        if s.conns.get(i).is_some_and(|c| c.conn.usable()) {
-            i += 1;
-        } else if let Ok(c) = s.conns.remove(i) {
-            ended.push(c.conn, GFP_KERNEL)?;
-        } else {
-            break;
-        }
-    }
-    s.conns.push(
+    let ended = take_ended(&mut s.conns);
+    let filed = s.conns.push(
         Conn {
             peer,
             conn: conn.clone(),
             incoming,
         },
         GFP_KERNEL,
-    )?;
+    );
     drop(s);
     for c in ended.iter() {
         c.close();
     }
+    if let Err(e) = filed {
+        conn.close();
+        return Err(e.into());
+    }
     Ok(conn)
 }
 
-/// Tracks a socket a worker may wait on (see `State::busy`).
+/// Tracks a socket a worker may wait on (see `State::busy`), reserving
+/// room for its connection: an endpoint has at most `rdm_max_peers`
+/// connections, handshakes in progress included (`ENOSPC` beyond; ended
+/// connections are closed first to make room). The socket stays tracked
+/// until its connection is filed or has failed, so the count never drops
+/// below what exists.
 fn track(r: &Rdm, sock: &Arc<Socket>) -> Result {
     let mut s = r.state.lock();
     if s.closing {
         return Err(ECANCELED);
     }
-    s.busy.push(sock.clone(), GFP_KERNEL)?;
-    Ok(())
+    let ended = take_ended(&mut s.conns);
+    let room = s.conns.len().saturating_add(s.busy.len()) < crate::rdm_max_peers();
+    let pushed = if room {
+        s.busy.push(sock.clone(), GFP_KERNEL).map_err(Error::from)
+    } else {
+        Err(ENOSPC)
+    };
+    drop(s);
+    for c in ended.iter() {
+        c.close();
+    }
+    pushed
 }
 
 fn untrack(r: &Rdm, sock: &Arc<Socket>) {
@@ -303,7 +346,7 @@ fn acceptor(r: &Arc<Rdm>) {
         &l,
         || r.state.lock().closing,
         |s| {
-            track(r, s)?;
+            track(r, s).map_err(|e| if e == ENOSPC { refuse(s, e) } else { e })?;
             let s2 = s.clone();
             spawn(r, move |r| incoming(r, s2)).inspect_err(|_| untrack(r, s))
         },
@@ -355,10 +398,19 @@ fn incoming(r: &Arc<Rdm>, sock: Arc<Socket>) {
 }
 
 /// Opens a connection to `peer`: our listening address is the request's
-/// private data.
+/// private data. `ENOSPC` when the endpoint has `rdm_max_peers`
+/// connections already.
 fn open(r: &Rdm, peer: SockAddr) -> Result<Arc<Shared>> {
     let sock = Arc::new(Socket::tcp_in(&peer, r.ns)?, GFP_KERNEL)?;
     track(r, &sock)?;
+    let conn = open_tracked(r, &sock, peer);
+    untrack(r, &sock);
+    conn
+}
+
+/// The handshake of `open` on its tracked socket `sock`, and the filing of
+/// the connection.
+fn open_tracked(r: &Rdm, sock: &Arc<Socket>, peer: SockAddr) -> Result<Arc<Shared>> {
     let answer = (|| -> Result<Answer> {
         let l = r.state.lock().listener.clone().ok_or(ENOTCONN)?;
         let me = l.local_addr()?;
@@ -366,17 +418,16 @@ fn open(r: &Rdm, peer: SockAddr) -> Result<Arc<Shared>> {
         if !me.ip_unspecified() {
             sock.bind(&me.with_port(0))?;
         }
-        with_timeout(&sock, || {
-            frame::connect_start(&sock, &peer, me.as_bytes())?;
-            frame::connect_finish(&sock)
+        with_timeout(sock, || {
+            frame::connect_start(sock, &peer, me.as_bytes())?;
+            frame::connect_finish(sock)
         })
     })();
-    untrack(r, &sock);
     match answer? {
         Answer::Accepted(_) => {}
         Answer::Rejected(_) => return Err(ECONNREFUSED),
     }
-    let conn = connection(r, sock, peer)?;
+    let conn = connection(r, sock.clone(), peer)?;
     add_conn(r, peer, conn, false)
 }
 

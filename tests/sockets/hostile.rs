@@ -216,6 +216,23 @@ fn drain(s: &Socket, mut len: usize) -> Result {
     Ok(())
 }
 
+/// Waits up to `ms` for bytes (or the end of the stream) on `s`, so
+/// that a read of an answer cannot hang a case on a provider that never
+/// answers.
+fn wait_readable(s: &Socket, ms: u64) -> bool {
+    for _ in 0..ms / 10 {
+        if s.readable() {
+            return true;
+        }
+        fsleep(Delta::from_millis(10));
+    }
+    s.readable()
+}
+
+/// kfi_sockets' default `rdm_max_peers` and `listen_backlog_max`.
+const RDM_MAX_PEERS: usize = 128;
+const LISTEN_BACKLOG_MAX: usize = 64;
+
 #[kunit_tests(kfi_sockets_hostile)]
 mod cases {
     use super::*;
@@ -716,6 +733,178 @@ mod cases {
         drop(raw);
         drop(pep);
         drop(buf);
+        Ok(())
+    }
+
+    /// Issue 10, bug 4: an RDM endpoint holds at most `rdm_max_peers`
+    /// connections. One more peer is refused (no connection, no memory);
+    /// once a peer hangs up, its room is free again.
+    #[test]
+    fn rdm_peers_are_bounded() -> Result {
+        let n = net_typed(
+            c"sockets",
+            c"127.0.0.1",
+            c"7493",
+            core::ptr::null_mut(),
+            sys::KFI_EP_RDM,
+        )?;
+        let mut attr = sys::kfi_av_attr {
+            type_: sys::KFI_AV_TABLE,
+            count: 4,
+            ..Default::default()
+        };
+        // SAFETY: An open domain, valid attributes.
+        let av = Owned::open(|o| unsafe {
+            sys::kfi_av_open(n.domain.as_ptr(), &mut attr, o, core::ptr::null_mut())
+        })?;
+        let c = cq(&n)?;
+        let ep = rdm_endpoint(&n, &c, &av)?;
+        let claim = |i: usize| SockAddr::v4([127, 0, 0, 1], 20000 + i as u16);
+        let mut peers = KVec::with_capacity(RDM_MAX_PEERS, GFP_KERNEL)?;
+        for i in 0..RDM_MAX_PEERS {
+            let (accepted, s) = rdm_claim([127, 0, 0, 1], 7493, &claim(i))?;
+            ensure!(accepted, "peer {} of {} was refused", i, RDM_MAX_PEERS);
+            peers.push(s, GFP_KERNEL)?;
+        }
+        let (accepted, extra) = rdm_claim([127, 0, 0, 1], 7493, &claim(RDM_MAX_PEERS))?;
+        ensure!(
+            !accepted,
+            "peer {} was accepted beyond rdm_max_peers",
+            RDM_MAX_PEERS + 1
+        );
+        drop(extra);
+        // One peer leaves: its room comes back once its end is noticed.
+        drop(peers.pop());
+        let mut back = false;
+        for _ in 0..50 {
+            let (accepted, s) = rdm_claim([127, 0, 0, 1], 7493, &claim(RDM_MAX_PEERS))?;
+            if accepted {
+                peers.push(s, GFP_KERNEL)?;
+                back = true;
+                break;
+            }
+            fsleep(Delta::from_millis(100));
+        }
+        ensure!(back, "the room of a peer that left never came back");
+        drop(peers);
+        drop(ep);
+        drop(c);
+        drop(av);
+        Ok(())
+    }
+
+    /// Issue 10, bug 4: a passive endpoint holds at most
+    /// `listen_backlog_max` requests the ULP has not answered. One more is
+    /// refused at once (`Reject`); answering one makes room again.
+    #[test]
+    fn listen_backlog_is_bounded() -> Result {
+        let n = net(c"7494")?;
+        let pep = listen(&n)?;
+        let a = SockAddr::v4([127, 0, 0, 1], 7494);
+        let mut raws = KVec::with_capacity(LISTEN_BACKLOG_MAX + 2, GFP_KERNEL)?;
+        let mut infos: KVec<*mut sys::kfi_info> =
+            KVec::with_capacity(LISTEN_BACKLOG_MAX, GFP_KERNEL)?;
+        let outcome = (|| -> Result {
+            for i in 0..LISTEN_BACKLOG_MAX {
+                let raw = Socket::tcp(&a)?;
+                frame::connect_start(&raw, &a, b"waiting")?;
+                raws.push(raw, GFP_KERNEL)?;
+                let (ev, buf, _) = event(&n)?;
+                ensure!(ev == sys::KFI_CONNREQ, "request {}: event {}", i, ev);
+                infos.push(cm_entry(&buf).info, GFP_KERNEL)?;
+            }
+            let extra = Socket::tcp(&a)?;
+            frame::connect_start(&extra, &a, b"one too many")?;
+            ensure!(
+                wait_readable(&extra, 5000),
+                "request {} got no answer",
+                LISTEN_BACKLOG_MAX + 1
+            );
+            ensure!(
+                matches!(
+                    frame::connect_finish(&extra),
+                    Ok(frame::Answer::Rejected(_))
+                ),
+                "request {} was not refused",
+                LISTEN_BACKLOG_MAX + 1
+            );
+            drop(extra);
+            // The ULP answers one: room for one more.
+            let first = *infos.first().ok_or(EINVAL)?;
+            // SAFETY: An open passive endpoint; the handle of a request it
+            // reported.
+            let ret =
+                unsafe { sys::kfi_reject(pep.as_ptr(), (*first).handle, core::ptr::null(), 0) };
+            ensure!(ret == 0, "kfi_reject: {}", ret);
+            let next = Socket::tcp(&a)?;
+            frame::connect_start(&next, &a, b"next")?;
+            raws.push(next, GFP_KERNEL)?;
+            let (ev, buf, _) = event(&n)?;
+            ensure!(ev == sys::KFI_CONNREQ, "after a reject: event {}", ev);
+            infos.push(cm_entry(&buf).info, GFP_KERNEL)?;
+            Ok(())
+        })();
+        for i in infos.iter() {
+            // SAFETY: Infos of reported requests, ours to free, once.
+            unsafe { sys::kfi_freeinfo(*i) };
+        }
+        drop(raws);
+        drop(pep);
+        outcome
+    }
+
+    /// Issue 10, bug 8: a message with no posted receive must not stop the
+    /// connection. The raw server sends a message nobody has posted a
+    /// receive for, then the answer to our write: the write completes; a
+    /// receive posted later gets the message; the server's hang-up is
+    /// reported.
+    #[test]
+    fn unreceived_message_does_not_park_responses() -> Result {
+        let n = net(c"7495")?;
+        let l = raw_listener(7495)?;
+        let c = cq(&n)?;
+        let wbuf = [0x21u8; 64];
+        let mut rbuf = KVec::new();
+        rbuf.resize(256, 0u8, GFP_KERNEL)?;
+        let (ep, raw) = kfi_client(&n, &c, &l)?;
+        ensure!(post_write(&ep, &wbuf, 0x1234, 3) == 0, "write not posted");
+        let h = frame::recv_hdr(&raw)?;
+        ensure!(h.op == Op::Write, "not the write: {:?}", h.op);
+        drain(&raw, RMA_DESC_LEN + h.len as usize)?;
+        let unasked = [0x5au8; 100];
+        frame::send_frame(&raw, &Hdr::new(Op::Msg, 0, 0), &[], &[&unasked])?;
+        frame::send_frame(&raw, &Hdr::new(Op::Ack, h.id, 0), &[], &[])?;
+        let mut e = sys::kfi_cq_data_entry::default();
+        let r = sread_ms(&c, &mut e, 5000);
+        ensure!(r == 1, "the write's answer was not read: {}", r);
+        ensure!(
+            e.op_context as usize == 3,
+            "context {}",
+            e.op_context as usize
+        );
+        let rv = kvec_mut(&mut rbuf);
+        // SAFETY: Open endpoint; the buffer outlives the endpoint.
+        let ret = unsafe { sys::kfi_recvmsg(ep.as_ptr(), &msg(&rv, 4, 0), 0) };
+        ensure!(ret == 0, "receive not posted: {}", ret);
+        let r = sread_ms(&c, &mut e, 5000);
+        ensure!(r == 1, "the held message was not received: {}", r);
+        ensure!(
+            e.op_context as usize == 4 && e.len == unasked.len(),
+            "receive {} of {} bytes",
+            e.op_context as usize,
+            e.len
+        );
+        ensure!(
+            rbuf[..100] == unasked[..],
+            "the held message's bytes differ"
+        );
+        // A hang-up behind an unreceived message is noticed.
+        frame::send_frame(&raw, &Hdr::new(Op::Msg, 0, 0), &[], &[&unasked])?;
+        drop(raw);
+        let (ev, _, _) = event(&n)?;
+        ensure!(ev == sys::KFI_SHUTDOWN, "event {}", ev);
+        drop(ep);
+        drop(rbuf);
         Ok(())
     }
 }
