@@ -405,24 +405,6 @@ impl Shared {
         Ok(())
     }
 
-    /// Queues `op` for the transmitter, waiting while the queue is full.
-    /// Process context.
-    pub(crate) fn queue_wait(self: &Arc<Self>, op: TxOp) -> Result {
-        let mut s = self.state.lock();
-        loop {
-            if !s.connected || s.closing {
-                return Err(ENOTCONN);
-            }
-            if s.tx.push(op).is_ok() {
-                break;
-            }
-            self.wake.wait(&mut s);
-        }
-        drop(s);
-        progress::kick_tx(self);
-        Ok(())
-    }
-
     /// Closes the connection: no callback or work item uses it when this
     /// returns; what was still queued fails with `ECANCELED`. Process
     /// context.

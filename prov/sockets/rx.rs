@@ -29,7 +29,7 @@ use crate::{
         provider::{CqRef, EqRef, FidRef},
         toolkit::{
             completion::{report, report_err, report_recv, CqEntry},
-            tags::Room,
+            tags::{Matched, Room},
         },
     },
     ksock::Socket,
@@ -167,6 +167,19 @@ pub(crate) fn complete_held(
         data,
         placed,
         payload.len().saturating_sub(placed),
+    );
+}
+
+/// Completes a tagged receive with the held message the tag matcher gave
+/// it.
+pub(crate) fn complete_matched(cq: Option<CqRef>, m: &Matched<RxOp, Unexpected>) {
+    complete_held(
+        cq,
+        &m.recv,
+        sys::KFI_TAGGED,
+        m.tag,
+        m.msg.data,
+        &m.msg.payload,
     );
 }
 
@@ -468,14 +481,7 @@ impl Rx<'_> {
             s.tagged.hold(room, h.tag, u)?.map(|m| (m, cq))
         };
         if let Some((m, cq)) = taken {
-            complete_held(
-                cq,
-                &m.recv,
-                sys::KFI_TAGGED,
-                m.tag,
-                m.msg.data,
-                &m.msg.payload,
-            );
+            complete_matched(cq, &m);
         }
         // Held counts as delivered: the data is placed at the target.
         self.ack_if_asked(h)?;

@@ -153,14 +153,7 @@ impl RxQueues {
             (s.tagged.post(t.tag, t.ignore, op)?, s.cq)
         };
         if let Some(m) = held {
-            rx::complete_held(
-                cq,
-                &m.recv,
-                sys::KFI_TAGGED,
-                m.tag,
-                m.msg.data,
-                &m.msg.payload,
-            );
+            rx::complete_matched(cq, &m);
         }
         Ok(())
     }

@@ -216,6 +216,37 @@ fn drain(s: &Socket, mut len: usize) -> Result {
     Ok(())
 }
 
+/// An RDM endpoint of kfi_sockets on 127.0.0.1:`port` with its CQ and
+/// AV (4 entries). The fields drop in order: the endpoint first.
+struct RdmSide {
+    ep: Owned<sys::kfid_ep>,
+    c: Owned<sys::kfid_cq>,
+    av: Owned<sys::kfid_av>,
+    _n: Net,
+}
+
+fn rdm_side(port: &core::ffi::CStr) -> Result<RdmSide> {
+    let n = net_typed(
+        c"sockets",
+        c"127.0.0.1",
+        port,
+        core::ptr::null_mut(),
+        sys::KFI_EP_RDM,
+    )?;
+    let mut attr = sys::kfi_av_attr {
+        type_: sys::KFI_AV_TABLE,
+        count: 4,
+        ..Default::default()
+    };
+    // SAFETY: An open domain, valid attributes.
+    let av = Owned::open(|o| unsafe {
+        sys::kfi_av_open(n.domain.as_ptr(), &mut attr, o, core::ptr::null_mut())
+    })?;
+    let c = cq(&n)?;
+    let ep = rdm_endpoint(&n, &c, &av)?;
+    Ok(RdmSide { ep, c, av, _n: n })
+}
+
 /// Waits up to `ms` for bytes (or the end of the stream) on `s`, so
 /// that a read of an answer cannot hang a case on a provider that never
 /// answers.
@@ -462,24 +493,7 @@ mod cases {
     /// address that already has one is refused.
     #[test]
     fn rdm_refuses_spoofed_and_duplicate_peers() -> Result {
-        let n = net_typed(
-            c"sockets",
-            c"127.0.0.1",
-            c"7482",
-            core::ptr::null_mut(),
-            sys::KFI_EP_RDM,
-        )?;
-        let mut attr = sys::kfi_av_attr {
-            type_: sys::KFI_AV_TABLE,
-            count: 4,
-            ..Default::default()
-        };
-        // SAFETY: An open domain, valid attributes.
-        let av = Owned::open(|o| unsafe {
-            sys::kfi_av_open(n.domain.as_ptr(), &mut attr, o, core::ptr::null_mut())
-        })?;
-        let c = cq(&n)?;
-        let ep = rdm_endpoint(&n, &c, &av)?;
+        let r = rdm_side(c"7482")?;
         let victim = SockAddr::v4([127, 0, 0, 1], 7483);
         // From 127.0.0.2, claiming to be a peer on 127.0.0.1.
         let (accepted, spoof) = rdm_claim([127, 0, 0, 2], 7482, &victim)?;
@@ -495,9 +509,7 @@ mod cases {
         drop(second);
         drop(first);
         drop(spoof);
-        drop(ep);
-        drop(c);
-        drop(av);
+        drop(r);
         Ok(())
     }
 
@@ -741,24 +753,7 @@ mod cases {
     /// once a peer hangs up, its room is free again.
     #[test]
     fn rdm_peers_are_bounded() -> Result {
-        let n = net_typed(
-            c"sockets",
-            c"127.0.0.1",
-            c"7493",
-            core::ptr::null_mut(),
-            sys::KFI_EP_RDM,
-        )?;
-        let mut attr = sys::kfi_av_attr {
-            type_: sys::KFI_AV_TABLE,
-            count: 4,
-            ..Default::default()
-        };
-        // SAFETY: An open domain, valid attributes.
-        let av = Owned::open(|o| unsafe {
-            sys::kfi_av_open(n.domain.as_ptr(), &mut attr, o, core::ptr::null_mut())
-        })?;
-        let c = cq(&n)?;
-        let ep = rdm_endpoint(&n, &c, &av)?;
+        let r = rdm_side(c"7493")?;
         let claim = |i: usize| SockAddr::v4([127, 0, 0, 1], 20000 + i as u16);
         let mut peers = KVec::with_capacity(RDM_MAX_PEERS, GFP_KERNEL)?;
         for i in 0..RDM_MAX_PEERS {
@@ -787,9 +782,7 @@ mod cases {
         }
         ensure!(back, "the room of a peer that left never came back");
         drop(peers);
-        drop(ep);
-        drop(c);
-        drop(av);
+        drop(r);
         Ok(())
     }
 
@@ -905,6 +898,94 @@ mod cases {
         ensure!(ev == sys::KFI_SHUTDOWN, "event {}", ev);
         drop(ep);
         drop(rbuf);
+        Ok(())
+    }
+
+    /// Inserts socket address `a` into `av`: its `kfi_addr_t`.
+    fn av_insert(av: &Owned<sys::kfid_av>, a: &SockAddr) -> Result<u64> {
+        let mut fi_addr = u64::MAX;
+        // SAFETY: An open AV; one address of the domain's (sockaddr)
+        // format, valid for the call.
+        let n = unsafe {
+            sys::kfi_av_insert(
+                av.as_ptr(),
+                a.as_bytes().as_ptr().cast(),
+                1,
+                &mut fi_addr,
+                0,
+                core::ptr::null_mut(),
+            )
+        };
+        ensure!(n == 1, "kfi_av_insert: {}", n);
+        Ok(fi_addr)
+    }
+
+    /// Issue 10, bug 7: an RDM peer that takes the TCP connection but never
+    /// answers the request (opening it would take `handshake_timeout_ms`,
+    /// 10 s) must not hold up an operation to another peer posted behind
+    /// it: that one reaches its peer within 3 s.
+    #[test]
+    fn stuck_rdm_peer_does_not_stall_others() -> Result {
+        let r = rdm_side(c"7496")?;
+        // Never accepted: the kernel completes the TCP handshake, nobody
+        // reads the request.
+        let silent = raw_listener(7497)?;
+        let good = raw_listener(7498)?;
+        let to_silent = av_insert(&r.av, &SockAddr::v4([127, 0, 0, 1], 7497))?;
+        let to_good = av_insert(&r.av, &SockAddr::v4([127, 0, 0, 1], 7498))?;
+        let stuck = [1u8; 8];
+        let payload = [2u8; 8];
+        let sv = kvec(&stuck);
+        let mut m = msg(&sv, 1, 0);
+        m.addr = to_silent;
+        let t = Instant::<Monotonic>::now();
+        // SAFETY: Open endpoint; the buffer outlives the endpoint.
+        let ret = unsafe { sys::kfi_sendmsg(r.ep.as_ptr(), &m, 0) };
+        ensure!(ret == 0, "send to the silent peer not posted: {}", ret);
+        let pv = kvec(&payload);
+        let mut m = msg(&pv, 2, 0);
+        m.addr = to_good;
+        // SAFETY: As above.
+        let ret = unsafe { sys::kfi_sendmsg(r.ep.as_ptr(), &m, 0) };
+        ensure!(ret == 0, "send to the good peer not posted: {}", ret);
+        let mut s = None;
+        for _ in 0..500 {
+            if let Ok(a) = good.accept(true) {
+                s = Some(a);
+                break;
+            }
+            fsleep(Delta::from_millis(10));
+        }
+        let Some(s) = s else {
+            pr_err!("kfi_sockets_hostile: the good peer was never connected to\n");
+            return Err(EBADE);
+        };
+        frame::read_connreq(&s)?;
+        frame::accept(&s, &[])?;
+        ensure!(wait_readable(&s, 5000), "no message for the good peer");
+        let h = frame::recv_hdr(&s)?;
+        let took = t.elapsed().as_millis();
+        ensure!(
+            h.op == Op::Msg && h.len == payload.len() as u64,
+            "not the message: {:?}",
+            h.op
+        );
+        ensure!(
+            took < 3000,
+            "the good peer waited {} ms behind the silent one",
+            took
+        );
+        let mut e = sys::kfi_cq_data_entry::default();
+        let got = sread_ms(&r.c, &mut e, 5000);
+        ensure!(
+            got == 1 && e.op_context as usize == 2,
+            "the send to the good peer did not complete first: {}",
+            got
+        );
+        drop(r);
+        drop(s);
+        drop(good);
+        drop(silent);
         Ok(())
     }
 }
