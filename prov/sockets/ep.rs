@@ -60,9 +60,9 @@ pub(crate) const INJECT_MAX: usize = 256;
 pub(crate) const RESP_MAX: usize = QUEUE;
 /// Bytes of the receive work's buffer for payload nobody takes.
 const SCRATCH: usize = 16 << 10;
-/// Most tagged messages held for receives not posted yet, and their bytes.
+/// Most tagged messages held for receives not posted yet (their bytes:
+/// the `unexpected_bytes_max` parameter).
 pub(crate) const UNEXP_MAX: usize = QUEUE;
-pub(crate) const UNEXP_BYTES: usize = 4 << 20;
 
 /// Capabilities of every endpoint (and of the provider's infos).
 pub(crate) const CAPS: u64 = sys::KFI_MSG
@@ -202,10 +202,12 @@ pub(crate) struct Pending {
 }
 
 /// A tagged message that arrived before its receive was posted (the tag
-/// matcher keeps its tag).
+/// matcher keeps its tag). Up to `unexpected_bytes_max` of payload: from
+/// pages (`KVVec`) rather than one high-order kmalloc, so never dropped
+/// under a spinlock (a vmalloc'd buffer is freed in process context).
 pub(crate) struct Unexpected {
     pub(crate) data: Option<u64>,
-    pub(crate) payload: KVec<u8>,
+    pub(crate) payload: KVVec<u8>,
 }
 
 /// A response for the transmitter to send.
@@ -398,24 +400,6 @@ impl Shared {
             return Err(ENOTCONN);
         }
         s.tx.push(op).map_err(|_| EAGAIN)?;
-        drop(s);
-        progress::kick_tx(self);
-        Ok(())
-    }
-
-    /// Queues `op` for the transmitter, waiting while the queue is full.
-    /// Process context.
-    pub(crate) fn queue_wait(self: &Arc<Self>, op: TxOp) -> Result {
-        let mut s = self.state.lock();
-        loop {
-            if !s.connected || s.closing {
-                return Err(ENOTCONN);
-            }
-            if s.tx.push(op).is_ok() {
-                break;
-            }
-            self.wake.wait(&mut s);
-        }
         drop(s);
         progress::kick_tx(self);
         Ok(())

@@ -22,6 +22,7 @@ mod kfi;
 mod atomics;
 mod bufs;
 mod ep;
+mod held;
 mod mr;
 mod pep;
 mod progress;
@@ -60,12 +61,39 @@ module! {
             default: 2000,
             description: "How long closing a region waits for peers' accesses before aborting their connections (ms)",
         },
+        rdm_max_peers: u32 {
+            default: 128,
+            description: "Most connections of one RDM endpoint, accepted and opened, handshakes included (more are refused)",
+        },
+        listen_backlog_max: u32 {
+            default: 64,
+            description: "Most connection requests a passive endpoint holds until the ULP answers them (more are refused)",
+        },
+        unexpected_bytes_max: u32 {
+            default: 4194304,
+            description: "Most payload bytes of tagged messages an endpoint holds for receives not posted yet",
+        },
     },
 }
 
 /// The `mr_close_grace_ms` parameter.
 pub(crate) fn mr_close_grace_ms() -> u32 {
     module_parameters::mr_close_grace_ms.value()
+}
+
+/// The `rdm_max_peers` parameter (at least 1).
+pub(crate) fn rdm_max_peers() -> usize {
+    (module_parameters::rdm_max_peers.value() as usize).max(1)
+}
+
+/// The `listen_backlog_max` parameter (at least 1).
+pub(crate) fn listen_backlog_max() -> usize {
+    (module_parameters::listen_backlog_max.value() as usize).max(1)
+}
+
+/// The `unexpected_bytes_max` parameter.
+pub(crate) fn unexpected_bytes_max() -> usize {
+    module_parameters::unexpected_bytes_max.value() as usize
 }
 
 /// The `handshake_timeout_ms` parameter.

@@ -3,7 +3,9 @@
 //! Passive endpoints of kfi_sockets: a listening socket and an acceptor
 //! worker. Each accepted connection's request is read on a worker of its
 //! own (a silent peer holds up nobody else) and becomes a `KFI_CONNREQ`
-//! event whose info names the request's handle.
+//! event whose info names the request's handle. A passive endpoint holds
+//! at most `listen_backlog_max` requests (being read, or waiting for the
+//! ULP's accept or reject); the acceptor refuses more at once.
 
 use kernel::{
     new_mutex,
@@ -127,10 +129,18 @@ fn acceptor(sh: &Arc<Shared>) {
         &l,
         || sh.state.lock().closing,
         |s| {
+            let key = Arc::as_ptr(sh) as usize;
+            // Only this acceptor adds requests, so the count cannot grow
+            // between the check and the push.
+            let waiting = REQUESTS.lock().owned_by(key);
             {
                 let mut st = sh.state.lock();
                 if st.closing {
                     return Err(ECANCELED);
+                }
+                if st.busy.len().saturating_add(waiting) >= crate::listen_backlog_max() {
+                    drop(st);
+                    return Err(refuse(s, ENOSPC));
                 }
                 st.busy.push(s.clone(), GFP_KERNEL)?;
             }
@@ -138,6 +148,14 @@ fn acceptor(sh: &Arc<Shared>) {
             spawn(sh, move |sh| handshake(sh, s2)).inspect_err(|_| untrack(sh, s))
         },
     );
+}
+
+/// Refuses a connection that would exceed a bound (`e`): the peer reads a
+/// `Reject` (a fresh socket has room for it) and the end of the stream;
+/// nothing is allocated for it. Returns `e`.
+pub(crate) fn refuse(s: &Socket, e: Error) -> Error {
+    let _ = with_timeout(s, || frame::reject(s, &[]));
+    e
 }
 
 /// Accepts connections on listener `l` until it is shut down (`closing`

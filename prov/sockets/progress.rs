@@ -11,7 +11,7 @@
 //! latency): the receive work
 //! (`rx::run`) handles every frame that has arrived and returns when the
 //! socket has no more bytes or a message waits for a receive to be posted
-//! (posting one queues the work again); the transmit work (`tx::run`)
+//! with no room to be held (posting one queues the work again); the transmit work (`tx::run`)
 //! sends queued responses and operations and returns when there is
 //! nothing it may send. A work item may still sleep inside one frame (the
 //! rest of a payload, room in the socket), never between frames.

@@ -13,16 +13,27 @@
 //! responses, workers); all of an endpoint's connections share its receive
 //! queues (`rxq.rs`), so a posted receive takes a message from any peer.
 //!
+//! An endpoint holds at most `rdm_max_peers` connections (module
+//! parameter), accepted and opened, handshakes in progress included: a
+//! peer's request beyond that is answered with `Reject`, an operation
+//! that would open one more fails with `ENOSPC`. Nothing is allocated for
+//! a refused connection.
+//!
 //! Posting works in any context but hard interrupt: it queues the
-//! operation with its `kfi_addr_t`. A dispatcher worker resolves the
-//! address in the AV, finds or opens the connection (process context) and
-//! hands the operation on. Completions go to the endpoint's CQs; a peer
-//! that cannot be reached fails the operation (`ECONNREFUSED`, ...).
+//! operation with its `kfi_addr_t` (at most `PEER_BACKLOG` per peer, so
+//! one stuck peer cannot fill the queue: `EAGAIN` beyond). A dispatcher
+//! worker resolves the address in the AV and hands the operation to the
+//! peer's connection without waiting: a connection is opened on a worker
+//! of its own, and an operation whose peer's ring is full or whose
+//! connection is being opened stays queued while those to other peers go
+//! on. Completions go to the endpoint's CQs; a peer that cannot be
+//! reached fails the operations that waited for it (`ECONNREFUSED`, ...).
 
 use kernel::{
     new_condvar, new_mutex, new_spinlock_irq,
     prelude::*,
     sync::{Arc, CondVar, Mutex, SpinLockIrq},
+    time::msecs_to_jiffies,
 };
 
 use crate::{
@@ -33,7 +44,6 @@ use crate::{
         kfabric::kfi_error,
         kfi_sys as sys,
         provider::{AvRef, Bound, CqRef, EndpointAttr},
-        ring::Ring,
         toolkit::{
             completion::{report_err, CqEntry},
             workers::Workers,
@@ -41,7 +51,7 @@ use crate::{
     },
     ksock::{NetNs, SockAddr, Socket},
     mr::MrTable,
-    pep::{accept_loop, listen_socket, with_timeout},
+    pep::{accept_loop, listen_socket, refuse, with_timeout},
     rxq::RxQueues,
 };
 
@@ -53,6 +63,15 @@ fn peer_of(av: AvRef, fi_addr: u64) -> Result<SockAddr> {
     SockAddr::from_bytes(b.get(..len).ok_or(EINVAL)?)
 }
 
+/// Most operations one peer may have waiting in the endpoint's queue: a
+/// peer whose connection is stuck (its ring full, its handshake slow)
+/// leaves the rest of the queue to the others.
+const PEER_BACKLOG: usize = QUEUE / 4;
+
+/// How often the dispatcher looks again at a peer whose ring was full (a
+/// connection has no way to tell the endpoint that room came back).
+const FULL_RING_POLL_MS: u32 = 10;
+
 /// An operation and its destination.
 #[derive(Clone, Copy, Default)]
 struct Queued {
@@ -61,7 +80,12 @@ struct Queued {
 }
 
 struct TxQueue {
-    ops: Ring<Queued>,
+    /// Operations not handed to a connection yet, oldest first (room for
+    /// `QUEUE`). Only posting adds (at the end), only the dispatcher
+    /// removes (until close), so its index of an entry stays valid.
+    ops: KVec<Queued>,
+    /// Something changed that the dispatcher should look at.
+    kicked: bool,
     closing: bool,
 }
 
@@ -74,6 +98,11 @@ struct State {
     /// Sockets of requests being read, and of a connection being opened:
     /// shut down at close so no worker waits on a silent peer.
     busy: KVec<Arc<Socket>>,
+    /// Peers a worker is opening a connection to.
+    opening: KVec<SockAddr>,
+    /// Peers whose opening failed, with the error, for the dispatcher to
+    /// fail the operations that waited for them.
+    failed: KVec<(SockAddr, Error)>,
     closing: bool,
 }
 
@@ -130,10 +159,13 @@ impl RdmEp {
                     listener: None,
                     conns: KVec::new(),
                     busy: KVec::new(),
+                    opening: KVec::new(),
+                    failed: KVec::new(),
                     closing: false,
                 }),
                 txq <- new_spinlock_irq!(TxQueue {
-                    ops: Ring::new(QUEUE)?,
+                    ops: KVec::with_capacity(QUEUE, GFP_KERNEL)?,
+                    kicked: false,
                     closing: false,
                 }),
                 wake <- new_condvar!(),
@@ -195,13 +227,22 @@ impl RdmEp {
         Ok(ep::put_addr(&l.local_addr()?, out))
     }
 
-    /// Queues `op` for the peer `dest` (any context but hard interrupt).
+    /// Queues `op` for the peer `dest` (any context but hard interrupt):
+    /// `EAGAIN` when the endpoint's queue is full or `dest` has
+    /// `PEER_BACKLOG` operations in it already.
     pub(crate) fn post(&self, op: TxOp, dest: u64) -> Result {
         let mut q = self.0.txq.lock();
         if q.closing {
             return Err(ENOTCONN);
         }
-        q.ops.push(Queued { op, dest }).map_err(|_| EAGAIN)?;
+        if q.ops.len() >= QUEUE || q.ops.iter().filter(|x| x.dest == dest).count() >= PEER_BACKLOG {
+            return Err(EAGAIN);
+        }
+        // Within the capacity allocated at open: does not allocate.
+        q.ops
+            .push_within_capacity(Queued { op, dest })
+            .map_err(|_| EAGAIN)?;
+        q.kicked = true;
         drop(q);
         self.0.wake.notify_all();
         Ok(())
@@ -225,9 +266,38 @@ fn has_incoming(conns: &[Conn], peer: &SockAddr) -> bool {
         .any(|c| c.incoming && c.peer.as_bytes() == peer.as_bytes() && c.conn.usable())
 }
 
+/// Takes the connections that ended out of the list, for the caller to
+/// close outside the lock (the next use of such a peer reconnects). If
+/// there is no memory to hold them, they stay listed until a later call.
+fn take_ended(conns: &mut KVec<Conn>) -> KVec<Arc<Shared>> {
+    let n = conns.iter().filter(|c| !c.conn.usable()).count();
+    let Ok(mut ended) = KVec::with_capacity(n, GFP_KERNEL) else {
+        return KVec::new();
+    };
+    let mut i = 0;
+    while i < conns.len() && ended.len() < n {
+        if conns.get(i).is_some_and(|c| c.conn.usable()) {
+            i += 1;
+            continue;
+        }
+        match conns.remove(i) {
+            // Within the capacity: does not allocate or fail.
+            Ok(c) => {
+                if let Err(e) = ended.push_within_capacity(c.conn) {
+                    // Closed rather than dropped while hooked.
+                    e.0.close();
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    ended
+}
+
 /// Files a connection under the peer's address, unless the endpoint is
 /// closing or (`incoming`) the peer has a live connection already: then
-/// it is closed here.
+/// it is closed here. Its room was reserved by `track` of its socket,
+/// which the caller untracks after this.
 fn add_conn(r: &Rdm, peer: SockAddr, conn: Arc<Shared>, incoming: bool) -> Result<Arc<Shared>> {
     let mut s = r.state.lock();
     if s.closing || (incoming && has_incoming(&s.conns, &peer)) {
@@ -236,41 +306,49 @@ fn add_conn(r: &Rdm, peer: SockAddr, conn: Arc<Shared>, incoming: bool) -> Resul
         conn.close();
         return Err(e);
     }
-    // Connections that ended are closed here, the next use reconnects.
-    let mut ended = KVec::new();
-    let mut i = 0;
-    while i < s.conns.len() {
-        if s.conns.get(i).is_some_and(|c| c.conn.usable()) {
-            i += 1;
-        } else if let Ok(c) = s.conns.remove(i) {
-            ended.push(c.conn, GFP_KERNEL)?;
-        } else {
-            break;
-        }
-    }
-    s.conns.push(
+    let ended = take_ended(&mut s.conns);
+    let filed = s.conns.push(
         Conn {
             peer,
             conn: conn.clone(),
             incoming,
         },
         GFP_KERNEL,
-    )?;
+    );
     drop(s);
     for c in ended.iter() {
         c.close();
     }
+    if let Err(e) = filed {
+        conn.close();
+        return Err(e.into());
+    }
     Ok(conn)
 }
 
-/// Tracks a socket a worker may wait on (see `State::busy`).
+/// Tracks a socket a worker may wait on (see `State::busy`), reserving
+/// room for its connection: an endpoint has at most `rdm_max_peers`
+/// connections, handshakes in progress included (`ENOSPC` beyond; ended
+/// connections are closed first to make room). The socket stays tracked
+/// until its connection is filed or has failed, so the count never drops
+/// below what exists.
 fn track(r: &Rdm, sock: &Arc<Socket>) -> Result {
     let mut s = r.state.lock();
     if s.closing {
         return Err(ECANCELED);
     }
-    s.busy.push(sock.clone(), GFP_KERNEL)?;
-    Ok(())
+    let ended = take_ended(&mut s.conns);
+    let room = s.conns.len().saturating_add(s.busy.len()) < crate::rdm_max_peers();
+    let pushed = if room {
+        s.busy.push(sock.clone(), GFP_KERNEL).map_err(Error::from)
+    } else {
+        Err(ENOSPC)
+    };
+    drop(s);
+    for c in ended.iter() {
+        c.close();
+    }
+    pushed
 }
 
 fn untrack(r: &Rdm, sock: &Arc<Socket>) {
@@ -303,7 +381,7 @@ fn acceptor(r: &Arc<Rdm>) {
         &l,
         || r.state.lock().closing,
         |s| {
-            track(r, s)?;
+            track(r, s).map_err(|e| if e == ENOSPC { refuse(s, e) } else { e })?;
             let s2 = s.clone();
             spawn(r, move |r| incoming(r, s2)).inspect_err(|_| untrack(r, s))
         },
@@ -355,10 +433,19 @@ fn incoming(r: &Arc<Rdm>, sock: Arc<Socket>) {
 }
 
 /// Opens a connection to `peer`: our listening address is the request's
-/// private data.
+/// private data. `ENOSPC` when the endpoint has `rdm_max_peers`
+/// connections already.
 fn open(r: &Rdm, peer: SockAddr) -> Result<Arc<Shared>> {
     let sock = Arc::new(Socket::tcp_in(&peer, r.ns)?, GFP_KERNEL)?;
     track(r, &sock)?;
+    let conn = open_tracked(r, &sock, peer);
+    untrack(r, &sock);
+    conn
+}
+
+/// The handshake of `open` on its tracked socket `sock`, and the filing of
+/// the connection.
+fn open_tracked(r: &Rdm, sock: &Arc<Socket>, peer: SockAddr) -> Result<Arc<Shared>> {
     let answer = (|| -> Result<Answer> {
         let l = r.state.lock().listener.clone().ok_or(ENOTCONN)?;
         let me = l.local_addr()?;
@@ -366,63 +453,152 @@ fn open(r: &Rdm, peer: SockAddr) -> Result<Arc<Shared>> {
         if !me.ip_unspecified() {
             sock.bind(&me.with_port(0))?;
         }
-        with_timeout(&sock, || {
-            frame::connect_start(&sock, &peer, me.as_bytes())?;
-            frame::connect_finish(&sock)
+        with_timeout(sock, || {
+            frame::connect_start(sock, &peer, me.as_bytes())?;
+            frame::connect_finish(sock)
         })
     })();
-    untrack(r, &sock);
     match answer? {
         Answer::Accepted(_) => {}
         Answer::Rejected(_) => return Err(ECONNREFUSED),
     }
-    let conn = connection(r, sock, peer)?;
+    let conn = connection(r, sock.clone(), peer)?;
     add_conn(r, peer, conn, false)
 }
 
-/// The connection to `peer`, opened if there is none that works.
-fn conn_to(r: &Rdm, peer: SockAddr) -> Result<Arc<Shared>> {
-    let found = r
-        .state
-        .lock()
+/// Tells the dispatcher to look at the queue again.
+fn kick(r: &Rdm) {
+    r.txq.lock().kicked = true;
+    r.wake.notify_all();
+}
+
+/// Opens a connection to `peer` on a worker of its own, so that a peer
+/// that does not answer holds up nobody else; the outcome is left for the
+/// dispatcher.
+fn opener(r: &Arc<Rdm>, peer: SockAddr) {
+    let outcome = open(r, peer);
+    {
+        let mut s = r.state.lock();
+        s.opening.retain(|p| p.as_bytes() != peer.as_bytes());
+        if let Err(e) = outcome {
+            // Without memory to note it, the next pass simply opens again.
+            let _ = s.failed.push((peer, e), GFP_KERNEL);
+        }
+    }
+    kick(r);
+}
+
+/// What became of a queued operation.
+enum Handed {
+    /// Queued on its connection, or failed (`Err`).
+    Done(Result),
+    /// Its peer cannot take it now (a full ring, a connection being
+    /// opened): it stays queued, and so do later ones to that peer.
+    Wait,
+}
+
+/// Hands `q` to its peer's connection without waiting: starts opening the
+/// connection if there is none; fails `q` if opening failed (`failed`).
+fn hand_over(r: &Arc<Rdm>, q: &Queued, failed: &[(SockAddr, Error)]) -> Handed {
+    // Not in one expression: the lock guard would live through it.
+    let av = r.state.lock().av;
+    let peer = match av.ok_or(EINVAL).and_then(|av| peer_of(av, q.dest)) {
+        Ok(p) => p,
+        Err(e) => return Handed::Done(Err(e)),
+    };
+    let mut s = r.state.lock();
+    let found = s
         .conns
         .iter()
         .find(|c| c.peer.as_bytes() == peer.as_bytes() && c.conn.usable())
         .map(|c| c.conn.clone());
-    match found {
-        Some(c) => Ok(c),
-        None => open(r, peer),
+    if let Some(c) = found {
+        drop(s);
+        return match c.queue(q.op) {
+            Err(e) if e == EAGAIN => Handed::Wait,
+            other => Handed::Done(other),
+        };
     }
+    if let Some((_, e)) = failed.iter().find(|(p, _)| p.as_bytes() == peer.as_bytes()) {
+        return Handed::Done(Err(*e));
+    }
+    if s.opening.iter().any(|p| p.as_bytes() == peer.as_bytes()) {
+        return Handed::Wait;
+    }
+    if let Err(e) = s.opening.push(peer, GFP_KERNEL) {
+        return Handed::Done(Err(e.into()));
+    }
+    drop(s);
+    if let Err(e) = spawn(r, move |r| opener(r, peer)) {
+        r.state
+            .lock()
+            .opening
+            .retain(|p| p.as_bytes() != peer.as_bytes());
+        return Handed::Done(Err(e));
+    }
+    Handed::Wait
 }
 
 /// Hands queued operations to their peers' connections until the endpoint
-/// closes.
+/// closes. It never waits on a peer: an operation whose peer cannot take
+/// it now stays queued (with the later ones to that peer, which keep
+/// their order) while those to other peers go on.
 fn dispatcher(r: &Arc<Rdm>) {
+    // The peers that wait in this pass: at most one per queued operation.
+    let Ok(mut waiting) = KVec::<u64>::with_capacity(QUEUE, GFP_KERNEL) else {
+        return;
+    };
     loop {
-        let q = {
-            let mut t = r.txq.lock();
-            loop {
+        waiting.clear();
+        // Failures noted before this pass fail the operations that were
+        // waiting for them; later ones are for the next pass.
+        let failed = core::mem::take(&mut r.state.lock().failed);
+        let mut progressed = false;
+        let mut i = 0;
+        loop {
+            let q = {
+                let t = r.txq.lock();
                 if t.closing {
                     return;
                 }
-                if let Some(q) = t.ops.front().copied() {
-                    t.ops.pop();
-                    break q;
+                match t.ops.get(i) {
+                    Some(q) => *q,
+                    None => break,
                 }
-                r.wake.wait(&mut t);
+            };
+            if waiting.contains(&q.dest) {
+                i += 1;
+                continue;
             }
-        };
-        // Not in one expression: the lock guard would live through it.
-        let av = r.state.lock().av;
-        let sent = av
-            .ok_or(EINVAL)
-            .and_then(|av| peer_of(av, q.dest))
-            .and_then(|peer| conn_to(r, peer))
-            .and_then(|c| c.queue_wait(q.op));
-        if let Err(e) = sent {
-            let cq = r.state.lock().tx_cq;
-            report_err(cq, &CqEntry::of(q.op.context, q.op.completion_flags()), e);
+            match hand_over(r, &q, &failed) {
+                Handed::Wait => {
+                    let _ = waiting.push_within_capacity(q.dest);
+                    i += 1;
+                }
+                Handed::Done(outcome) => {
+                    let _ = r.txq.lock().ops.remove(i);
+                    progressed = true;
+                    if let Err(e) = outcome {
+                        let cq = r.state.lock().tx_cq;
+                        report_err(cq, &CqEntry::of(q.op.context, q.op.completion_flags()), e);
+                    }
+                }
+            }
         }
+        drop(failed);
+        let mut t = r.txq.lock();
+        if t.closing {
+            return;
+        }
+        if !progressed && !t.kicked {
+            if t.ops.is_empty() {
+                r.wake.wait(&mut t);
+            } else {
+                let j = msecs_to_jiffies(FULL_RING_POLL_MS);
+                let _ = r.wake.wait_interruptible_timeout(&mut t, j);
+            }
+        }
+        t.kicked = false;
     }
 }
 
@@ -453,15 +629,10 @@ impl Drop for RdmEp {
         r.workers.wait_idle();
         // Operations never handed to a connection.
         let cq = r.state.lock().tx_cq;
-        let mut t = r.txq.lock();
-        let mut left: KVec<(usize, u64)> = KVec::new();
-        while let Some(q) = t.ops.front().copied() {
-            t.ops.pop();
-            let _ = left.push((q.op.context, q.op.completion_flags()), GFP_ATOMIC);
-        }
-        drop(t);
-        for (ctx, flags) in left.iter() {
-            report_err(cq, &CqEntry::of(*ctx, *flags), ECANCELED);
+        let left = core::mem::take(&mut r.txq.lock().ops);
+        for q in left.iter() {
+            let c = CqEntry::of(q.op.context, q.op.completion_flags());
+            report_err(cq, &c, ECANCELED);
         }
     }
 }

@@ -5,9 +5,11 @@
 //! rest of a frame, never between frames).
 //!
 //! Messages go straight from the socket into the oldest posted receive
-//! (tagged ones into the oldest matching tagged receive, or a held copy
-//! when none is posted yet); a message with no receive parks the
-//! connection until one is posted. Peers' RMA and atomics are checked
+//! (tagged ones into the oldest matching tagged receive), or into a held
+//! copy when none is posted yet, within the endpoint's bounds, so that the
+//! frames behind them (responses to our operations, the end of the
+//! stream) are still read; a message that finds no room parks the
+//! connection until a receive is posted. Peers' RMA and atomics are checked
 //! against the domain's registered memory before a byte is placed; a
 //! refused access is answered with its errno and changes nothing.
 //! Responses to our own operations complete them; read data goes straight
@@ -21,12 +23,13 @@ use crate::{
     bufs::{self, slice, Buf},
     ep::{Kind, Pending, Resp, RxOp, Shared, Unexpected, RESP_MAX},
     frame,
+    held::MsgRoom,
     kfi::{
         kfi_sys as sys,
         provider::{CqRef, EqRef, FidRef},
         toolkit::{
             completion::{report, report_err, report_recv, CqEntry},
-            tags::Room,
+            tags::{Matched, Room},
         },
     },
     ksock::Socket,
@@ -144,10 +147,12 @@ struct Rx<'a> {
     scratch: &'a mut KVec<u8>,
 }
 
-/// Completes a tagged receive from a held message.
-pub(crate) fn complete_tagged(
+/// Completes a receive (`kind`: `KFI_MSG` or `KFI_TAGGED`) from a held
+/// message.
+pub(crate) fn complete_held(
     cq: Option<CqRef>,
     op: &RxOp,
+    kind: u64,
     tag: u64,
     data: Option<u64>,
     payload: &[u8],
@@ -157,11 +162,24 @@ pub(crate) fn complete_tagged(
     finish_recv(
         cq,
         op,
-        sys::KFI_TAGGED,
+        kind,
         tag,
         data,
         placed,
-        payload.len() - placed,
+        payload.len().saturating_sub(placed),
+    );
+}
+
+/// Completes a tagged receive with the held message the tag matcher gave
+/// it.
+pub(crate) fn complete_matched(cq: Option<CqRef>, m: &Matched<RxOp, Unexpected>) {
+    complete_held(
+        cq,
+        &m.recv,
+        sys::KFI_TAGGED,
+        m.tag,
+        m.msg.data,
+        &m.msg.payload,
     );
 }
 
@@ -324,7 +342,9 @@ impl Rx<'_> {
         self.sh.state.lock().closing
     }
 
-    /// A message for the oldest posted receive (parked until there is one).
+    /// A message for the oldest posted receive; held until there is one
+    /// (`held.rs`), so that the frames behind it are read meanwhile, or,
+    /// when there is no room to hold it, parked.
     fn msg(&mut self, h: &Hdr) -> Result<Step> {
         let q = &self.sh.rxq;
         let (op, cq) = {
@@ -333,7 +353,13 @@ impl Rx<'_> {
                 return Err(ECANCELED);
             }
             if s.rx.is_empty() {
-                return self.park(&mut s, h);
+                return match s.held.reserve(h.len as usize) {
+                    Some(room) => {
+                        drop(s);
+                        self.hold_msg(h, room)
+                    }
+                    None => self.park(&mut s, h),
+                };
             }
             (s.rx.remove(0).map_err(|_| EINVAL)?, s.cq)
         };
@@ -341,6 +367,51 @@ impl Rx<'_> {
         let placing = unsafe { self.place(&op.bufs[..op.n], h.len as usize) };
         let (placed, dropped) = fail_recv_on_err(cq, &op, sys::KFI_MSG, placing)?;
         finish_recv(cq, &op, sys::KFI_MSG, 0, Self::cq_data(h), placed, dropped);
+        self.ack_if_asked(h)?;
+        Ok(Step::Done)
+    }
+
+    /// Reads the payload of message `h` into the `room` reserved for it
+    /// and holds it, unless a receive was posted meanwhile: that receive
+    /// takes it at once.
+    fn hold_msg(&mut self, h: &Hdr, room: MsgRoom) -> Result<Step> {
+        let q = &self.sh.rxq;
+        let payload = match Self::read_payload(self.sock, h.len as usize) {
+            Ok(p) => p,
+            Err(e) => {
+                let mut s = q.state.lock();
+                s.held.release(room);
+                // Connections parked for want of that room may go on.
+                RxQueues::resume(&mut s);
+                return Err(e);
+            }
+        };
+        let u = Unexpected {
+            data: Self::cq_data(h),
+            payload,
+        };
+        // Dropped (maybe vmalloc'd) after the lock.
+        let (unheld, cq) = {
+            let mut s = q.state.lock();
+            if s.closing {
+                s.held.release(room);
+                (Some((None, u)), s.cq)
+            } else if s.rx.is_empty() {
+                (s.held.hold(room, u).err().map(|u| (None, u)), s.cq)
+            } else {
+                // Posted while we read: it would have taken this message.
+                s.held.release(room);
+                (Some((s.rx.remove(0).ok(), u)), s.cq)
+            }
+        };
+        match unheld {
+            None => {}
+            Some((Some(op), u)) => {
+                complete_held(cq, &op, sys::KFI_MSG, 0, u.data, &u.payload);
+            }
+            Some((None, _)) => return Err(ECANCELED),
+        }
+        // Held counts as delivered: the data is placed at the target.
         self.ack_if_asked(h)?;
         Ok(Step::Done)
     }
@@ -410,7 +481,7 @@ impl Rx<'_> {
             s.tagged.hold(room, h.tag, u)?.map(|m| (m, cq))
         };
         if let Some((m, cq)) = taken {
-            complete_tagged(cq, &m.recv, m.tag, m.msg.data, &m.msg.payload);
+            complete_matched(cq, &m);
         }
         // Held counts as delivered: the data is placed at the target.
         self.ack_if_asked(h)?;
@@ -418,9 +489,10 @@ impl Rx<'_> {
     }
 
     /// Reads a tagged message's `len` payload bytes into a buffer of its
-    /// own (for the unexpected queue, which has room reserved for them).
-    fn read_payload(sock: &Socket, len: usize) -> Result<KVec<u8>> {
-        let mut payload = KVec::with_capacity(len, GFP_KERNEL)?;
+    /// own (for the unexpected queue, which has room reserved for them);
+    /// from pages when large, never one high-order kmalloc.
+    fn read_payload(sock: &Socket, len: usize) -> Result<KVVec<u8>> {
+        let mut payload = KVVec::with_capacity(len, GFP_KERNEL)?;
         payload.resize(len, 0, GFP_KERNEL)?;
         frame::recv_exact(sock, &mut payload)?;
         Ok(payload)

@@ -6,9 +6,10 @@
 //! them; an RDM endpoint's connections to all its peers share them.
 //!
 //! Posting works in any context but hard interrupt (the lists are
-//! allocated when the endpoint is opened). A connection whose receive work
-//! has a message but no receive for it files itself in `stalled`; posting
-//! a receive queues that work again.
+//! allocated when the endpoint is opened). A message with no receive is
+//! held within the endpoint's bounds (`held.rs`, the tag matcher); one
+//! that finds no room parks its connection, which files itself in
+//! `stalled`; posting a receive queues that work again.
 
 use kernel::{
     new_spinlock_irq,
@@ -18,7 +19,8 @@ use kernel::{
 
 use crate::{
     bufs,
-    ep::{RxOp, Shared, Unexpected, QUEUE, UNEXP_BYTES, UNEXP_MAX},
+    ep::{RxOp, Shared, Unexpected, QUEUE, UNEXP_MAX},
+    held::HeldMsgs,
     kfi::{
         kfi_sys as sys,
         provider::CqRef,
@@ -36,6 +38,9 @@ pub(crate) struct RxState {
     pub(crate) closing: bool,
     /// Posted receives, oldest first.
     pub(crate) rx: KVec<RxOp>,
+    /// Untagged messages that came before their receive (`held.rs`); a
+    /// receive is queued in `rx` only while none is held.
+    pub(crate) held: HeldMsgs,
     /// Posted tagged receives and the tagged messages held for them.
     pub(crate) tagged: TagMatcher<RxOp, Unexpected>,
     /// Connections whose receive work waits for a receive to be posted.
@@ -59,10 +64,11 @@ impl RxQueues {
                     cq: None,
                     closing: false,
                     rx: KVec::with_capacity(QUEUE, GFP_KERNEL)?,
+                    held: HeldMsgs::new(UNEXP_MAX, crate::unexpected_bytes_max())?,
                     tagged: TagMatcher::new(Limits {
                         posted: QUEUE,
                         held: UNEXP_MAX,
-                        held_bytes: UNEXP_BYTES,
+                        held_bytes: crate::unexpected_bytes_max(),
                     })?,
                     stalled: KVec::new(),
                 }),
@@ -86,15 +92,25 @@ impl RxQueues {
             ..Default::default()
         };
         op.n = bufs::of_msg(m, &mut op.bufs)?;
-        let mut s = self.state.lock();
-        if s.closing {
-            return Err(ENOTCONN);
+        let (held, cq) = {
+            let mut s = self.state.lock();
+            if s.closing {
+                return Err(ENOTCONN);
+            }
+            // The oldest held message, if any, is this receive's.
+            let held = s.held.take();
+            if held.is_none() {
+                if s.rx.len() >= QUEUE {
+                    return Err(EAGAIN);
+                }
+                s.rx.push(op, GFP_ATOMIC)?;
+            }
+            Self::resume(&mut s);
+            (held, s.cq)
+        };
+        if let Some(u) = held {
+            rx::complete_held(cq, &op, sys::KFI_MSG, 0, u.data, &u.payload);
         }
-        if s.rx.len() >= QUEUE {
-            return Err(EAGAIN);
-        }
-        s.rx.push(op, GFP_ATOMIC)?;
-        Self::resume(&mut s);
         Ok(())
     }
 
@@ -137,7 +153,7 @@ impl RxQueues {
             (s.tagged.post(t.tag, t.ignore, op)?, s.cq)
         };
         if let Some(m) = held {
-            rx::complete_tagged(cq, &m.recv, m.tag, m.msg.data, &m.msg.payload);
+            rx::complete_matched(cq, &m);
         }
         Ok(())
     }
@@ -145,13 +161,21 @@ impl RxQueues {
     /// Closes the queues: posted receives fail with `ECANCELED`, held
     /// messages are dropped, waiting receivers return.
     pub(crate) fn close(&self) {
-        let (rx, trx, cq) = {
+        // The held messages are dropped here, outside the lock, with the
+        // rest.
+        let (rx, trx, held, cq) = {
             let mut s = self.state.lock();
             s.closing = true;
             // Their receive work sees the queues closed.
             Self::resume(&mut s);
-            (core::mem::take(&mut s.rx), s.tagged.take_all(), s.cq)
+            (
+                core::mem::take(&mut s.rx),
+                s.tagged.take_all(),
+                s.held.take_all(),
+                s.cq,
+            )
         };
+        drop(held);
         for r in rx.iter() {
             let c = CqEntry::of(r.context, sys::KFI_RECV | sys::KFI_MSG);
             report_err(cq, &c, ECANCELED);

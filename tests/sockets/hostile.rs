@@ -216,6 +216,54 @@ fn drain(s: &Socket, mut len: usize) -> Result {
     Ok(())
 }
 
+/// An RDM endpoint of kfi_sockets on 127.0.0.1:`port` with its CQ and
+/// AV (4 entries). The fields drop in order: the endpoint first.
+struct RdmSide {
+    ep: Owned<sys::kfid_ep>,
+    c: Owned<sys::kfid_cq>,
+    av: Owned<sys::kfid_av>,
+    _n: Net,
+}
+
+fn rdm_side(port: &core::ffi::CStr) -> Result<RdmSide> {
+    let n = net_typed(
+        c"sockets",
+        c"127.0.0.1",
+        port,
+        core::ptr::null_mut(),
+        sys::KFI_EP_RDM,
+    )?;
+    let mut attr = sys::kfi_av_attr {
+        type_: sys::KFI_AV_TABLE,
+        count: 4,
+        ..Default::default()
+    };
+    // SAFETY: An open domain, valid attributes.
+    let av = Owned::open(|o| unsafe {
+        sys::kfi_av_open(n.domain.as_ptr(), &mut attr, o, core::ptr::null_mut())
+    })?;
+    let c = cq(&n)?;
+    let ep = rdm_endpoint(&n, &c, &av)?;
+    Ok(RdmSide { ep, c, av, _n: n })
+}
+
+/// Waits up to `ms` for bytes (or the end of the stream) on `s`, so
+/// that a read of an answer cannot hang a case on a provider that never
+/// answers.
+fn wait_readable(s: &Socket, ms: u64) -> bool {
+    for _ in 0..ms / 10 {
+        if s.readable() {
+            return true;
+        }
+        fsleep(Delta::from_millis(10));
+    }
+    s.readable()
+}
+
+/// kfi_sockets' default `rdm_max_peers` and `listen_backlog_max`.
+const RDM_MAX_PEERS: usize = 128;
+const LISTEN_BACKLOG_MAX: usize = 64;
+
 #[kunit_tests(kfi_sockets_hostile)]
 mod cases {
     use super::*;
@@ -445,24 +493,7 @@ mod cases {
     /// address that already has one is refused.
     #[test]
     fn rdm_refuses_spoofed_and_duplicate_peers() -> Result {
-        let n = net_typed(
-            c"sockets",
-            c"127.0.0.1",
-            c"7482",
-            core::ptr::null_mut(),
-            sys::KFI_EP_RDM,
-        )?;
-        let mut attr = sys::kfi_av_attr {
-            type_: sys::KFI_AV_TABLE,
-            count: 4,
-            ..Default::default()
-        };
-        // SAFETY: An open domain, valid attributes.
-        let av = Owned::open(|o| unsafe {
-            sys::kfi_av_open(n.domain.as_ptr(), &mut attr, o, core::ptr::null_mut())
-        })?;
-        let c = cq(&n)?;
-        let ep = rdm_endpoint(&n, &c, &av)?;
+        let r = rdm_side(c"7482")?;
         let victim = SockAddr::v4([127, 0, 0, 1], 7483);
         // From 127.0.0.2, claiming to be a peer on 127.0.0.1.
         let (accepted, spoof) = rdm_claim([127, 0, 0, 2], 7482, &victim)?;
@@ -478,9 +509,7 @@ mod cases {
         drop(second);
         drop(first);
         drop(spoof);
-        drop(ep);
-        drop(c);
-        drop(av);
+        drop(r);
         Ok(())
     }
 
@@ -716,6 +745,247 @@ mod cases {
         drop(raw);
         drop(pep);
         drop(buf);
+        Ok(())
+    }
+
+    /// Issue 10, bug 4: an RDM endpoint holds at most `rdm_max_peers`
+    /// connections. One more peer is refused (no connection, no memory);
+    /// once a peer hangs up, its room is free again.
+    #[test]
+    fn rdm_peers_are_bounded() -> Result {
+        let r = rdm_side(c"7493")?;
+        let claim = |i: usize| SockAddr::v4([127, 0, 0, 1], 20000 + i as u16);
+        let mut peers = KVec::with_capacity(RDM_MAX_PEERS, GFP_KERNEL)?;
+        for i in 0..RDM_MAX_PEERS {
+            let (accepted, s) = rdm_claim([127, 0, 0, 1], 7493, &claim(i))?;
+            ensure!(accepted, "peer {} of {} was refused", i, RDM_MAX_PEERS);
+            peers.push(s, GFP_KERNEL)?;
+        }
+        let (accepted, extra) = rdm_claim([127, 0, 0, 1], 7493, &claim(RDM_MAX_PEERS))?;
+        ensure!(
+            !accepted,
+            "peer {} was accepted beyond rdm_max_peers",
+            RDM_MAX_PEERS + 1
+        );
+        drop(extra);
+        // One peer leaves: its room comes back once its end is noticed.
+        drop(peers.pop());
+        let mut back = false;
+        for _ in 0..50 {
+            let (accepted, s) = rdm_claim([127, 0, 0, 1], 7493, &claim(RDM_MAX_PEERS))?;
+            if accepted {
+                peers.push(s, GFP_KERNEL)?;
+                back = true;
+                break;
+            }
+            fsleep(Delta::from_millis(100));
+        }
+        ensure!(back, "the room of a peer that left never came back");
+        drop(peers);
+        drop(r);
+        Ok(())
+    }
+
+    /// Issue 10, bug 4: a passive endpoint holds at most
+    /// `listen_backlog_max` requests the ULP has not answered. One more is
+    /// refused at once (`Reject`); answering one makes room again.
+    #[test]
+    fn listen_backlog_is_bounded() -> Result {
+        let n = net(c"7494")?;
+        let pep = listen(&n)?;
+        let a = SockAddr::v4([127, 0, 0, 1], 7494);
+        let mut raws = KVec::with_capacity(LISTEN_BACKLOG_MAX + 2, GFP_KERNEL)?;
+        let mut infos: KVec<*mut sys::kfi_info> =
+            KVec::with_capacity(LISTEN_BACKLOG_MAX, GFP_KERNEL)?;
+        let outcome = (|| -> Result {
+            for i in 0..LISTEN_BACKLOG_MAX {
+                let raw = Socket::tcp(&a)?;
+                frame::connect_start(&raw, &a, b"waiting")?;
+                raws.push(raw, GFP_KERNEL)?;
+                let (ev, buf, _) = event(&n)?;
+                ensure!(ev == sys::KFI_CONNREQ, "request {}: event {}", i, ev);
+                infos.push(cm_entry(&buf).info, GFP_KERNEL)?;
+            }
+            let extra = Socket::tcp(&a)?;
+            frame::connect_start(&extra, &a, b"one too many")?;
+            ensure!(
+                wait_readable(&extra, 5000),
+                "request {} got no answer",
+                LISTEN_BACKLOG_MAX + 1
+            );
+            ensure!(
+                matches!(
+                    frame::connect_finish(&extra),
+                    Ok(frame::Answer::Rejected(_))
+                ),
+                "request {} was not refused",
+                LISTEN_BACKLOG_MAX + 1
+            );
+            drop(extra);
+            // The ULP answers one: room for one more.
+            let first = *infos.first().ok_or(EINVAL)?;
+            // SAFETY: An open passive endpoint; the handle of a request it
+            // reported.
+            let ret =
+                unsafe { sys::kfi_reject(pep.as_ptr(), (*first).handle, core::ptr::null(), 0) };
+            ensure!(ret == 0, "kfi_reject: {}", ret);
+            let next = Socket::tcp(&a)?;
+            frame::connect_start(&next, &a, b"next")?;
+            raws.push(next, GFP_KERNEL)?;
+            let (ev, buf, _) = event(&n)?;
+            ensure!(ev == sys::KFI_CONNREQ, "after a reject: event {}", ev);
+            infos.push(cm_entry(&buf).info, GFP_KERNEL)?;
+            Ok(())
+        })();
+        for i in infos.iter() {
+            // SAFETY: Infos of reported requests, ours to free, once.
+            unsafe { sys::kfi_freeinfo(*i) };
+        }
+        drop(raws);
+        drop(pep);
+        outcome
+    }
+
+    /// Issue 10, bug 8: a message with no posted receive must not stop the
+    /// connection. The raw server sends a message nobody has posted a
+    /// receive for, then the answer to our write: the write completes; a
+    /// receive posted later gets the message; the server's hang-up is
+    /// reported.
+    #[test]
+    fn unreceived_message_does_not_park_responses() -> Result {
+        let n = net(c"7495")?;
+        let l = raw_listener(7495)?;
+        let c = cq(&n)?;
+        let wbuf = [0x21u8; 64];
+        let mut rbuf = KVec::new();
+        rbuf.resize(256, 0u8, GFP_KERNEL)?;
+        let (ep, raw) = kfi_client(&n, &c, &l)?;
+        ensure!(post_write(&ep, &wbuf, 0x1234, 3) == 0, "write not posted");
+        let h = frame::recv_hdr(&raw)?;
+        ensure!(h.op == Op::Write, "not the write: {:?}", h.op);
+        drain(&raw, RMA_DESC_LEN + h.len as usize)?;
+        let unasked = [0x5au8; 100];
+        frame::send_frame(&raw, &Hdr::new(Op::Msg, 0, 0), &[], &[&unasked])?;
+        frame::send_frame(&raw, &Hdr::new(Op::Ack, h.id, 0), &[], &[])?;
+        let mut e = sys::kfi_cq_data_entry::default();
+        let r = sread_ms(&c, &mut e, 5000);
+        ensure!(r == 1, "the write's answer was not read: {}", r);
+        ensure!(
+            e.op_context as usize == 3,
+            "context {}",
+            e.op_context as usize
+        );
+        let rv = kvec_mut(&mut rbuf);
+        // SAFETY: Open endpoint; the buffer outlives the endpoint.
+        let ret = unsafe { sys::kfi_recvmsg(ep.as_ptr(), &msg(&rv, 4, 0), 0) };
+        ensure!(ret == 0, "receive not posted: {}", ret);
+        let r = sread_ms(&c, &mut e, 5000);
+        ensure!(r == 1, "the held message was not received: {}", r);
+        ensure!(
+            e.op_context as usize == 4 && e.len == unasked.len(),
+            "receive {} of {} bytes",
+            e.op_context as usize,
+            e.len
+        );
+        ensure!(
+            rbuf[..100] == unasked[..],
+            "the held message's bytes differ"
+        );
+        // A hang-up behind an unreceived message is noticed.
+        frame::send_frame(&raw, &Hdr::new(Op::Msg, 0, 0), &[], &[&unasked])?;
+        drop(raw);
+        let (ev, _, _) = event(&n)?;
+        ensure!(ev == sys::KFI_SHUTDOWN, "event {}", ev);
+        drop(ep);
+        drop(rbuf);
+        Ok(())
+    }
+
+    /// Inserts socket address `a` into `av`: its `kfi_addr_t`.
+    fn av_insert(av: &Owned<sys::kfid_av>, a: &SockAddr) -> Result<u64> {
+        let mut fi_addr = u64::MAX;
+        // SAFETY: An open AV; one address of the domain's (sockaddr)
+        // format, valid for the call.
+        let n = unsafe {
+            sys::kfi_av_insert(
+                av.as_ptr(),
+                a.as_bytes().as_ptr().cast(),
+                1,
+                &mut fi_addr,
+                0,
+                core::ptr::null_mut(),
+            )
+        };
+        ensure!(n == 1, "kfi_av_insert: {}", n);
+        Ok(fi_addr)
+    }
+
+    /// Issue 10, bug 7: an RDM peer that takes the TCP connection but never
+    /// answers the request (opening it would take `handshake_timeout_ms`,
+    /// 10 s) must not hold up an operation to another peer posted behind
+    /// it: that one reaches its peer within 3 s.
+    #[test]
+    fn stuck_rdm_peer_does_not_stall_others() -> Result {
+        let r = rdm_side(c"7496")?;
+        // Never accepted: the kernel completes the TCP handshake, nobody
+        // reads the request.
+        let silent = raw_listener(7497)?;
+        let good = raw_listener(7498)?;
+        let to_silent = av_insert(&r.av, &SockAddr::v4([127, 0, 0, 1], 7497))?;
+        let to_good = av_insert(&r.av, &SockAddr::v4([127, 0, 0, 1], 7498))?;
+        let stuck = [1u8; 8];
+        let payload = [2u8; 8];
+        let sv = kvec(&stuck);
+        let mut m = msg(&sv, 1, 0);
+        m.addr = to_silent;
+        let t = Instant::<Monotonic>::now();
+        // SAFETY: Open endpoint; the buffer outlives the endpoint.
+        let ret = unsafe { sys::kfi_sendmsg(r.ep.as_ptr(), &m, 0) };
+        ensure!(ret == 0, "send to the silent peer not posted: {}", ret);
+        let pv = kvec(&payload);
+        let mut m = msg(&pv, 2, 0);
+        m.addr = to_good;
+        // SAFETY: As above.
+        let ret = unsafe { sys::kfi_sendmsg(r.ep.as_ptr(), &m, 0) };
+        ensure!(ret == 0, "send to the good peer not posted: {}", ret);
+        let mut s = None;
+        for _ in 0..500 {
+            if let Ok(a) = good.accept(true) {
+                s = Some(a);
+                break;
+            }
+            fsleep(Delta::from_millis(10));
+        }
+        let Some(s) = s else {
+            pr_err!("kfi_sockets_hostile: the good peer was never connected to\n");
+            return Err(EBADE);
+        };
+        frame::read_connreq(&s)?;
+        frame::accept(&s, &[])?;
+        ensure!(wait_readable(&s, 5000), "no message for the good peer");
+        let h = frame::recv_hdr(&s)?;
+        let took = t.elapsed().as_millis();
+        ensure!(
+            h.op == Op::Msg && h.len == payload.len() as u64,
+            "not the message: {:?}",
+            h.op
+        );
+        ensure!(
+            took < 3000,
+            "the good peer waited {} ms behind the silent one",
+            took
+        );
+        let mut e = sys::kfi_cq_data_entry::default();
+        let got = sread_ms(&r.c, &mut e, 5000);
+        ensure!(
+            got == 1 && e.op_context as usize == 2,
+            "the send to the good peer did not complete first: {}",
+            got
+        );
+        drop(r);
+        drop(s);
+        drop(good);
+        drop(silent);
         Ok(())
     }
 }

@@ -132,6 +132,12 @@ impl<T> HandleTable<T> {
         }
     }
 
+    /// How many requests of passive endpoint `owner` wait (for a bound on
+    /// what one listener may hold). Any context.
+    pub(crate) fn owned_by(&self, owner: Owner) -> usize {
+        self.entries.iter().filter(|e| e.owner == owner).count()
+    }
+
     /// How many requests wait.
     pub(crate) fn len(&self) -> usize {
         self.entries.len()

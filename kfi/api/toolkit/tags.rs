@@ -201,21 +201,28 @@ impl<R, U> TagMatcher<R, U> {
     }
 
     /// Empties the matcher (its endpoint closes): the posted receives are
-    /// returned, oldest first, for the provider to cancel; held messages
-    /// are dropped; the queues' memory is freed with them.
-    pub(crate) fn take_all(&mut self) -> Canceled<R> {
-        self.held = KVec::new();
+    /// returned, oldest first, for the provider to cancel, with the held
+    /// messages, which go when the result is dropped (outside the
+    /// provider's lock: a large message's buffer may need process context
+    /// to be freed); the queues' memory goes with them.
+    pub(crate) fn take_all(&mut self) -> Canceled<R, U> {
         self.held_bytes = 0;
-        Canceled(core::mem::take(&mut self.posted))
+        Canceled {
+            posted: core::mem::take(&mut self.posted),
+            _held: core::mem::take(&mut self.held),
+        }
     }
 }
 
-/// Posted receives taken out of a closing matcher.
-pub(crate) struct Canceled<R>(KVec<Posted<R>>);
+/// Posted receives and held messages taken out of a closing matcher.
+pub(crate) struct Canceled<R, U> {
+    posted: KVec<Posted<R>>,
+    _held: KVec<Held<U>>,
+}
 
-impl<R> Canceled<R> {
+impl<R, U> Canceled<R, U> {
     /// The receives, oldest first.
     pub(crate) fn iter(&self) -> impl Iterator<Item = &R> {
-        self.0.iter().map(|p| &p.recv)
+        self.posted.iter().map(|p| &p.recv)
     }
 }
