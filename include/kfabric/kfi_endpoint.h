@@ -281,6 +281,20 @@ int kfi_bind(struct kfid *fid, struct kfid *bfid, u64 flags);
  * -KFI_ENOAV when the AV is; -EINVAL on a bad or already enabled endpoint.
  */
 int kfi_enable(struct kfid_ep *ep);
+/**
+ * kfi_cancel() - take back a posted receive
+ * @fid: the endpoint's fid
+ * @context: the context the receive (or tagged receive) was posted with
+ *
+ * The receive completes once, as an error entry with -ECANCELED, before
+ * this returns; its buffer is the caller's again. Sends, RMA and atomics
+ * cannot be taken back once posted.
+ *
+ * Context: any but hard interrupt; never sleeps.
+ * Return: 0; -ENOENT when no such receive waits (completed, being filled,
+ * never posted); -EINVAL on a bad object; -ENOSYS if the provider has no
+ * cancel.
+ */
 int kfi_cancel(struct kfid *fid, void *context);
 int kfi_getopt(struct kfid *fid, int level, int optname, void *optval,
 	       size_t *optlen);

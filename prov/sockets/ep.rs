@@ -696,6 +696,11 @@ impl SockEp {
         self.0.rxq.post(m)
     }
 
+    /// `kfi_cancel` of a posted receive (any context but hard interrupt).
+    pub(crate) fn cancel(&self, context: usize) -> Result {
+        self.0.rxq.cancel(context)
+    }
+
     /// `kfi_trecvmsg` (any context but hard interrupt).
     pub(crate) fn trecvmsg(&self, t: &sys::kfi_msg_tagged) -> Result {
         self.0.rxq.post_tagged(t)

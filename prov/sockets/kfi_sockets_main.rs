@@ -326,6 +326,13 @@ impl provider::Endpoint for SockEndpoint {
         self.msg_only()?.shutdown()
     }
 
+    fn cancel(&self, context: *mut c_void) -> Result {
+        match self {
+            Self::Msg(e) => e.cancel(context as usize),
+            Self::Rdm(e) => e.cancel(context as usize),
+        }
+    }
+
     fn sendmsg(&self, msg: &sys::kfi_msg, flags: u64) -> Result {
         self.post(ep::send_op(msg, flags)?, msg.addr)
     }

@@ -158,6 +158,26 @@ impl RxQueues {
         Ok(())
     }
 
+    /// `kfi_cancel`: takes back the receive posted with `context` (it
+    /// completes with `ECANCELED`); `ENOENT` if none waits (a receive a
+    /// message is being copied into is no longer in the queues). Any
+    /// context but hard interrupt.
+    pub(crate) fn cancel(&self, context: usize) -> Result {
+        let (flags, cq) = {
+            let mut s = self.state.lock();
+            if let Some(i) = s.rx.iter().position(|r| r.context == context) {
+                s.rx.remove(i).map_err(|_| ENOENT)?;
+                (sys::KFI_RECV | sys::KFI_MSG, s.cq)
+            } else if s.tagged.cancel_where(|r| r.context == context).is_some() {
+                (sys::KFI_RECV | sys::KFI_TAGGED, s.cq)
+            } else {
+                return Err(ENOENT);
+            }
+        };
+        report_err(cq, &CqEntry::of(context, flags), ECANCELED);
+        Ok(())
+    }
+
     /// Closes the queues: posted receives fail with `ECANCELED`, held
     /// messages are dropped, waiting receivers return.
     pub(crate) fn close(&self) {

@@ -124,6 +124,21 @@ mod tests {
         Ok(())
     }
 
+    /// A cancel takes back the oldest posted receive it names, and only
+    /// a posted one.
+    #[test]
+    fn tags_cancel_posted() -> Result {
+        let mut m = matcher(4, 4, 1 << 20)?;
+        assert!(m.post(1, 0, 10)?.is_none());
+        assert!(m.post(2, 0, 20)?.is_none());
+        assert_eq!(m.cancel_where(|&r| r == 20), Some(20));
+        assert_eq!(m.cancel_where(|&r| r == 20), None);
+        // A message tagged 2 finds nothing posted now; tag 1 still does.
+        assert_eq!(m.take_posted(2), None);
+        assert_eq!(m.take_posted(1), Some(10));
+        Ok(())
+    }
+
     /// A tag matches outside the ignore mask only.
     #[test]
     fn tags_match_outside_ignore() {

@@ -262,6 +262,54 @@ mod e2e {
         Ok(err)
     }
 
+    /// `kfi_cancel` takes back a posted receive and a posted tagged
+    /// receive (each completes once, with `ECANCELED`), refuses what is
+    /// not posted, and the next message goes to the next receive.
+    #[test]
+    fn cancel_posted_receives() -> Result {
+        let p = pair(12, 16, sys::KFI_CQ_FORMAT_DATA)?;
+        let (mut a, mut b, mut c) = ([0u8; 8], [0u8; 8], [0u8; 8]);
+        let ra = kvec_mut(&mut a);
+        // SAFETY: Open endpoints; the buffers outlive the completions (the
+        // canceled ones complete at their cancel).
+        unsafe {
+            assert_eq!(sys::kfi_recvmsg(p.sep.as_ptr(), &msg(&ra, 1, 0), 0), 0);
+        }
+        assert_eq!(tagged(&p.sep, true, &mut b, 9, 0, 2), 0);
+        let fid = p.sep.fid();
+        // SAFETY: An open endpoint; contexts are only compared.
+        let cancel = |ctx: usize| unsafe { sys::kfi_cancel(fid, ctx as *mut c_void) };
+        assert_eq!(cancel(2), 0);
+        assert_eq!(cancel(1), 0);
+        let mut seen = [false; 2];
+        for _ in 0..2 {
+            let e = wait_err(&p.scq)?;
+            assert_eq!(e.err, -ECANCELED.to_errno());
+            let i = (e.op_context as usize)
+                .checked_sub(1)
+                .filter(|&i| i < 2)
+                .ok_or(EPROTO)?;
+            assert!(!seen[i]);
+            seen[i] = true;
+        }
+        assert_eq!(cancel(1), ENOENT.to_errno());
+        assert_eq!(cancel(77), ENOENT.to_errno());
+        let rc = kvec_mut(&mut c);
+        // SAFETY: As above.
+        unsafe {
+            assert_eq!(sys::kfi_recvmsg(p.sep.as_ptr(), &msg(&rc, 3, 0), 0), 0);
+            assert_eq!(
+                sys::kfi_sendmsg(p.cep.as_ptr(), &msg(&kvec(b"canceled"), 4, 0), 0),
+                0
+            );
+        }
+        let mut e = sys::kfi_cq_data_entry::default();
+        assert_eq!(sread(&p.scq, &mut e), 1);
+        assert_eq!(e.op_context as usize, 3);
+        assert_eq!((&c, a, b), (b"canceled", [0u8; 8], [0u8; 8]));
+        Ok(())
+    }
+
     /// Messages of 0 B, 1 B, odd sizes and 16 MiB, into two-buffer
     /// receives, with remote CQ data and delivery completion; a message
     /// too long for its receive; an inject.

@@ -140,6 +140,13 @@ impl<R, U> TagMatcher<R, U> {
         self.posted.remove(i).ok().map(|p| p.recv)
     }
 
+    /// Takes back the oldest posted receive for which `f` holds (a
+    /// `kfi_cancel`), or `None`.
+    pub(crate) fn cancel_where(&mut self, f: impl Fn(&R) -> bool) -> Option<R> {
+        let i = self.posted.iter().position(|p| f(&p.recv))?;
+        self.posted.remove(i).ok().map(|p| p.recv)
+    }
+
     /// Reserves room to hold a message of `bytes` payload bytes that no
     /// posted receive takes.
     pub(crate) fn reserve(&mut self, bytes: usize) -> Room {
