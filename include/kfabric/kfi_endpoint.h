@@ -303,6 +303,22 @@ int kfi_setopt(struct kfid *fid, int level, int optname, const void *optval,
 int kfi_getname(struct kfid *fid, void *addr, size_t *addrlen);
 int kfi_getpeer(struct kfid_ep *ep, void *addr, size_t *addrlen);
 int kfi_listen(struct kfid_pep *pep);
+/**
+ * kfi_connect() - connect an enabled MSG endpoint
+ * @ep: the endpoint
+ * @addr: the peer's address in the domain's format (a sockaddr_in or
+ *	sockaddr_in6 on kfi_sockets and kfi_ibverbs, as long as its family
+ *	says), or NULL for the destination of the endpoint's info
+ * @param: private data for the peer's KFI_CONNREQ, or NULL
+ * @paramlen: its length (at most KFI_EQ_DATA_MAX; less on some links)
+ *
+ * KFI_CONNECTED or an error entry follows on the endpoint's EQ.
+ *
+ * Context: process context; may sleep.
+ * Return: 0; -EINVAL with neither an address nor a destination, or a bad
+ * address; -EISCONN (kfi_ibverbs) or -EINVAL (kfi_sockets) when already
+ * connecting.
+ */
 int kfi_connect(struct kfid_ep *ep, const void *addr, const void *param,
 		size_t paramlen);
 int kfi_accept(struct kfid_ep *ep, const void *param, size_t paramlen);

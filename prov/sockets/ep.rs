@@ -252,6 +252,8 @@ pub(crate) struct State {
     pub(crate) closing: bool,
     /// The private data of a `kfi_connect` for the connector.
     cm_param: KVec<u8>,
+    /// Where `kfi_connect` connects to (explicit, or the info's).
+    cm_dest: Option<SockAddr>,
     pub(crate) tx: Ring<TxOp>,
     pub(crate) pending: KVec<Pending>,
     pub(crate) resp: KVec<Resp>,
@@ -361,6 +363,7 @@ impl Shared {
                     connected: false,
                     closing: false,
                     cm_param: KVec::new(),
+                    cm_dest: None,
                     tx: Ring::new(QUEUE)?,
                     pending: KVec::with_capacity(QUEUE, GFP_KERNEL)?,
                     resp: KVec::with_capacity(RESP_MAX, GFP_KERNEL)?,
@@ -535,7 +538,7 @@ pub(crate) fn flush(sh: &Shared) {
 fn connector(sh: &Arc<Shared>) {
     let (param, eq, fid, addr) = {
         let mut s = sh.state.lock();
-        (core::mem::take(&mut s.cm_param), s.eq, s.fid, sh.dest)
+        (core::mem::take(&mut s.cm_param), s.eq, s.fid, s.cm_dest)
     };
     let (Some(eq), Some(fid), Some(addr)) = (eq, fid, addr) else {
         return;
@@ -595,10 +598,14 @@ fn rma_descs(r: &sys::kfi_msg_rma, out: &mut [RmaDesc; RMA_IOV_MAX]) -> Result<(
 impl SockEp {
     /// `kfi_connect`: starts the handshake; the outcome is an EQ event.
     pub(crate) fn connect(&self, addr: *const c_void, param: &[u8]) -> Result {
-        // Only the destination of the endpoint's info is supported.
-        if !addr.is_null() || self.0.dest.is_none() {
-            return Err(EINVAL);
-        }
+        // An explicit address, else the destination of the endpoint's info.
+        let dest = if addr.is_null() {
+            self.0.dest.ok_or(EINVAL)?
+        } else {
+            // SAFETY: kfi_connect's contract: an address in the domain's
+            // format (a socket address), as long as its family says.
+            unsafe { SockAddr::from_raw(addr.cast()) }?
+        };
         let mut p = KVec::new();
         p.extend_from_slice(param, GFP_KERNEL)?;
         {
@@ -607,6 +614,7 @@ impl SockEp {
                 return Err(EINVAL);
             }
             s.cm_param = p;
+            s.cm_dest = Some(dest);
         }
         spawn(&self.0, connector)
     }

@@ -54,6 +54,25 @@ impl SockAddr {
         }
     }
 
+    /// Reads a `sockaddr_in` or `sockaddr_in6` at `addr`, as long as its
+    /// family field says.
+    ///
+    /// # Safety
+    ///
+    /// `addr` is valid for reads of the length its family names (two
+    /// bytes for an unknown family).
+    pub(crate) unsafe fn from_raw(addr: *const u8) -> Result<Self> {
+        // SAFETY: At least the family field is readable (the contract).
+        let family = u16::from_ne_bytes(unsafe { [*addr, *addr.add(1)] });
+        let len = match u32::from(family) {
+            bindings::AF_INET => size_of::<bindings::sockaddr_in>(),
+            bindings::AF_INET6 => size_of::<bindings::sockaddr_in6>(),
+            _ => return Err(EINVAL),
+        };
+        // SAFETY: Readable for the length of its family (the contract).
+        Self::from_bytes(unsafe { core::slice::from_raw_parts(addr, len) })
+    }
+
     /// Reads a `sockaddr_in` or `sockaddr_in6` from `bytes` (as kfabric
     /// addresses are passed), by its family field.
     pub(crate) fn from_bytes(bytes: &[u8]) -> Result<Self> {

@@ -262,6 +262,45 @@ mod e2e {
         Ok(err)
     }
 
+    /// `kfi_connect` with an explicit address: an endpoint opened for a
+    /// destination nobody listens on connects to the listener's address
+    /// given in the call, so only the explicit address can succeed.
+    #[test]
+    fn connect_to_an_explicit_address() -> Result {
+        let (s, c) = sides(13)?;
+        let (_, elsewhere) = sides(14)?;
+        let pep = listen(&s)?;
+        let ccq = cq_format(&elsewhere, 8, sys::KFI_CQ_FORMAT_DATA)?;
+        let scq = cq_format(&s, 8, sys::KFI_CQ_FORMAT_DATA)?;
+        let cep = endpoint(&elsewhere, elsewhere.dst.first(), &ccq)?;
+        let to = c.dst.first();
+        // SAFETY: An open endpoint; the address is a destination entry's,
+        // read during the call; the private data is a literal.
+        let r = unsafe {
+            sys::kfi_connect(
+                cep.as_ptr(),
+                (*to).dest_addr,
+                b"explicit".as_ptr().cast(),
+                8,
+            )
+        };
+        assert_eq!(r, 0);
+        let (ev, buf, _) = event(&s)?;
+        assert_eq!(ev, sys::KFI_CONNREQ);
+        let req = cm_entry(&buf);
+        let sep = endpoint(&s, req.info, &scq);
+        // SAFETY: The request's info is ours to free.
+        unsafe { sys::kfi_freeinfo(req.info) };
+        let sep = sep?;
+        // SAFETY: An open endpoint made for the request.
+        let r = unsafe { sys::kfi_accept(sep.as_ptr(), core::ptr::null(), 0) };
+        assert_eq!(r, 0);
+        assert_eq!(event(&s)?.0, sys::KFI_CONNECTED);
+        assert_eq!(event(&elsewhere)?.0, sys::KFI_CONNECTED);
+        drop((cep, sep, pep));
+        Ok(())
+    }
+
     /// `kfi_cancel` takes back a posted receive and a posted tagged
     /// receive (each completes once, with `ECANCELED`), refuses what is
     /// not posted, and the next message goes to the next receive.
