@@ -2,9 +2,10 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # kfi_ibverbs and the RDMA devices of ib_core: getinfo answers from the
-# devices present now (a soft-iWARP device on a veth end, added and
-# deleted with the rdma tool), with the device's own limits, and follows
-# them as they come and go, also across a reload of the provider.
+# devices present now (a soft-iWARP, then a soft-RoCE device on a veth end,
+# added and deleted with the rdma tool), names their fabric by link type,
+# and follows them as they come and go, also across a reload of the
+# provider.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/rdma_link.sh"
 
@@ -26,7 +27,7 @@ rdma_link_down siw
 rdma link delete siw9 2>/dev/null
 insmod "$KO_CORE" && insmod "$KO_SOCKETS" && insmod "$KO_IBVERBS" || ktap_exit_fail_msg "modules did not load"
 ktap_print_header
-ktap_set_plan 13
+ktap_set_plan 17
 
 ktap_test_result "no RDMA device: no ibverbs entry" \
 	lacks "provider:" provider=ibverbs node=127.0.0.1 service=$PORT
@@ -52,6 +53,14 @@ ktap_test_result "the deleted device's entry is gone" \
 	lacks "provider:[[:space:]]ibverbs" node=$NODE service=$PORT
 rdma_link_down siw
 rdma link delete siw9 2>/dev/null
+ktap_test_result "rdma link add rxe0 on a veth end" rdma_link_up rxe
+ktap_test_result "the rxe device is a domain of the RoCE fabric" \
+	has "domain:[[:space:]]rxe0" provider=ibverbs fabric=RoCE node=$NODE service=$PORT
+ktap_test_result "an iWARP hint does not match a RoCE device" \
+	lacks "provider:[[:space:]]ibverbs" provider=ibverbs fabric=iWARP node=$NODE service=$PORT
+rdma_link_down rxe
+ktap_test_result "no device left: no ibverbs entry" \
+	lacks "provider:[[:space:]]ibverbs" provider=ibverbs
 
 unload_all
 ktap_finished
