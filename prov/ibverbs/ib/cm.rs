@@ -442,10 +442,10 @@ impl CmId<()> {
 impl<H> Drop for CmId<H> {
     fn drop(&mut self) {
         let id = self.ptr.as_ptr();
-        // SAFETY: A live identifier we own. Its context is taken under the
-        // handler lock, so an event callback after this sees NULL and does
-        // nothing; destroying the identifier waits for a running callback.
-        // Only then is the context's reference released.
+        // Its context is taken under the handler lock, so a later event
+        // callback sees NULL; destroying the identifier waits for a
+        // running callback; only then is the context's reference released.
+        // SAFETY: A live identifier we own, used in that order.
         unsafe {
             sys::rdma_lock_handler(id);
             let ctx = sys::kfi_rdma_id_context(id);
