@@ -210,8 +210,13 @@ impl cm::Handler for Conn {
             cm::Event::Rejected(data) => self.fail(&mut s, ECONNREFUSED, data),
             cm::Event::Failed(e) => self.fail(&mut s, e, &[]),
             cm::Event::Disconnected => {
-                // The QP is in error: its sends flush; the ULP's receives
+                // Our side of the QP goes to the error state too, so sends
+                // the peer never acknowledged flush now (a RoCE QP without
+                // a retry timeout would wait for ever); the ULP's receives
                 // cannot be filled any more.
+                if let Some(id) = s.id.as_ref() {
+                    id.disconnect();
+                }
                 self.dp.set_up(false);
                 self.dp.cancel(false);
                 if s.phase == Phase::Connected {
