@@ -5,6 +5,8 @@
  * kfi_sockets; the veth topology passes the addresses of a veth pair and
  * the pid of a task in the server's network namespace.
  */
+#include <kunit/test.h>
+#include <kunit/test-bug.h>
 #include <linux/err.h>
 #include <linux/module.h>
 #include <linux/moduleparam.h>
@@ -42,6 +44,7 @@ int kfi_test_e2e_port_base(void);
 int kfi_test_e2e_netns_get(void);
 struct net *kfi_test_e2e_server_net(void);
 void kfi_test_e2e_netns_put(void);
+void kfi_test_e2e_skip(const char *reason);
 
 const char *kfi_test_e2e_provider(void)
 {
@@ -88,4 +91,16 @@ void kfi_test_e2e_netns_put(void)
 int kfi_test_e2e_port_base(void)
 {
 	return port_base;
+}
+
+/*
+ * Marks the running case skipped with REASON (what the provider under test
+ * does not offer). The Rust KUnit macros have no skip of their own.
+ */
+void kfi_test_e2e_skip(const char *reason)
+{
+	struct kunit *test = kunit_get_current_test();
+
+	if (test)
+		kunit_mark_skipped(test, "%s", reason);
 }

@@ -90,6 +90,21 @@ for ko in "$top"/tests/*/kfi_test_*.ko; do
 			rdma_link_down $t
 		done
 		;;
+	kfi_test_e2e.ko)
+		# The provider-agnostic suite over kfi_sockets on loopback, then
+		# over kfi_ibverbs on a soft-iWARP and a soft-RoCE device (both
+		# sides on the device's address: rdma_cm does not connect over lo).
+		run_module "$ko" ""
+		for t in siw rxe; do
+			if rdma_link_up $t; then
+				run_module "$ko" "ibverbs_$t" provider=ibverbs \
+					server_node=$RDMA_LINK_ADDR client_node=$RDMA_LINK_ADDR
+			else
+				echo "KFABRIC_GUEST_ERROR: could not add a $t device"
+			fi
+			rdma_link_down $t
+		done
+		;;
 	*)
 		run_module "$ko" ""
 		;;
