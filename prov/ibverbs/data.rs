@@ -4,22 +4,23 @@
 //! DMA-mapped memory, with credits.
 //!
 //! Each side posts [`SLOTS`] receive slots before the connection is up.
-//! A message is copied into a free send slot behind a [`HDR`]-byte header
-//! and sent; the peer copies it out of its receive slot into the ULP's
-//! receive (or holds the slot until one is posted) and reposts the slot.
-//! A sender may only use as many slots as the peer has posted: it starts
-//! with [`SLOTS`] credits, spends one per message, and gets them back in
-//! the header of the peer's messages, or in a header-only message once
-//! half of them are due. One credit is kept for those updates, so two
-//! sides that both wait for credits always have a way to return them.
+//! A message is copied, one frame at a time (see [`crate::frame`]), into
+//! free send slots and sent; the peer copies each frame out of its receive
+//! slot into the ULP's receive (or holds the slot until one is posted) and
+//! reposts the slot. A sender may only use as many slots as the peer has
+//! posted: it starts with [`SLOTS`] credits, spends one per frame, and
+//! gets them back in the header of the peer's frames, or in a header-only
+//! frame once half of them are due. One credit is kept for those updates,
+//! so two sides that both wait for credits always have a way to return
+//! them. A message that does not fit the credits at hand waits, with the
+//! sends behind it, and goes on as credits return (at most [`TX_MAX`]
+//! sends wait).
 //!
-//! Header (little endian): magic u8, flags u8, credits u16, length u32,
-//! remote CQ data u64.
-//!
-//! The ULP's buffers are only read or written during its call (sends) or
-//! the receive's completion, so an operation completes when its work
-//! request does and the buffer is free at once. Completion callbacks run
-//! in softirq context; posting works in any context but hard interrupt.
+//! The ULP's buffers are read while frames are filled (at the call and as
+//! credits return) and written as frames arrive, so a send completes when
+//! the work request of its last frame does, and a receive with its last
+//! frame. Completion callbacks run in softirq context; posting works in
+//! any context but hard interrupt.
 
 use kernel::{
     new_spinlock_irq,
@@ -28,36 +29,26 @@ use kernel::{
 };
 
 use crate::{
+    frame::{
+        read_header, write_header, Buffers, Header, FRAME_MAX, F_CQ_DATA, F_DATA, F_MORE, HDR, SLOT,
+    },
     ib::dma::{self, DmaBuf},
     ib_sys as sys,
     kfi::{
         kfi_sys as ksys,
         provider::CqRef,
-        toolkit::{
-            completion::{report, report_err, report_recv, CqEntry},
-            segments::Segments,
-        },
+        toolkit::completion::{report, report_err, report_recv, CqEntry},
     },
 };
 
-/// Bytes of a slot.
-pub(crate) const SLOT: usize = 4096;
 /// Slots each way.
 pub(crate) const SLOTS: usize = 32;
-/// Bytes of the header in front of each message.
-pub(crate) const HDR: usize = 16;
 /// The longest message.
-pub(crate) const MSG_MAX: usize = SLOT - HDR;
-/// Most buffers of one send or receive.
-pub(crate) const IOV_MAX: usize = 4;
+pub(crate) const MSG_MAX: usize = 16 << 20;
+/// Most sends waiting for credits.
+pub(crate) const TX_MAX: usize = SLOTS;
 /// Most receives the ULP may have posted.
 pub(crate) const RECV_MAX: usize = 64;
-
-const MAGIC: u8 = 0x6b;
-/// The message has a payload (else it only returns credits).
-const F_DATA: u8 = 1;
-/// The header carries remote CQ data.
-const F_CQ_DATA: u8 = 2;
 
 /// One slot's completion context. `cqe` is first: ib_core hands its
 /// address back, which is the slot's.
@@ -88,20 +79,42 @@ unsafe impl Send for Ring {}
 // SAFETY: See `Send`; shared access only reads the addresses.
 unsafe impl Sync for Ring {}
 
-/// A send in a slot, to complete when its work request does.
+/// A send whose last frame is in a slot, to complete when its work
+/// request does.
 #[derive(Clone, Copy)]
 struct Op {
     entry: CqEntry,
-    /// Report its completion (not for injects and credit updates).
+    /// Report its completion (not for injects).
     report: bool,
+}
+
+/// A send with frames still to go.
+#[derive(Clone, Copy)]
+struct Pending {
+    op: Op,
+    bufs: Buffers,
+    /// Bytes already in frames.
+    sent: usize,
+    /// `F_CQ_DATA` or 0.
+    flags: u8,
+    data: u64,
 }
 
 /// A receive the ULP posted: its buffers as kernel addresses.
 #[derive(Clone, Copy)]
 struct Posted {
     entry: CqEntry,
-    segs: [(usize, usize); IOV_MAX],
-    n: usize,
+    bufs: Buffers,
+}
+
+/// The receive the message in arrival is placed in.
+#[derive(Clone, Copy)]
+struct Filling {
+    p: Posted,
+    /// Bytes placed so far.
+    placed: usize,
+    /// Bytes of the message so far (more than `placed` when truncated).
+    total: usize,
 }
 
 struct State {
@@ -110,19 +123,23 @@ struct State {
     ring: *const Ring,
     tx_cq: Option<CqRef>,
     rx_cq: Option<CqRef>,
-    /// Messages the peer has room for.
+    /// Frames the peer has room for.
     credits: usize,
     /// Slots reposted since the peer was last told.
     to_return: usize,
     /// Free send slots (indices into the send half).
     free: KVec<usize>,
-    /// The send in each send slot.
+    /// The send whose last frame is in each send slot.
     ops: KVec<Option<Op>>,
+    /// Sends with frames still to go, oldest first.
+    pending: KVec<Pending>,
     /// The ULP's receives, oldest first.
     posted: KVec<Posted>,
-    /// Receive slots holding a message no receive was posted for, oldest
-    /// first, with the message's length.
-    held: KVec<(usize, usize, u64, bool)>,
+    /// The receive of the message whose frames are arriving.
+    filling: Option<Filling>,
+    /// Receive slots holding a frame no receive was posted for, oldest
+    /// first.
+    held: KVec<(usize, Header)>,
     /// The connection is up: sends may go.
     up: bool,
     /// No more operations: the endpoint closes.
@@ -142,56 +159,6 @@ pub(crate) struct DataPath {
 unsafe impl Send for DataPath {}
 // SAFETY: See `Send`.
 unsafe impl Sync for DataPath {}
-
-/// A message's non-empty buffers as (kernel address, length), their
-/// number and their total length.
-type Buffers = ([(usize, usize); IOV_MAX], usize, usize);
-
-/// The segments of a message's buffers as (kernel address, length).
-///
-/// # Safety
-///
-/// `msg` was passed by kfabric.ko to a data-path method (checked list).
-unsafe fn segments(msg: &ksys::kfi_msg) -> Result<Buffers> {
-    let mut segs = [(0usize, 0usize); IOV_MAX];
-    let (mut n, mut total) = (0usize, 0usize);
-    // SAFETY: The caller's contract.
-    for s in unsafe { Segments::of_msg(msg) }? {
-        let s = s?;
-        if s.is_empty() {
-            continue;
-        }
-        let slot = segs.get_mut(n).ok_or(EINVAL)?;
-        *slot = (s.kernel_addr(), s.len());
-        if slot.0 == 0 {
-            return Err(EFAULT);
-        }
-        n += 1;
-        total = total.checked_add(s.len()).ok_or(EMSGSIZE)?;
-    }
-    Ok((segs, n, total))
-}
-
-/// Copies `len` bytes of the slot at `src` into `segs`; returns what fit.
-///
-/// # Safety
-///
-/// `src` is valid for `len` bytes; the segments are the ULP's buffers of
-/// a posted receive (valid until it completes, the ULP's contract).
-unsafe fn scatter(src: *const u8, len: usize, segs: &[(usize, usize)]) -> usize {
-    let mut done = 0usize;
-    for &(addr, seg_len) in segs {
-        if done >= len {
-            break;
-        }
-        let n = seg_len.min(len - done);
-        // SAFETY: Both ranges are valid (the caller's contract) and do
-        // not overlap (provider memory against the ULP's).
-        unsafe { core::ptr::copy_nonoverlapping(src.add(done), addr as *mut u8, n) };
-        done += n;
-    }
-    done
-}
 
 /// The completion callback of every slot.
 ///
@@ -221,6 +188,7 @@ impl DataPath {
             free.push(i, GFP_KERNEL)?;
             ops.push(None, GFP_KERNEL)?;
         }
+        let pending = KVec::with_capacity(TX_MAX, GFP_KERNEL)?;
         let posted = KVec::with_capacity(RECV_MAX, GFP_KERNEL)?;
         let held = KVec::with_capacity(SLOTS, GFP_KERNEL)?;
         Arc::pin_init(
@@ -234,7 +202,9 @@ impl DataPath {
                     to_return: 0,
                     free,
                     ops,
+                    pending,
                     posted,
+                    filling: None,
                     held,
                     up: false,
                     closed: false,
@@ -306,7 +276,11 @@ impl DataPath {
 
     /// The connection came up (sends may go) or ended.
     pub(crate) fn set_up(&self, up: bool) {
-        self.st.lock().up = up;
+        let mut st = self.st.lock();
+        st.up = up;
+        if up {
+            Self::pump(&mut st);
+        }
     }
 
     /// Stops using the QP (before it is drained and destroyed): no more
@@ -317,20 +291,31 @@ impl DataPath {
         st.held.clear();
     }
 
-    /// Completes every posted receive as canceled (the endpoint closes or
-    /// its connection ended), and refuses new operations once `closing`.
+    /// Completes every posted receive and every send with frames still to
+    /// go as canceled (the endpoint closes or its connection ended), and
+    /// refuses new operations once `closing`. Sends already on the wire
+    /// complete as their work requests flush.
     pub(crate) fn cancel(&self, closing: bool) {
         let mut st = self.st.lock();
         st.closed |= closing;
         let cq = st.rx_cq;
+        if let Some(f) = st.filling.take() {
+            report_err(cq, &f.p.entry, ECANCELED);
+        }
         for p in st.posted.iter() {
             report_err(cq, &p.entry, ECANCELED);
         }
         st.posted.clear();
+        let cq = st.tx_cq;
+        for p in st.pending.iter().filter(|p| p.op.report) {
+            report_err(cq, &p.op.entry, ECANCELED);
+        }
+        st.pending.clear();
     }
 
     /// Takes back the posted receive with `context`: it completes with
-    /// `ECANCELED`. `ENOENT` if no such receive waits.
+    /// `ECANCELED`. `ENOENT` if no such receive waits (one that a message
+    /// is arriving into is no longer waiting).
     pub(crate) fn cancel_recv(&self, context: usize) -> Result {
         let mut st = self.st.lock();
         let i = st
@@ -343,58 +328,109 @@ impl DataPath {
         Ok(())
     }
 
-    /// `kfi_sendmsg`: copies the message into a slot and sends it. Any
-    /// context but hard interrupt.
+    /// `kfi_sendmsg`: queues the message and sends what the credits allow
+    /// at once. An inject goes whole at once or not at all (`EAGAIN`).
+    /// Any context but hard interrupt.
     ///
     /// # Safety
     ///
     /// `msg` was passed by kfabric.ko to `sendmsg` (checked list).
     pub(crate) unsafe fn send(&self, msg: &ksys::kfi_msg, flags: u64) -> Result {
         // SAFETY: The caller's contract.
-        let (segs, n, total) = unsafe { segments(msg) }?;
-        if total > MSG_MAX {
+        let bufs = unsafe { Buffers::of(msg) }?;
+        let inject = flags & ksys::KFI_INJECT != 0;
+        if bufs.total > if inject { FRAME_MAX } else { MSG_MAX } {
             return Err(EMSGSIZE);
         }
+        let mut p = Pending {
+            op: Op {
+                entry: CqEntry {
+                    context: msg.context as usize,
+                    flags: ksys::KFI_SEND | ksys::KFI_MSG,
+                    len: bufs.total,
+                    ..Default::default()
+                },
+                report: !inject,
+            },
+            bufs,
+            sent: 0,
+            flags: if flags & ksys::KFI_REMOTE_CQ_DATA != 0 {
+                F_CQ_DATA
+            } else {
+                0
+            },
+            data: msg.data,
+        };
         let mut st = self.st.lock();
         if st.closed || !st.up || st.qp.is_null() {
             return Err(ENOTCONN);
         }
-        // One credit stays for credit updates.
-        if st.credits < 2 {
-            return Err(EAGAIN);
+        if inject {
+            // Its buffer is only valid during this call.
+            if !st.pending.is_empty() || !Self::can_post(&st) {
+                return Err(EAGAIN);
+            }
+            return Self::post_frame(&mut st, &mut p).map(|_| ());
         }
-        let Some(slot) = st.free.pop() else {
-            return Err(EAGAIN);
-        };
-        let mut f = F_DATA;
-        if flags & ksys::KFI_REMOTE_CQ_DATA != 0 {
-            f |= F_CQ_DATA;
+        st.pending.push_within_capacity(p).map_err(|_| EAGAIN)?;
+        Self::pump(&mut st);
+        Ok(())
+    }
+
+    /// A frame may be posted now: a free slot and a credit to spare.
+    fn can_post(st: &State) -> bool {
+        st.up && !st.qp.is_null() && st.credits >= 2 && !st.free.is_empty()
+    }
+
+    /// Posts the frames of waiting sends that the credits allow, oldest
+    /// first. A send that cannot be posted fails.
+    fn pump(st: &mut State) {
+        while Self::can_post(st) {
+            let Some(mut p) = st.pending.first().copied() else {
+                return;
+            };
+            let done = match Self::post_frame(st, &mut p) {
+                Ok(last) => last,
+                Err(e) => {
+                    if p.op.report {
+                        report_err(st.tx_cq, &p.op.entry, e);
+                    }
+                    true
+                }
+            };
+            if done {
+                let _ = st.pending.remove(0);
+            } else if let Some(head) = st.pending.first_mut() {
+                *head = p;
+            }
         }
-        let credits = st.to_return.min(u16::MAX as usize);
+    }
+
+    /// Posts the next frame of `p`; whether it was the last. The caller
+    /// checked [`Self::can_post`].
+    fn post_frame(st: &mut State, p: &mut Pending) -> Result<bool> {
+        let len = (p.bufs.total - p.sent).min(FRAME_MAX);
+        let last = p.sent + len == p.bufs.total;
+        let slot = st.free.pop().ok_or(EAGAIN)?;
+        let credits = st.to_return.min(u16::MAX.into());
         // SAFETY: The ring is live while `qp` is set (attach's contract).
         let ring = unsafe { &*st.ring };
         let buf = &ring.bufs[SLOTS + slot];
+        let h = Header {
+            flags: F_DATA | p.flags | if last { 0 } else { F_MORE },
+            credits,
+            len,
+            data: p.data,
+        };
         // SAFETY: A free send slot is used by no work request and by no
         // other CPU (taken from `free` under the lock); the ULP's buffers
-        // are valid for the call.
+        // are valid until the send completes, which is after this frame.
         unsafe {
-            let dst = buf.addr();
-            write_header(dst, f, credits as u16, total as u32, msg.data);
-            let mut off = HDR;
-            for &(addr, len) in &segs[..n] {
-                core::ptr::copy_nonoverlapping(addr as *const u8, dst.add(off), len);
-                off += len;
-            }
+            write_header(buf.addr(), &h);
+            p.bufs.gather(p.sent, len, buf.addr().add(HDR));
         }
-        let report = flags & ksys::KFI_INJECT == 0;
-        let entry = CqEntry {
-            context: msg.context as usize,
-            flags: ksys::KFI_SEND | ksys::KFI_MSG,
-            len: total,
-            ..Default::default()
-        };
-        st.ops[slot] = Some(Op { entry, report });
-        let sge = buf.sge(HDR + total, ring.lkey);
+        st.ops[slot] = if last { Some(p.op) } else { None };
+        let sge = buf.sge(HDR + len, ring.lkey);
         let cqe = (&raw const ring.slots[SLOTS + slot].cqe).cast_mut();
         // SAFETY: `qp` is live (attach's contract); the slot and its
         // buffer stay valid until the request completes.
@@ -402,17 +438,18 @@ impl DataPath {
             Ok(()) => {
                 st.credits -= 1;
                 st.to_return -= credits;
-                Ok(())
+                p.sent += len;
+                Ok(last)
             }
             Err(e) => {
                 st.ops[slot] = None;
-                st.free.push_within_capacity(slot).map_err(|_| EINVAL)?;
+                let _ = st.free.push_within_capacity(slot);
                 Err(e)
             }
         }
     }
 
-    /// `kfi_recvmsg`: takes a held message, or queues the receive. Any
+    /// `kfi_recvmsg`: takes held frames, or queues the receive. Any
     /// context but hard interrupt.
     ///
     /// # Safety
@@ -420,54 +457,70 @@ impl DataPath {
     /// `msg` was passed by kfabric.ko to `recvmsg` (checked list).
     pub(crate) unsafe fn recv(&self, msg: &ksys::kfi_msg) -> Result {
         // SAFETY: The caller's contract.
-        let (segs, n, _) = unsafe { segments(msg) }?;
+        let bufs = unsafe { Buffers::of(msg) }?;
         let p = Posted {
             entry: CqEntry {
                 context: msg.context as usize,
                 flags: ksys::KFI_RECV | ksys::KFI_MSG,
-                buf: segs[0].0,
+                buf: bufs.first(),
                 ..Default::default()
             },
-            segs,
-            n,
+            bufs,
         };
         let mut st = self.st.lock();
         if st.closed {
             return Err(ENOTCONN);
         }
-        if st.held.is_empty() {
-            return st.posted.push_within_capacity(p).map_err(|_| EAGAIN);
+        st.posted.push_within_capacity(p).map_err(|_| EAGAIN)?;
+        if !st.qp.is_null() {
+            // SAFETY: Held slots belong to the live ring (`detach` clears
+            // them).
+            let ring = unsafe { &*st.ring };
+            while !st.held.is_empty() && (st.filling.is_some() || !st.posted.is_empty()) {
+                let Ok((index, h)) = st.held.remove(0) else {
+                    break;
+                };
+                Self::place(&mut st, ring, index, &h);
+            }
         }
-        let (index, len, data, cq_data) = st.held.remove(0).map_err(|_| EINVAL)?;
-        // SAFETY: Held slots belong to a live ring (`detach` clears them).
-        let ring = unsafe { &*st.ring };
-        Self::deliver(&mut st, ring, index, p, len, data, cq_data);
         Self::return_credits(&mut st);
         Ok(())
     }
 
-    /// Copies the message in receive slot `index` into `p`, completes it
-    /// and reposts the slot.
-    fn deliver(
-        st: &mut State,
-        ring: &Ring,
-        index: usize,
-        mut p: Posted,
-        len: usize,
-        data: u64,
-        cq_data: bool,
-    ) {
+    /// Copies the frame in receive slot `index` into the receive being
+    /// filled (or the oldest posted one), completes that receive at the
+    /// message's last frame, and reposts the slot. The caller checked
+    /// that there is such a receive.
+    fn place(st: &mut State, ring: &Ring, index: usize, h: &Header) {
+        let f = st.filling.take().or_else(|| {
+            st.posted.remove(0).ok().map(|p| Filling {
+                p,
+                placed: 0,
+                total: 0,
+            })
+        });
+        let Some(mut f) = f else {
+            return;
+        };
         let src = ring.bufs[index].addr().wrapping_add(HDR);
-        // SAFETY: The slot holds `len` bytes after the header (checked at
-        // receipt); the ULP's buffers are valid until this completion.
-        let placed = unsafe { scatter(src, len, &p.segs[..p.n]) };
-        p.entry.len = placed;
-        if cq_data {
-            p.entry.flags |= ksys::KFI_REMOTE_CQ_DATA;
-            p.entry.data = data;
-        }
-        report_recv(st.rx_cq, &p.entry, len - placed);
+        let room = f.p.bufs.total.saturating_sub(f.placed);
+        // SAFETY: The slot holds `h.len` bytes after the header (checked
+        // at receipt); the ULP's buffers are valid until this receive
+        // completes.
+        let n = unsafe { f.p.bufs.scatter(f.placed, src, h.len.min(room)) };
+        f.placed += n;
+        f.total = f.total.saturating_add(h.len);
         Self::repost(st, ring, index);
+        if h.flags & F_MORE != 0 {
+            st.filling = Some(f);
+            return;
+        }
+        f.p.entry.len = f.placed;
+        if h.flags & F_CQ_DATA != 0 {
+            f.p.entry.flags |= ksys::KFI_REMOTE_CQ_DATA;
+            f.p.entry.data = h.data;
+        }
+        report_recv(st.rx_cq, &f.p.entry, f.total - f.placed);
     }
 
     /// Gives receive slot `index` back to the device and counts the credit.
@@ -489,24 +542,22 @@ impl DataPath {
         }
         // SAFETY: A completion for a slot of the attached ring.
         let ring = unsafe { &*st.ring };
-        let b = ring.bufs[index].bytes();
-        let Some((f, credits, len, data)) = read_header(b, d.len) else {
-            // A malformed message: the peer is broken or hostile; its
-            // slot is not reposted, so it cannot repeat this forever.
+        let Some(h) = read_header(ring.bufs[index].bytes(), d.len) else {
+            // A malformed frame: the peer is broken or hostile; its slot
+            // is not reposted, so it cannot repeat this forever.
             pr_warn!("kfi_ibverbs: malformed message dropped\n");
             return;
         };
-        st.credits = st.credits.saturating_add(credits).min(SLOTS);
-        if f & F_DATA == 0 {
+        st.credits = st.credits.saturating_add(h.credits).min(SLOTS);
+        if h.flags & F_DATA == 0 {
             Self::repost(&mut st, ring, index);
-        } else if st.posted.is_empty() {
+        } else if !st.held.is_empty() || (st.filling.is_none() && st.posted.is_empty()) {
             // Cannot overflow: at most SLOTS slots exist.
-            let _ = st
-                .held
-                .push_within_capacity((index, len, data, f & F_CQ_DATA != 0));
-        } else if let Ok(p) = st.posted.remove(0) {
-            Self::deliver(&mut st, ring, index, p, len, data, f & F_CQ_DATA != 0);
+            let _ = st.held.push_within_capacity((index, h));
+        } else {
+            Self::place(&mut st, ring, index, &h);
         }
+        Self::pump(&mut st);
         Self::return_credits(&mut st);
     }
 
@@ -522,10 +573,11 @@ impl DataPath {
                 report_err(st.tx_cq, &op.entry, if d.flushed { ECANCELED } else { EIO });
             }
         }
+        Self::pump(&mut st);
         Self::return_credits(&mut st);
     }
 
-    /// Sends a header-only message when half the peer's credits are due.
+    /// Sends a header-only frame when half the peer's credits are due.
     fn return_credits(st: &mut State) {
         if st.qp.is_null() || st.to_return < SLOTS / 2 || st.credits == 0 {
             return;
@@ -535,13 +587,19 @@ impl DataPath {
         };
         // SAFETY: Attached ring (qp is set).
         let ring = unsafe { &*st.ring };
-        let credits = st.to_return.min(u16::MAX as usize);
+        let credits = st.to_return.min(u16::MAX.into());
         let buf = &ring.bufs[SLOTS + slot];
+        let h = Header {
+            flags: 0,
+            credits,
+            len: 0,
+            data: 0,
+        };
         // SAFETY: A free send slot, ours under the lock.
-        unsafe { write_header(buf.addr(), 0, credits as u16, 0, 0) };
+        unsafe { write_header(buf.addr(), &h) };
         let sge = buf.sge(HDR, ring.lkey);
         let cqe = (&raw const ring.slots[SLOTS + slot].cqe).cast_mut();
-        // SAFETY: As in `send`.
+        // SAFETY: As in `post_frame`.
         if unsafe { dma::post_send(st.qp, sge, cqe) }.is_ok() {
             st.credits -= 1;
             st.to_return -= credits;
@@ -561,38 +619,4 @@ unsafe fn post_recv_slot(qp: *mut sys::ib_qp, ring: &Ring, index: usize) -> Resu
     let cqe = (&raw const ring.slots[index].cqe).cast_mut();
     // SAFETY: The caller's contract.
     unsafe { dma::post_recv(qp, sge, cqe) }
-}
-
-/// Writes a header at `dst`.
-///
-/// # Safety
-///
-/// `dst` is valid for [`HDR`] bytes of writes.
-unsafe fn write_header(dst: *mut u8, flags: u8, credits: u16, len: u32, data: u64) {
-    let mut h = [0u8; HDR];
-    h[0] = MAGIC;
-    h[1] = flags;
-    h[2..4].copy_from_slice(&credits.to_le_bytes());
-    h[4..8].copy_from_slice(&len.to_le_bytes());
-    h[8..16].copy_from_slice(&data.to_le_bytes());
-    // SAFETY: The caller's contract.
-    unsafe { core::ptr::copy_nonoverlapping(h.as_ptr(), dst, HDR) };
-}
-
-/// Reads the header of a received slot `b` of which `got` bytes arrived:
-/// (flags, credits, payload length, CQ data), or `None` when the peer
-/// sent something else.
-fn read_header(b: &[u8], got: usize) -> Option<(u8, usize, usize, u64)> {
-    let h = b.get(..HDR)?;
-    if h[0] != MAGIC {
-        return None;
-    }
-    let credits = u16::from_le_bytes([h[2], h[3]]) as usize;
-    let len = u32::from_le_bytes([h[4], h[5], h[6], h[7]]) as usize;
-    let data = u64::from_le_bytes(h[8..16].try_into().ok()?);
-    // The length must be what arrived, and fit the slot.
-    if got != HDR.checked_add(len)? || got > b.len() {
-        return None;
-    }
-    Some((h[1], credits, len, data))
 }

@@ -18,6 +18,7 @@ use kernel::{
 use crate::{
     data::{self, DataPath, Ring},
     domain::DomShared,
+    frame,
     ib::{addr::Addr, cm, cm::CmId, verbs::Cq},
     ib_sys as sys,
     kfi::{
@@ -297,10 +298,10 @@ impl IbEndpoint {
         EndpointAttr {
             caps: CAPS,
             op_flags: OP_FLAGS,
-            tx_iov_limit: data::IOV_MAX,
-            rx_iov_limit: data::IOV_MAX,
+            tx_iov_limit: frame::IOV_MAX,
+            rx_iov_limit: frame::IOV_MAX,
             rma_iov_limit: 0,
-            inject_size: data::MSG_MAX,
+            inject_size: frame::FRAME_MAX,
             max_msg_size: data::MSG_MAX,
         }
     }

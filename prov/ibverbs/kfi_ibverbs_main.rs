@@ -25,6 +25,7 @@ mod data;
 mod devices;
 mod domain;
 mod ep;
+mod frame;
 mod ib;
 mod ib_sys;
 mod net;
@@ -126,12 +127,12 @@ pub(crate) fn entry(
     // most as many sends in flight as the device's queue holds.
     tx.caps = ep::CAPS;
     tx.op_flags = ep::OP_FLAGS;
-    tx.size = (data::SLOTS as u32).min(dev.limits.max_qp_wr.saturating_sub(1)) as usize;
-    tx.iov_limit = data::IOV_MAX;
-    tx.inject_size = data::MSG_MAX;
+    tx.size = (data::TX_MAX as u32).min(dev.limits.max_qp_wr.saturating_sub(1)) as usize;
+    tx.iov_limit = frame::IOV_MAX;
+    tx.inject_size = frame::FRAME_MAX;
     rx.caps = ep::CAPS;
     rx.size = data::RECV_MAX;
-    rx.iov_limit = data::IOV_MAX;
+    rx.iov_limit = frame::IOV_MAX;
     epa.type_ = sys::KFI_EP_MSG;
     epa.max_msg_size = data::MSG_MAX;
     Ok(i)

@@ -282,8 +282,8 @@ mod tests {
     }
 
     /// `len` bytes of a pattern that differs per `seed`.
-    fn pattern(len: usize, seed: u32) -> Result<KVec<u8>> {
-        let mut v = KVec::with_capacity(len, GFP_KERNEL)?;
+    fn pattern(len: usize, seed: u32) -> Result<KVVec<u8>> {
+        let mut v = KVVec::with_capacity(len, GFP_KERNEL)?;
         let mut x = seed.wrapping_mul(2_654_435_761) | 1;
         for _ in 0..len {
             x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
@@ -292,8 +292,8 @@ mod tests {
         Ok(v)
     }
 
-    fn zeroed(len: usize) -> Result<KVec<u8>> {
-        let mut v = KVec::with_capacity(len, GFP_KERNEL)?;
+    fn zeroed(len: usize) -> Result<KVVec<u8>> {
+        let mut v = KVVec::with_capacity(len, GFP_KERNEL)?;
         v.resize(len, 0xee, GFP_KERNEL)?;
         Ok(v)
     }
@@ -310,7 +310,9 @@ mod tests {
         let max = max_msg()?;
         assert!(max >= 1024);
         with_pair(c"7615", |cep, sep, ccq, scq| {
-            let sizes = [0, 1, 7, 100, 1000, max - 1, max];
+            // Around one frame's payload (4080 B), several frames, the
+            // longest.
+            let sizes = [0, 1, 7, 100, 4079, 4080, 4081, 12245, max];
             for (i, &len) in sizes.iter().enumerate() {
                 let src = pattern(len, i as u32)?;
                 let mut dst = zeroed(len + 8)?;

@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The frames of the message path: a [`HDR`]-byte header in front of up
+//! to [`FRAME_MAX`] bytes of payload, one frame per slot, and the copies
+//! between the ULP's buffers and the slots.
+//!
+//! Header (little endian): magic u8, flags u8, credits u16, payload
+//! length u32, remote CQ data u64. A message longer than one frame goes
+//! as consecutive frames, each but the last flagged [`F_MORE`]; a
+//! connection never interleaves the frames of two messages.
+
+use kernel::prelude::*;
+
+use crate::kfi::{kfi_sys as ksys, toolkit::segments::Segments};
+
+/// Bytes of a slot.
+pub(crate) const SLOT: usize = 4096;
+/// Bytes of the header in front of each frame.
+pub(crate) const HDR: usize = 16;
+/// The most payload one frame carries.
+pub(crate) const FRAME_MAX: usize = SLOT - HDR;
+/// Most buffers of one send or receive.
+pub(crate) const IOV_MAX: usize = 4;
+
+const MAGIC: u8 = 0x6b;
+/// The frame has a payload (else it only returns credits).
+pub(crate) const F_DATA: u8 = 1;
+/// The header carries remote CQ data.
+pub(crate) const F_CQ_DATA: u8 = 2;
+/// More frames of the same message follow.
+pub(crate) const F_MORE: u8 = 4;
+
+/// A frame's header, as read from a slot.
+#[derive(Clone, Copy)]
+pub(crate) struct Header {
+    pub(crate) flags: u8,
+    pub(crate) credits: usize,
+    pub(crate) len: usize,
+    pub(crate) data: u64,
+}
+
+/// Up to [`IOV_MAX`] non-empty buffers as (kernel address, length).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Buffers {
+    segs: [(usize, usize); IOV_MAX],
+    n: usize,
+    /// Their total length.
+    pub(crate) total: usize,
+}
+
+impl Buffers {
+    /// The buffers of `msg`.
+    ///
+    /// # Safety
+    ///
+    /// `msg` was passed by kfabric.ko to a data-path method (checked list).
+    pub(crate) unsafe fn of(msg: &ksys::kfi_msg) -> Result<Self> {
+        let mut b = Self::default();
+        // SAFETY: The caller's contract.
+        for s in unsafe { Segments::of_msg(msg) }? {
+            let s = s?;
+            if s.is_empty() {
+                continue;
+            }
+            let slot = b.segs.get_mut(b.n).ok_or(EINVAL)?;
+            *slot = (s.kernel_addr(), s.len());
+            if slot.0 == 0 {
+                return Err(EFAULT);
+            }
+            b.n += 1;
+            b.total = b.total.checked_add(s.len()).ok_or(EMSGSIZE)?;
+        }
+        Ok(b)
+    }
+
+    /// The address of the first buffer (0 if none).
+    pub(crate) fn first(&self) -> usize {
+        self.segs[0].0
+    }
+
+    /// Calls `f(address, length)` for the bytes `at..at + len` of the
+    /// buffers (clipped to their total); returns the bytes visited.
+    fn walk(&self, at: usize, len: usize, mut f: impl FnMut(usize, usize, usize)) -> usize {
+        let (mut skip, mut done) = (at, 0usize);
+        for &(addr, seg) in &self.segs[..self.n] {
+            if done >= len {
+                break;
+            }
+            if skip >= seg {
+                skip -= seg;
+                continue;
+            }
+            let n = (seg - skip).min(len - done);
+            f(addr + skip, n, done);
+            done += n;
+            skip = 0;
+        }
+        done
+    }
+
+    /// Copies bytes `at..at + len` of the buffers to `dst`; returns how
+    /// many.
+    ///
+    /// # Safety
+    ///
+    /// The buffers are valid for reads (the ULP's contract until the
+    /// operation completes); `dst` is valid for `len` bytes of writes and
+    /// overlaps none of them.
+    pub(crate) unsafe fn gather(&self, at: usize, len: usize, dst: *mut u8) -> usize {
+        self.walk(at, len, |addr, n, done| {
+            // SAFETY: The caller's contract; `done + n <= len`.
+            unsafe { core::ptr::copy_nonoverlapping(addr as *const u8, dst.add(done), n) }
+        })
+    }
+
+    /// Copies `len` bytes from `src` into the buffers at `at`; returns
+    /// what fit.
+    ///
+    /// # Safety
+    ///
+    /// The buffers are valid for writes (the ULP's contract until the
+    /// receive completes); `src` is valid for `len` bytes and overlaps
+    /// none of them.
+    pub(crate) unsafe fn scatter(&self, at: usize, src: *const u8, len: usize) -> usize {
+        self.walk(at, len, |addr, n, done| {
+            // SAFETY: The caller's contract; `done + n <= len`.
+            unsafe { core::ptr::copy_nonoverlapping(src.add(done), addr as *mut u8, n) }
+        })
+    }
+}
+
+/// Writes a header at `dst`.
+///
+/// # Safety
+///
+/// `dst` is valid for [`HDR`] bytes of writes.
+pub(crate) unsafe fn write_header(dst: *mut u8, h: &Header) {
+    let mut b = [0u8; HDR];
+    b[0] = MAGIC;
+    b[1] = h.flags;
+    b[2..4].copy_from_slice(&(h.credits.min(u16::MAX.into()) as u16).to_le_bytes());
+    b[4..8].copy_from_slice(&(h.len.min(FRAME_MAX) as u32).to_le_bytes());
+    b[8..16].copy_from_slice(&h.data.to_le_bytes());
+    // SAFETY: The caller's contract.
+    unsafe { core::ptr::copy_nonoverlapping(b.as_ptr(), dst, HDR) };
+}
+
+/// Reads the header of a received slot `b` of which `got` bytes arrived,
+/// or `None` when the peer sent something else.
+pub(crate) fn read_header(b: &[u8], got: usize) -> Option<Header> {
+    let h = b.get(..HDR)?;
+    if h[0] != MAGIC {
+        return None;
+    }
+    let len = u32::from_le_bytes([h[4], h[5], h[6], h[7]]) as usize;
+    // The length must be what arrived, and fit the slot.
+    if got != HDR.checked_add(len)? || got > b.len() {
+        return None;
+    }
+    Some(Header {
+        flags: h[1],
+        credits: u16::from_le_bytes([h[2], h[3]]).into(),
+        len,
+        data: u64::from_le_bytes(h[8..16].try_into().ok()?),
+    })
+}
