@@ -209,6 +209,15 @@ struct kfi_rx_attr {
 	size_t iov_limit;
 };
 
+/*
+ * Wire protocols (kfi_ep_attr.protocol), libfabric's values. On the RDMA
+ * ones a remote access error (bad key, range or rights) ends the
+ * connection, and data of a failed multi-buffer transfer may be placed.
+ */
+#define KFI_PROTO_UNSPEC	0
+#define KFI_PROTO_RDMA_CM_IB_RC	1
+#define KFI_PROTO_IWARP		2
+
 /**
  * struct kfi_ep_attr - endpoint attributes
  * @type: enum kfi_ep_type

@@ -30,21 +30,36 @@ use kernel::{
 
 use crate::{
     frame::{
-        read_header, write_header, Buffers, Header, FRAME_MAX, F_CQ_DATA, F_DATA, F_MORE, HDR, SLOT,
+        read_header, write_header, Buffers, Header, FRAME_MAX, F_CQ_DATA, F_DATA, F_MORE,
+        F_RMA_DATA, HDR, SLOT,
     },
-    ib::dma::{self, DmaBuf},
+    ib::{
+        device::Limits,
+        dma::{self, DmaBuf},
+        frmr::FastReg,
+    },
     ib_sys as sys,
     kfi::{
         kfi_sys as ksys,
         provider::CqRef,
         toolkit::completion::{report, report_err, report_recv, CqEntry},
     },
+    rma::{Link, Rma, RmaOp, RMA_OPS, RMA_WRS},
 };
 
 /// Slots each way.
 pub(crate) const SLOTS: usize = 32;
 /// The longest message.
 pub(crate) const MSG_MAX: usize = 16 << 20;
+/// The longest message or RMA transfer on a device with limits `l`: what
+/// the frames carry, and what one region holds at any alignment.
+pub(crate) fn max_msg(l: &Limits) -> usize {
+    let region = (l.max_frmr_pages as usize)
+        .saturating_sub(1)
+        .saturating_mul(4096);
+    MSG_MAX.min(region)
+}
+
 /// Most sends waiting for credits.
 pub(crate) const TX_MAX: usize = SLOTS;
 /// Most receives the ULP may have posted.
@@ -60,17 +75,22 @@ struct Slot {
 }
 
 /// The device memory of a connection's message path: receive slots
-/// `0..SLOTS`, send slots `SLOTS..2 * SLOTS`.
+/// `0..SLOTS`, send slots `SLOTS..2 * SLOTS` (each with its buffer), and
+/// the completion contexts of RMA requests `2 * SLOTS..` (no buffer).
 ///
 /// # Invariants
 ///
-/// `slots` and `bufs` have `2 * SLOTS` entries and never grow (the
-/// device holds their addresses); every slot's `path` is the data path
-/// that owns the ring, which outlives it.
+/// `slots` has `2 * SLOTS + RMA_WRS` entries and `bufs` `2 * SLOTS`; they
+/// never grow (the device holds their addresses); every slot's `path` is
+/// the data path that owns the ring, which outlives it; `dev` is the
+/// device of the buffers, registered while the ring lives.
 pub(crate) struct Ring {
     slots: KVec<Slot>,
     bufs: KVec<DmaBuf>,
     lkey: u32,
+    dev: *mut sys::ib_device,
+    /// Local pieces per RDMA write and read request.
+    sges: (usize, usize),
 }
 
 // SAFETY: The slots' pointers are only followed by the completion
@@ -140,6 +160,8 @@ struct State {
     /// Receive slots holding a frame no receive was posted for, oldest
     /// first.
     held: KVec<(usize, Header)>,
+    /// RMA operations.
+    rma: Rma,
     /// The connection is up: sends may go.
     up: bool,
     /// No more operations: the endpoint closes.
@@ -175,8 +197,10 @@ unsafe extern "C" fn slot_done(_cq: *mut sys::ib_cq, wc: *mut sys::ib_wc) {
     let (path, index) = unsafe { (&*(*slot).path, (*slot).index) };
     if index < SLOTS {
         path.received(index, &d);
-    } else {
+    } else if index < 2 * SLOTS {
         path.sent(index - SLOTS, &d);
+    } else {
+        path.rma_done(index - 2 * SLOTS, &d);
     }
 }
 
@@ -188,7 +212,9 @@ impl DataPath {
             free.push(i, GFP_KERNEL)?;
             ops.push(None, GFP_KERNEL)?;
         }
-        let pending = KVec::with_capacity(TX_MAX, GFP_KERNEL)?;
+        // The ULP's sends, and the remote CQ data of its RDMA writes.
+        let pending = KVec::with_capacity(TX_MAX + RMA_OPS, GFP_KERNEL)?;
+        let rma = Rma::new()?;
         let posted = KVec::with_capacity(RECV_MAX, GFP_KERNEL)?;
         let held = KVec::with_capacity(SLOTS, GFP_KERNEL)?;
         Arc::pin_init(
@@ -206,6 +232,7 @@ impl DataPath {
                     posted,
                     filling: None,
                     held,
+                    rma,
                     up: false,
                     closed: false,
                 }),
@@ -221,8 +248,8 @@ impl DataPath {
         st.rx_cq = rx;
     }
 
-    /// Makes the ring of a new QP on `dev` with local key `lkey`. Process
-    /// context.
+    /// Makes the ring of a new QP on `dev` with local key `lkey`, whose
+    /// RDMA writes and reads take `sges` local pieces. Process context.
     ///
     /// # Safety
     ///
@@ -231,10 +258,11 @@ impl DataPath {
         self: &Arc<Self>,
         dev: *mut sys::ib_device,
         lkey: u32,
+        sges: (usize, usize),
     ) -> Result<KBox<Ring>> {
-        let mut slots = KVec::with_capacity(2 * SLOTS, GFP_KERNEL)?;
+        let mut slots = KVec::with_capacity(2 * SLOTS + RMA_WRS, GFP_KERNEL)?;
         let mut bufs = KVec::with_capacity(2 * SLOTS, GFP_KERNEL)?;
-        for index in 0..2 * SLOTS {
+        for index in 0..2 * SLOTS + RMA_WRS {
             slots.push(
                 Slot {
                     cqe: sys::ib_cqe {
@@ -245,12 +273,23 @@ impl DataPath {
                 },
                 GFP_KERNEL,
             )?;
-            // SAFETY: The caller's contract, passed on.
-            bufs.push(unsafe { DmaBuf::new(dev, SLOT) }?, GFP_KERNEL)?;
+            if index < 2 * SLOTS {
+                // SAFETY: The caller's contract, passed on.
+                bufs.push(unsafe { DmaBuf::new(dev, SLOT) }?, GFP_KERNEL)?;
+            }
         }
-        // INVARIANT: Both have 2 * SLOTS entries and are never changed;
-        // `path` is `self`, which the ring's owner keeps alive.
-        Ok(KBox::new(Ring { slots, bufs, lkey }, GFP_KERNEL)?)
+        // INVARIANT: The sizes above, never changed; `path` is `self`,
+        // which the ring's owner keeps alive; the caller's contract.
+        Ok(KBox::new(
+            Ring {
+                slots,
+                bufs,
+                lkey,
+                dev,
+                sges,
+            },
+            GFP_KERNEL,
+        )?)
     }
 
     /// Starts moving messages over `qp` with `ring`: posts every receive
@@ -280,6 +319,7 @@ impl DataPath {
         st.up = up;
         if up {
             Self::pump(&mut st);
+            Self::pump_rma(&mut st);
         }
     }
 
@@ -311,6 +351,7 @@ impl DataPath {
             report_err(cq, &p.op.entry, ECANCELED);
         }
         st.pending.clear();
+        st.rma.cancel(cq);
     }
 
     /// Takes back the posted receive with `context`: it completes with
@@ -364,6 +405,10 @@ impl DataPath {
         let mut st = self.st.lock();
         if st.closed || !st.up || st.qp.is_null() {
             return Err(ENOTCONN);
+        }
+        // The room above TX_MAX is for the remote CQ data of writes.
+        if st.pending.len() >= TX_MAX {
+            return Err(EAGAIN);
         }
         if inject {
             // Its buffer is only valid during this call.
@@ -549,7 +594,15 @@ impl DataPath {
             return;
         };
         st.credits = st.credits.saturating_add(h.credits).min(SLOTS);
-        if h.flags & F_DATA == 0 {
+        if h.flags & F_RMA_DATA != 0 {
+            let e = CqEntry {
+                flags: ksys::KFI_RMA | ksys::KFI_REMOTE_WRITE | ksys::KFI_REMOTE_CQ_DATA,
+                data: h.data,
+                ..Default::default()
+            };
+            report(st.rx_cq, &e);
+            Self::repost(&mut st, ring, index);
+        } else if h.flags & F_DATA == 0 {
             Self::repost(&mut st, ring, index);
         } else if !st.held.is_empty() || (st.filling.is_none() && st.posted.is_empty()) {
             // Cannot overflow: at most SLOTS slots exist.
@@ -575,6 +628,94 @@ impl DataPath {
         }
         Self::pump(&mut st);
         Self::return_credits(&mut st);
+    }
+
+    /// `kfi_readmsg`/`kfi_writemsg`: queues `op` and posts what the free
+    /// requests allow. Any context but hard interrupt.
+    pub(crate) fn rma(&self, op: RmaOp) -> Result {
+        let mut st = self.st.lock();
+        if st.closed || !st.up || st.qp.is_null() {
+            return Err(ENOTCONN);
+        }
+        if op.local.total == 0 {
+            report(st.tx_cq, &op.entry);
+            return Ok(());
+        }
+        st.rma.submit(op)?;
+        Self::pump_rma(&mut st);
+        Ok(())
+    }
+
+    /// Posts waiting RMA requests; queues the remote CQ data of writes
+    /// that are all posted (it follows them on the QP, so the peer
+    /// reports it after the data is placed).
+    fn pump_rma(st: &mut State) {
+        if !st.up || st.qp.is_null() {
+            return;
+        }
+        // SAFETY: The ring is live while `qp` is set (attach's contract).
+        let ring = unsafe { &*st.ring };
+        let link = Link {
+            qp: st.qp,
+            dev: ring.dev,
+            lkey: ring.lkey,
+            write_sges: ring.sges.0,
+            read_sges: ring.sges.1,
+        };
+        let State {
+            rma,
+            pending,
+            tx_cq,
+            ..
+        } = st;
+        rma.pump(
+            &link,
+            *tx_cq,
+            |i| (&raw const ring.slots[2 * SLOTS + i].cqe).cast_mut(),
+            |data| {
+                let p = Pending {
+                    op: Op {
+                        entry: CqEntry::default(),
+                        report: false,
+                    },
+                    bufs: Buffers::default(),
+                    sent: 0,
+                    flags: F_CQ_DATA | F_RMA_DATA,
+                    data,
+                };
+                // Cannot fail: room for one per RMA operation is kept.
+                let _ = pending.push_within_capacity(p);
+            },
+        );
+        Self::pump(st);
+    }
+
+    /// An RMA request completed.
+    fn rma_done(&self, index: usize, d: &dma::Done) {
+        let mut st = self.st.lock();
+        // The request's pieces were mapped for the ring's device, which
+        // outlives the drain that completes the last request.
+        let dev = if st.ring.is_null() {
+            core::ptr::null_mut()
+        } else {
+            // SAFETY: Set at attach, live until the drain is done.
+            unsafe { (*st.ring).dev }
+        };
+        let cq = st.tx_cq;
+        st.rma.done(index, d, dev, cq);
+        Self::pump_rma(&mut st);
+    }
+
+    /// Posts the registration of `fr` with `access` on this connection's
+    /// QP; `ENOTCONN` when it is not up. Any context but hard interrupt.
+    pub(crate) fn post_reg(&self, fr: &mut FastReg, access: u32) -> Result {
+        let st = self.st.lock();
+        if st.closed || !st.up || st.qp.is_null() {
+            return Err(ENOTCONN);
+        }
+        // SAFETY: A live QP of the domain's PD (attach's contract); its
+        // teardown drains it, completing the request first.
+        unsafe { fr.post(st.qp, access) }
     }
 
     /// Sends a header-only frame when half the peer's credits are due.

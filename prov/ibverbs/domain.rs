@@ -11,8 +11,9 @@ use kernel::{
 
 use crate::{
     ep::Conn,
-    ib::{device::Device, verbs::Pd},
+    ib::{device::Device, frmr::FastReg, verbs::Pd},
     ib_sys as sys,
+    mr::IbRegion,
     net::NetPtr,
 };
 
@@ -27,6 +28,9 @@ pub(crate) struct DomShared {
     /// Endpoints with device resources, for the device's removal.
     #[pin]
     conns: Mutex<KVec<Arc<Conn>>>,
+    /// Open regions, whose MRs the device's removal frees.
+    #[pin]
+    regions: Mutex<KVec<Arc<IbRegion>>>,
     /// Held while an endpoint's QP, ring and CQs are torn down (its close
     /// or the device's removal), so the PD outlives every teardown. Lock
     /// order: this, then an endpoint's state lock; rdma_cm's handler lock
@@ -70,6 +74,32 @@ impl DomShared {
         Ok(())
     }
 
+    /// Tracks region `r` for the device's removal.
+    pub(crate) fn add_region(&self, r: Arc<IbRegion>) -> Result {
+        self.regions.lock().push(r, GFP_KERNEL)?;
+        Ok(())
+    }
+
+    /// Stops tracking region `r` (at its close).
+    pub(crate) fn remove_region(&self, r: &IbRegion) {
+        let mut l = self.regions.lock();
+        if let Some(i) = l.iter().position(|x| core::ptr::eq(&**x, r)) {
+            let _ = l.remove(i);
+        }
+    }
+
+    /// Posts the registration of `fr` on the first connection of the
+    /// domain that is up: that connection. `ENOTCONN` if none is.
+    pub(crate) fn post_reg(&self, fr: &mut FastReg, access: u32) -> Result<Arc<Conn>> {
+        let l = self.conns.lock();
+        for c in l.iter() {
+            if c.post_reg(fr, access).is_ok() {
+                return Ok(c.clone());
+            }
+        }
+        Err(ENOTCONN)
+    }
+
     /// Stops tracking `c` (at its close).
     pub(crate) fn remove_conn(&self, c: &Conn) {
         let mut l = self.conns.lock();
@@ -96,6 +126,7 @@ impl IbDomain {
                 net,
                 pd <- new_mutex!(Some(pd)),
                 conns <- new_mutex!(KVec::new()),
+                regions <- new_mutex!(KVec::new()),
                 teardown <- new_mutex!(()),
             }),
             GFP_KERNEL,
@@ -136,9 +167,14 @@ pub(crate) fn device_removed(dev: *mut sys::ib_device) {
         for c in conns.iter() {
             c.device_gone();
         }
-        // Endpoints closing meanwhile (no longer listed) finish their
-        // teardown before the PD goes.
+        // Endpoints closing and regions registering meanwhile finish
+        // before the MRs and the PD go.
         drop(d.teardown());
+        let regions = core::mem::take(&mut *d.regions.lock());
+        for r in regions.iter() {
+            r.device_gone();
+        }
+        drop(regions);
         drop(pd);
     }
 }

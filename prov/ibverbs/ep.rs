@@ -18,23 +18,34 @@ use kernel::{
 use crate::{
     data::{self, DataPath, Ring},
     domain::DomShared,
-    frame,
-    ib::{addr::Addr, cm, cm::CmId, verbs::Cq},
+    frame::{self, Buffers},
+    ib::{addr::Addr, cm, cm::CmId, frmr::FastReg, verbs::Cq},
     ib_sys as sys,
     kfi::{
         kfabric::kfi_error,
         kfi_sys as ksys,
         provider::{Bound, CqRef, EndpointAttr, EqRef, FidRef},
+        toolkit::completion::CqEntry,
     },
     pep,
+    rma::{self, RmaOp},
 };
 
-/// Work requests of each queue of an endpoint's QP: every slot, plus the
+/// Work requests of an endpoint's receive queue: every slot, plus the
 /// drain's marker.
-const DEPTH: u32 = data::SLOTS as u32 + 1;
+const RECV_DEPTH: u32 = data::SLOTS as u32 + 1;
+/// Of its send queue: every slot, every RMA request, and the marker.
+const SEND_DEPTH: u32 = (data::SLOTS + rma::RMA_WRS) as u32 + 1;
 
-/// What endpoints can do: messages, both ways.
-pub(crate) const CAPS: u64 = ksys::KFI_MSG | ksys::KFI_SEND | ksys::KFI_RECV;
+/// What endpoints can do: messages both ways, and RMA both ways.
+pub(crate) const CAPS: u64 = ksys::KFI_MSG
+    | ksys::KFI_SEND
+    | ksys::KFI_RECV
+    | ksys::KFI_RMA
+    | ksys::KFI_READ
+    | ksys::KFI_WRITE
+    | ksys::KFI_REMOTE_READ
+    | ksys::KFI_REMOTE_WRITE;
 /// Operation flags they support (messages are copied, so any send may be
 /// an inject; its completion is the transmit's).
 pub(crate) const OP_FLAGS: u64 =
@@ -90,6 +101,22 @@ pub(crate) struct Conn {
 }
 
 impl Conn {
+    /// Posts the registration of `fr` on this connection's QP (`ENOTCONN`
+    /// unless it is up). Any context but hard interrupt.
+    pub(crate) fn post_reg(&self, fr: &mut FastReg, access: u32) -> Result {
+        self.dp.post_reg(fr, access)
+    }
+
+    /// Ends the connection: its QP goes to the error state and flushes
+    /// what it holds (for a registration stuck behind a peer that does
+    /// not take its data). Process context.
+    pub(crate) fn abort(&self) {
+        let s = self.state.lock();
+        if let Some(id) = s.id.as_ref() {
+            id.disconnect();
+        }
+    }
+
     /// Creates the QP (and its CQs) on the identifier's device, which
     /// must be the domain's.
     fn make_qp(&self, s: &mut State) -> Result {
@@ -102,14 +129,25 @@ impl Conn {
         // SAFETY: The domain's device is registered while its PD exists
         // (checked just above); the CQs and the ring are dropped by
         // `device_gone` before its removal ends, after the QP.
+        let l = self.dom.dev.limits;
+        let sges = (
+            (l.max_send_sge as usize).clamp(1, rma::SGE_MAX),
+            (l.max_sge_rd as usize).clamp(1, rma::SGE_MAX),
+        );
         let (send, recv, ring) = unsafe {
             (
-                Cq::new(dev, DEPTH + 1)?,
-                Cq::new(dev, DEPTH + 1)?,
-                self.dp.ring(dev, pd.local_key())?,
+                Cq::new(dev, SEND_DEPTH + 1)?,
+                Cq::new(dev, RECV_DEPTH + 1)?,
+                self.dp.ring(dev, pd.local_key(), sges)?,
             )
         };
-        id.create_qp(&pd, &send, &recv, DEPTH, 1)?;
+        id.create_qp(
+            &pd,
+            &send,
+            &recv,
+            (SEND_DEPTH, RECV_DEPTH),
+            sges.0.max(sges.1) as u32,
+        )?;
         let qp = id.qp();
         let q = s.queues.insert(Queues {
             ring,
@@ -300,9 +338,9 @@ impl IbEndpoint {
             op_flags: OP_FLAGS,
             tx_iov_limit: frame::IOV_MAX,
             rx_iov_limit: frame::IOV_MAX,
-            rma_iov_limit: 0,
+            rma_iov_limit: rma::RMA_IOV_MAX,
             inject_size: frame::FRAME_MAX,
-            max_msg_size: data::MSG_MAX,
+            max_msg_size: data::max_msg(&self.conn.dom.dev.limits),
         }
     }
 
@@ -460,6 +498,34 @@ impl IbEndpoint {
     pub(crate) unsafe fn recvmsg(&self, msg: &ksys::kfi_msg) -> Result {
         // SAFETY: The caller's contract.
         unsafe { self.conn.dp.recv(msg) }
+    }
+
+    /// `kfi_readmsg` (`read`) or `kfi_writemsg`: RDMA requests into the
+    /// peer's region; with `KFI_REMOTE_CQ_DATA`, a write's data follows it
+    /// and completes at the peer. Any context but hard interrupt.
+    ///
+    /// # Safety
+    ///
+    /// `m` was passed by kfabric.ko to the provider's `readmsg` or
+    /// `writemsg`.
+    pub(crate) unsafe fn rma(&self, m: &ksys::kfi_msg_rma, flags: u64, read: bool) -> Result {
+        // SAFETY: The caller's contract.
+        let local = unsafe { Buffers::of(&m.msg) }?;
+        // SAFETY: The caller's contract.
+        let (remote, nremote, total) = unsafe { rma::remotes(m) }?;
+        if total != local.total {
+            return Err(EINVAL);
+        }
+        let data = (!read && flags & ksys::KFI_REMOTE_CQ_DATA != 0).then_some(m.msg.data);
+        let entry = CqEntry {
+            context: m.msg.context as usize,
+            flags: rma::flags(read),
+            len: total,
+            ..Default::default()
+        };
+        self.conn
+            .dp
+            .rma(RmaOp::new(entry, read, local, remote, nremote, data))
     }
 
     fn name(&self, peer: bool, out: &mut [u8]) -> Result<usize> {

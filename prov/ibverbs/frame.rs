@@ -29,6 +29,8 @@ pub(crate) const F_DATA: u8 = 1;
 pub(crate) const F_CQ_DATA: u8 = 2;
 /// More frames of the same message follow.
 pub(crate) const F_MORE: u8 = 4;
+/// Not a message: the remote CQ data of an RDMA write that came before.
+pub(crate) const F_RMA_DATA: u8 = 8;
 
 /// A frame's header, as read from a slot.
 #[derive(Clone, Copy)]
@@ -96,6 +98,19 @@ impl Buffers {
             skip = 0;
         }
         done
+    }
+
+    /// The kernel address of byte `at` of the buffers and the bytes of
+    /// its buffer from there on.
+    pub(crate) fn piece_at(&self, at: usize) -> Option<(usize, usize)> {
+        let mut skip = at;
+        for &(addr, seg) in &self.segs[..self.n] {
+            if skip < seg {
+                return Some((addr.checked_add(skip)?, seg - skip));
+            }
+            skip -= seg;
+        }
+        None
     }
 
     /// Copies bytes `at..at + len` of the buffers to `dst`; returns how

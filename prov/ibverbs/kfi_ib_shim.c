@@ -4,6 +4,8 @@
  * forward to an ib_core or rdma_cm inline, macro or structure field.
  */
 #include <linux/inetdevice.h>
+#include <linux/scatterlist.h>
+#include <linux/vmalloc.h>
 #include <net/addrconf.h>
 #include <net/ip6_route.h>
 #include <net/route.h>
@@ -213,6 +215,167 @@ u64 kfi_ib_mr_iova(const struct ib_mr *mr)
 void kfi_ib_mr_bump_key(struct ib_mr *mr)
 {
 	ib_update_fast_reg_key(mr, ib_inc_rkey(mr->rkey));
+}
+
+int kfi_ib_post_rdma(struct ib_qp *qp, int read, struct ib_sge *sge, int nsge, u64 raddr,
+		     u32 rkey, struct ib_cqe *cqe)
+{
+	struct ib_rdma_wr wr = {
+		.wr = {
+			.wr_cqe = cqe,
+			.sg_list = sge,
+			.num_sge = nsge,
+			.opcode = read ? IB_WR_RDMA_READ : IB_WR_RDMA_WRITE,
+			.send_flags = IB_SEND_SIGNALED,
+		},
+		.remote_addr = raddr,
+		.rkey = rkey,
+	};
+
+	return ib_post_send(qp, &wr.wr, NULL);
+}
+
+struct page *kfi_ib_kaddr_page(const void *addr)
+{
+	/* Module memory (a ULP's static buffers) is mapped like vmalloc's. */
+	if (is_vmalloc_or_module_addr(addr))
+		return vmalloc_to_page(addr);
+	if (virt_addr_valid(addr))
+		return virt_to_page(addr);
+	return NULL;
+}
+
+struct kfi_ib_frmr {
+	struct ib_cqe cqe;		/* first: the completion finds us */
+	struct completion done;
+	int status;
+	struct ib_device *dev;
+	struct ib_mr *mr;
+	struct sg_table sgt;		/* as allocated */
+	struct sg_table map;		/* the entries filled, as mapped */
+	struct scatterlist *last;	/* the last entry filled */
+	unsigned int nents;
+	bool mapped;
+};
+
+static void kfi_ib_frmr_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct kfi_ib_frmr *r = container_of(wc->wr_cqe, struct kfi_ib_frmr, cqe);
+
+	r->status = wc->status == IB_WC_SUCCESS ? 0 : -EIO;
+	complete(&r->done);
+}
+
+struct kfi_ib_frmr *kfi_ib_frmr_alloc(struct ib_pd *pd, unsigned int npages)
+{
+	struct kfi_ib_frmr *r;
+	int ret;
+
+	if (!npages)
+		return ERR_PTR(-EINVAL);
+	r = kzalloc(sizeof(*r), GFP_KERNEL);
+	if (!r)
+		return ERR_PTR(-ENOMEM);
+	ret = sg_alloc_table(&r->sgt, npages, GFP_KERNEL);
+	if (ret)
+		goto free;
+	r->mr = ib_alloc_mr(pd, IB_MR_TYPE_MEM_REG, npages);
+	if (IS_ERR(r->mr)) {
+		ret = PTR_ERR(r->mr);
+		goto table;
+	}
+	r->dev = pd->device;
+	r->cqe.done = kfi_ib_frmr_done;
+	init_completion(&r->done);
+	return r;
+table:
+	sg_free_table(&r->sgt);
+free:
+	kfree(r);
+	return ERR_PTR(ret);
+}
+
+int kfi_ib_frmr_add(struct kfi_ib_frmr *r, struct page *page, unsigned int offset,
+		    unsigned int len)
+{
+	struct scatterlist *sg;
+
+	if (r->mapped || r->nents >= r->sgt.orig_nents)
+		return -E2BIG;
+	sg = r->last ? sg_next(r->last) : r->sgt.sgl;
+	if (!sg)
+		return -E2BIG;
+	sg_set_page(sg, page, len, offset);
+	r->last = sg;
+	r->nents++;
+	return 0;
+}
+
+int kfi_ib_frmr_map(struct kfi_ib_frmr *r, u64 iova)
+{
+	int n, ret;
+
+	if (r->mapped || !r->last)
+		return -EINVAL;
+	sg_mark_end(r->last);
+	r->map.sgl = r->sgt.sgl;
+	r->map.orig_nents = r->nents;
+	ret = ib_dma_map_sgtable_attrs(r->dev, &r->map, DMA_BIDIRECTIONAL, 0);
+	if (ret)
+		return ret;
+	n = ib_map_mr_sg(r->mr, r->map.sgl, r->map.nents, NULL, PAGE_SIZE);
+	/* A gap between pages (an entry that neither ends nor starts on a
+	 * page boundary) cannot be mapped; nor can an iova that puts the
+	 * first byte at another offset in its page. */
+	if (n != r->map.nents || offset_in_page(r->mr->iova) != offset_in_page(iova)) {
+		ib_dma_unmap_sgtable_attrs(r->dev, &r->map, DMA_BIDIRECTIONAL, 0);
+		return -EINVAL;
+	}
+	r->mr->iova = iova;
+	r->mapped = true;
+	return 0;
+}
+
+u32 kfi_ib_frmr_rkey(const struct kfi_ib_frmr *r)
+{
+	return r->mr->rkey;
+}
+
+int kfi_ib_frmr_post(struct kfi_ib_frmr *r, struct ib_qp *qp, int access)
+{
+	struct ib_reg_wr wr = {
+		.wr = {
+			.wr_cqe = &r->cqe,
+			.opcode = IB_WR_REG_MR,
+			.send_flags = IB_SEND_SIGNALED,
+		},
+		.mr = r->mr,
+		.key = r->mr->rkey,
+		.access = access,
+	};
+
+	if (!r->mapped)
+		return -EINVAL;
+	reinit_completion(&r->done);
+	return ib_post_send(qp, &wr.wr, NULL);
+}
+
+int kfi_ib_frmr_wait(struct kfi_ib_frmr *r, unsigned int timeout_ms)
+{
+	if (!timeout_ms)
+		wait_for_completion(&r->done);
+	else if (!wait_for_completion_timeout(&r->done, msecs_to_jiffies(timeout_ms)))
+		return -ETIMEDOUT;
+	return r->status;
+}
+
+void kfi_ib_frmr_free(struct kfi_ib_frmr *r)
+{
+	ib_dereg_mr(r->mr);
+	if (r->mapped)
+		ib_dma_unmap_sgtable_attrs(r->dev, &r->map, DMA_BIDIRECTIONAL, 0);
+	sg_free_table(&r->sgt);
+	kfree(r);
 }
 
 struct rdma_cm_id *kfi_rdma_create_id(struct net *net, rdma_cm_event_handler handler,

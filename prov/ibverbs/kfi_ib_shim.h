@@ -67,6 +67,37 @@ u64 kfi_ib_mr_iova(const struct ib_mr *mr);
 /* A fresh key for the next registration of the same MR. */
 void kfi_ib_mr_bump_key(struct ib_mr *mr);
 
+/*
+ * RDMA read (@read) or write of the local list @sge (@nsge entries) at
+ * @raddr of the peer's region @rkey, signaled to @cqe (any context).
+ */
+int kfi_ib_post_rdma(struct ib_qp *qp, int read, struct ib_sge *sge, int nsge, u64 raddr,
+		     u32 rkey, struct ib_cqe *cqe);
+
+/* The page of kernel address @addr (linear map or vmalloc); NULL if none. */
+struct page *kfi_ib_kaddr_page(const void *addr);
+
+/*
+ * A fast-registration region: an MR of a PD over a DMA-mapped scatterlist
+ * of pages, made valid by an IB_WR_REG_MR work request. Allocation,
+ * mapping, waiting and freeing are process context; posting any context.
+ */
+struct kfi_ib_frmr;
+struct kfi_ib_frmr *kfi_ib_frmr_alloc(struct ib_pd *pd, unsigned int npages);
+/* Appends @len bytes at @offset of @page (-E2BIG when the list is full). */
+int kfi_ib_frmr_add(struct kfi_ib_frmr *r, struct page *page, unsigned int offset,
+		    unsigned int len);
+/* Maps the list and the MR; the region's first byte is at @iova. */
+int kfi_ib_frmr_map(struct kfi_ib_frmr *r, u64 iova);
+u32 kfi_ib_frmr_rkey(const struct kfi_ib_frmr *r);
+/* Posts the registration with access flags @access on @qp. */
+int kfi_ib_frmr_post(struct kfi_ib_frmr *r, struct ib_qp *qp, int access);
+/* Waits for the posted registration: 0, -EIO (failed) or -ETIMEDOUT; no
+ * limit when @timeout_ms is 0. */
+int kfi_ib_frmr_wait(struct kfi_ib_frmr *r, unsigned int timeout_ms);
+/* Frees the region; no registration of it may be in flight. */
+void kfi_ib_frmr_free(struct kfi_ib_frmr *r);
+
 /* rdma_cm identifiers: a reliable connected QP in namespace @net. */
 struct rdma_cm_id *kfi_rdma_create_id(struct net *net, rdma_cm_event_handler handler,
 				      void *context);

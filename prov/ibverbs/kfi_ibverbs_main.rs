@@ -28,8 +28,10 @@ mod ep;
 mod frame;
 mod ib;
 mod ib_sys;
+mod mr;
 mod net;
 mod pep;
+mod rma;
 
 use ib::{
     addr::Addr,
@@ -41,7 +43,7 @@ use kernel::bindings;
 use kfi::{
     kfabric::version,
     kfi_sys as sys,
-    provider::{self, Bound, EndpointAttr, EqRef, FidRef, Info, Registration},
+    provider::{self, Bound, EndpointAttr, EqRef, FidRef, Info, Region, Registration},
 };
 use net::NetPtr;
 
@@ -121,7 +123,8 @@ pub(crate) fn entry(
     dom.threading = sys::KFI_THREAD_SAFE;
     dom.control_progress = sys::KFI_PROGRESS_AUTO;
     dom.data_progress = sys::KFI_PROGRESS_AUTO;
-    dom.mr_mode = 0;
+    // Regions are addressed by virtual address, keys are the device's.
+    dom.mr_mode = sys::KFI_MR_VIRT_ADDR | sys::KFI_MR_PROV_KEY;
     dom.cq_data_size = size_of::<u64>();
     // Messages are copied through slots: the provider's limits, and at
     // most as many sends in flight as the device's queue holds.
@@ -134,7 +137,12 @@ pub(crate) fn entry(
     rx.size = data::RECV_MAX;
     rx.iov_limit = frame::IOV_MAX;
     epa.type_ = sys::KFI_EP_MSG;
-    epa.max_msg_size = data::MSG_MAX;
+    epa.protocol = if dev.link == Link::Iwarp {
+        sys::KFI_PROTO_IWARP
+    } else {
+        sys::KFI_PROTO_RDMA_CM_IB_RC
+    };
+    epa.max_msg_size = data::max_msg(&dev.limits);
     Ok(i)
 }
 
@@ -224,10 +232,19 @@ impl provider::Fabric for IbFabric {
 #[vtable]
 impl provider::Domain for domain::IbDomain {
     type Endpoint = ep::IbEndpoint;
-    type Region = ();
+    type Region = mr::MrHandle;
 
     fn endpoint(&self, info: &sys::kfi_info) -> Result<ep::IbEndpoint> {
         ep::IbEndpoint::new(self.shared.clone(), info)
+    }
+
+    fn mr_reg(&self, attr: &sys::kfi_mr_attr, _flags: u64) -> Result<Region<mr::MrHandle>> {
+        let (data, key) = mr::register(&self.shared, attr)?;
+        Ok(Region {
+            data,
+            key,
+            desc: core::ptr::null_mut(),
+        })
     }
 }
 
@@ -273,6 +290,16 @@ impl provider::Endpoint for ep::IbEndpoint {
     fn recvmsg(&self, msg: &sys::kfi_msg, _flags: u64) -> Result {
         // SAFETY: kfabric.ko passes a checked message to `recvmsg`.
         unsafe { ep::IbEndpoint::recvmsg(self, msg) }
+    }
+
+    fn readmsg(&self, msg: &sys::kfi_msg_rma, flags: u64) -> Result {
+        // SAFETY: kfabric.ko passes a checked request to `readmsg`.
+        unsafe { ep::IbEndpoint::rma(self, msg, flags, true) }
+    }
+
+    fn writemsg(&self, msg: &sys::kfi_msg_rma, flags: u64) -> Result {
+        // SAFETY: kfabric.ko passes a checked request to `writemsg`.
+        unsafe { ep::IbEndpoint::rma(self, msg, flags, false) }
     }
 
     fn getname(&self, addr: &mut [u8]) -> Result<usize> {

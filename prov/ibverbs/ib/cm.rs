@@ -261,9 +261,16 @@ impl<H> CmId<H> {
     }
 
     /// Creates the identifier's QP on `pd`, completing to `send` and
-    /// `recv`, with room for `depth` work requests of `sge` entries each
-    /// way. Process context.
-    pub(crate) fn create_qp(&self, pd: &Pd, send: &Cq, recv: &Cq, depth: u32, sge: u32) -> Result {
+    /// `recv`, with room for `depth` (send, receive) work requests, those
+    /// sent of up to `sge` entries. Process context.
+    pub(crate) fn create_qp(
+        &self,
+        pd: &Pd,
+        send: &Cq,
+        recv: &Cq,
+        depth: (u32, u32),
+        sge: u32,
+    ) -> Result {
         let mut attr = sys::ib_qp_init_attr {
             send_cq: send.as_ptr(),
             recv_cq: recv.as_ptr(),
@@ -271,10 +278,10 @@ impl<H> CmId<H> {
             qp_type: sys::IB_QPT_RC,
             ..Default::default()
         };
-        attr.cap.max_send_wr = depth;
-        attr.cap.max_recv_wr = depth;
+        attr.cap.max_send_wr = depth.0;
+        attr.cap.max_recv_wr = depth.1;
         attr.cap.max_send_sge = sge;
-        attr.cap.max_recv_sge = sge;
+        attr.cap.max_recv_sge = 1;
         // SAFETY: A live identifier bound to `pd`'s device (checked by
         // the caller against the domain), valid attributes.
         to_result(unsafe { sys::rdma_create_qp(self.ptr.as_ptr(), pd.as_ptr(), &mut attr) })

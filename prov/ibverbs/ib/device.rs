@@ -39,6 +39,12 @@ impl Link {
 #[derive(Clone, Copy)]
 pub(crate) struct Limits {
     pub(crate) max_qp_wr: u32,
+    /// Scatter/gather entries of a send or RDMA write.
+    pub(crate) max_send_sge: u32,
+    /// Scatter/gather entries of an RDMA read.
+    pub(crate) max_sge_rd: u32,
+    /// Pages of one fast-registration region.
+    pub(crate) max_frmr_pages: u32,
 }
 
 /// A device as ib_core announced it to the provider's client.
@@ -96,6 +102,14 @@ impl Device {
         let a = unsafe { &*sys::kfi_ib_device_attrs(ptr) };
         let limits = Limits {
             max_qp_wr: a.max_qp_wr,
+            max_send_sge: a.max_send_sge,
+            // A device that leaves it 0 reads into what it writes from.
+            max_sge_rd: if a.max_sge_rd == 0 {
+                a.max_send_sge
+            } else {
+                a.max_sge_rd
+            },
+            max_frmr_pages: a.max_fast_reg_page_list_len,
         };
         // INVARIANT: The caller's contract.
         Ok(Some(Self {

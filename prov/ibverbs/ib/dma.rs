@@ -103,6 +103,72 @@ pub(crate) unsafe fn post_send(
     to_result(unsafe { sys::kfi_ib_post_send(qp, &wr) })
 }
 
+/// Maps `len` bytes of kernel memory at `addr`, within one page, for the
+/// device to read (`to_device`) or write: the scatter/gather entry with
+/// local key `lkey`. Any context.
+///
+/// # Safety
+///
+/// `dev` is registered; the memory stays valid until [`unmap_kernel`].
+pub(crate) unsafe fn map_kernel(
+    dev: *mut sys::ib_device,
+    addr: usize,
+    len: usize,
+    to_device: bool,
+    lkey: u32,
+) -> Result<sys::ib_sge> {
+    // SAFETY: Only looks the address up.
+    let page = unsafe { sys::kfi_ib_kaddr_page(addr as *const c_void) };
+    if page.is_null() || addr % 4096 + len > 4096 {
+        return Err(EFAULT);
+    }
+    let length = u32::try_from(len).map_err(|_| EINVAL)?;
+    let mut dma = 0u64;
+    // SAFETY: The caller's contract; the range lies in `page`.
+    to_result(unsafe {
+        sys::kfi_ib_dma_map_page(dev, page, addr % 4096, len, i32::from(to_device), &mut dma)
+    })?;
+    Ok(sys::ib_sge {
+        addr: dma,
+        length,
+        lkey,
+    })
+}
+
+/// Undoes [`map_kernel`].
+///
+/// # Safety
+///
+/// `sge` came from `map_kernel` on `dev` with the same `to_device`, and no
+/// work request uses it any more.
+pub(crate) unsafe fn unmap_kernel(dev: *mut sys::ib_device, sge: &sys::ib_sge, to_device: bool) {
+    // SAFETY: The caller's contract.
+    unsafe { sys::kfi_ib_dma_unmap_page(dev, sge.addr, sge.length as usize, i32::from(to_device)) };
+}
+
+/// Posts an RDMA read (`read`) or write of the local entries `sges` at
+/// `raddr` of the peer's region `rkey` on `qp`, signaled, reporting to
+/// `cqe`. Any context.
+///
+/// # Safety
+///
+/// As for [`post_send`], for every entry of `sges`.
+pub(crate) unsafe fn post_rdma(
+    qp: *mut sys::ib_qp,
+    read: bool,
+    sges: &mut [sys::ib_sge],
+    raddr: u64,
+    rkey: u32,
+    cqe: *mut sys::ib_cqe,
+) -> Result {
+    let n = i32::try_from(sges.len()).map_err(|_| EINVAL)?;
+    // SAFETY: The caller's contract; ib_core copies the request and its
+    // list before returning.
+    to_result(unsafe {
+        sys::kfi_ib_post_rdma(qp, i32::from(read), sges.as_mut_ptr(), n, raddr, rkey, cqe)
+    })
+}
+
 /// Posts a receive into `sge` on `qp`, reporting to `cqe`. Any context.
 ///
 /// # Safety
@@ -132,6 +198,8 @@ pub(crate) struct Done {
     /// Flushed: the QP went to the error state (close or connection loss).
     pub(crate) flushed: bool,
     pub(crate) len: usize,
+    /// What a failed request means for its operation.
+    pub(crate) err: Error,
 }
 
 /// Reads a work completion ib_core passes to an `ib_cqe`'s `done`.
@@ -148,5 +216,12 @@ pub(crate) unsafe fn done(wc: *const sys::ib_wc) -> Done {
         ok: wc.status == sys::IB_WC_SUCCESS,
         flushed: wc.status == sys::IB_WC_WR_FLUSH_ERR,
         len: wc.byte_len as usize,
+        err: match wc.status {
+            sys::IB_WC_WR_FLUSH_ERR => ECANCELED,
+            sys::IB_WC_REM_ACCESS_ERR => EACCES,
+            sys::IB_WC_REM_INV_REQ_ERR => EINVAL,
+            sys::IB_WC_LOC_PROT_ERR => EFAULT,
+            _ => EIO,
+        },
     }
 }

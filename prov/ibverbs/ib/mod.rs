@@ -8,4 +8,5 @@ pub(crate) mod client;
 pub(crate) mod cm;
 pub(crate) mod device;
 pub(crate) mod dma;
+pub(crate) mod frmr;
 pub(crate) mod verbs;

@@ -1,0 +1,132 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Memory regions: the ULP's buffers registered for peers' RDMA with a
+//! fast-registration MR of the domain's PD.
+//!
+//! The registration is a work request, so it needs a connected QP of the
+//! domain: `kfi_mr_reg` posts it on one and waits for it (process
+//! context). `ENOTCONN` when the domain has no connection yet. A peer
+//! that stalls the QP (the request waits behind data the peer does not
+//! take) gets [`REG_WAIT_MS`]; then that connection is ended, which
+//! flushes the request. Remote addresses are the target's kernel virtual
+//! addresses (`KFI_MR_VIRT_ADDR`); the key is the MR's rkey, chosen by
+//! the device (`KFI_MR_PROV_KEY`). Closing the region frees the MR, which
+//! invalidates the key; so does the device's removal.
+
+use kernel::{
+    new_mutex,
+    prelude::*,
+    sync::{Arc, Mutex},
+};
+
+use crate::{
+    domain::DomShared,
+    ib::frmr::{pages_of, FastReg},
+    ib_sys as sys,
+    kfi::{kfi_sys as ksys, toolkit::segments::Segment, toolkit::segments::Segments},
+};
+
+/// How long a registration may wait for its QP.
+const REG_WAIT_MS: u32 = 5000;
+
+/// A registered region's provider part.
+#[pin_data]
+pub(crate) struct IbRegion {
+    dom: Arc<DomShared>,
+    /// The MR; `None` once the device is gone.
+    #[pin]
+    fr: Mutex<Option<FastReg>>,
+}
+
+impl IbRegion {
+    /// Frees the MR now (the device is going). Process context.
+    pub(crate) fn device_gone(&self) {
+        drop(self.fr.lock().take());
+    }
+}
+
+/// The provider's data of an open region: it leaves the domain's list
+/// (and frees its MR) when kfabric.ko closes the region.
+pub(crate) struct MrHandle(Arc<IbRegion>);
+
+impl Drop for MrHandle {
+    fn drop(&mut self) {
+        self.0.dom.remove_region(&self.0);
+        self.0.device_gone();
+    }
+}
+
+/// The device access rights of kfi access bits.
+fn access(kfi: u64) -> u32 {
+    // Remote writes need local write access too (IB and iWARP rules);
+    // the device writes RDMA read responses through it as well.
+    let mut a = sys::IB_ACCESS_LOCAL_WRITE;
+    if kfi & ksys::KFI_REMOTE_READ != 0 {
+        a |= sys::IB_ACCESS_REMOTE_READ;
+    }
+    if kfi & ksys::KFI_REMOTE_WRITE != 0 {
+        a |= sys::IB_ACCESS_REMOTE_WRITE;
+    }
+    a
+}
+
+/// Registers the buffers of `attr` on `dom`: the region and its key.
+/// Process context. Holds the domain's teardown lock throughout, so a
+/// device removal waits for it (at most [`REG_WAIT_MS`] and a flush).
+pub(crate) fn register(dom: &Arc<DomShared>, attr: &ksys::kfi_mr_attr) -> Result<(MrHandle, u64)> {
+    let _t = dom.teardown();
+    // SAFETY: Every member of the union is a pointer; which one it is,
+    // `iov_type` says, and `Segments` reads it as that.
+    let list = unsafe { attr.__bindgen_anon_1.mr_iov }.cast::<c_void>();
+    let segs = || {
+        // SAFETY: kfabric.ko checked the list type and count; the ULP
+        // keeps the list valid during the call.
+        unsafe { Segments::new(attr.iov_type, list, attr.iov_count) }
+    };
+    let (mut pages, mut first) = (0usize, None);
+    for s in segs()? {
+        let s = s?;
+        if s.is_empty() {
+            continue;
+        }
+        first.get_or_insert(s.kernel_addr());
+        let n = pages_of(s.kernel_addr(), s.len()).ok_or(EINVAL)?;
+        pages = pages.checked_add(n).ok_or(E2BIG)?;
+    }
+    let first = first.ok_or(EINVAL)?;
+    if pages > dom.dev.limits.max_frmr_pages as usize {
+        return Err(E2BIG);
+    }
+    let mut fr = FastReg::new(dom.pd()?, pages)?;
+    for s in segs()? {
+        // SAFETY: The ULP keeps registered memory valid until it closes the
+        // region (kfi_mr_reg's contract), which frees the MR first.
+        match s? {
+            Segment::Addr { addr, len } if len > 0 => unsafe { fr.add_kernel(addr, len) }?,
+            Segment::Page { page, offset, len } if len > 0 => {
+                unsafe { fr.add_page(page, offset, len) }?
+            }
+            _ => {}
+        }
+    }
+    fr.map(first as u64)?;
+    let conn = dom.post_reg(&mut fr, access(attr.access))?;
+    if let Err(e) = fr.wait(REG_WAIT_MS) {
+        if e == ETIMEDOUT {
+            conn.abort();
+            // Flushed now: the device completes it without the peer.
+            let _ = fr.wait(0);
+        }
+        return Err(e);
+    }
+    let key = u64::from(fr.rkey());
+    let r = Arc::pin_init(
+        pin_init!(IbRegion {
+            dom: dom.clone(),
+            fr <- new_mutex!(Some(fr)),
+        }),
+        GFP_KERNEL,
+    )?;
+    dom.add_region(r.clone())?;
+    Ok((MrHandle(r), key))
+}

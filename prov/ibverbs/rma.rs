@@ -1,0 +1,365 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! RMA of a connection: RDMA reads and writes of the ULP's buffers into
+//! the peer's fast-registered regions.
+//!
+//! An operation is cut into work requests: each covers one piece of one
+//! remote buffer and up to the device's scatter/gather limit of local
+//! pieces, a piece never crossing a page (each is mapped for DMA on its
+//! own, with the PD's local key). At most [`RMA_WRS`] requests are in
+//! flight; the rest of an operation, and the operations behind it, wait
+//! and go on from the completion handler. An operation completes when
+//! its last request does, with the first error any of them had; a
+//! remote access error puts the QP in the error state (the RDMA
+//! transports end a connection there), so the requests after it flush.
+//! Runs under the data path's lock: any context but hard interrupt.
+
+use kernel::prelude::*;
+
+use crate::{
+    frame::Buffers,
+    ib::dma,
+    ib_sys as sys,
+    kfi::{
+        kfi_sys as ksys,
+        provider::CqRef,
+        toolkit::completion::{report, report_err, CqEntry},
+    },
+};
+
+/// RMA work requests a connection has in flight at most.
+pub(crate) const RMA_WRS: usize = 64;
+/// RMA operations a connection holds (in flight or waiting) at most.
+pub(crate) const RMA_OPS: usize = 32;
+/// Most remote buffers of one operation.
+pub(crate) const RMA_IOV_MAX: usize = 4;
+/// Most local pieces of one work request this provider builds.
+pub(crate) const SGE_MAX: usize = 8;
+/// Bytes of a page: no local piece crosses one.
+const PAGE: usize = 4096;
+
+/// One remote buffer: address, length and the region's key.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Remote {
+    pub(crate) addr: u64,
+    pub(crate) len: usize,
+    pub(crate) key: u32,
+}
+
+/// An RMA operation.
+#[derive(Clone, Copy)]
+pub(crate) struct RmaOp {
+    pub(crate) entry: CqEntry,
+    pub(crate) read: bool,
+    pub(crate) local: Buffers,
+    pub(crate) remote: [Remote; RMA_IOV_MAX],
+    pub(crate) nremote: usize,
+    /// Remote CQ data for the peer (a write), sent after the write.
+    pub(crate) data: Option<u64>,
+    /// Bytes in posted requests.
+    posted: usize,
+    /// Posted requests not yet completed.
+    outstanding: usize,
+    /// The first error of the operation.
+    err: Option<Error>,
+}
+
+impl RmaOp {
+    /// An operation of `local` against `remote` (whose total is the
+    /// local one, checked by the caller).
+    pub(crate) fn new(
+        entry: CqEntry,
+        read: bool,
+        local: Buffers,
+        remote: [Remote; RMA_IOV_MAX],
+        nremote: usize,
+        data: Option<u64>,
+    ) -> Self {
+        Self {
+            entry,
+            read,
+            local,
+            remote,
+            nremote,
+            data,
+            posted: 0,
+            outstanding: 0,
+            err: None,
+        }
+    }
+
+    fn total(&self) -> usize {
+        self.local.total
+    }
+
+    /// The remote buffer at byte `at` of the operation: (address, key,
+    /// bytes left in that buffer).
+    fn remote_at(&self, at: usize) -> Option<(u64, u32, usize)> {
+        let mut skip = at;
+        for r in &self.remote[..self.nremote] {
+            if skip < r.len {
+                return Some((r.addr.checked_add(skip as u64)?, r.key, r.len - skip));
+            }
+            skip -= r.len;
+        }
+        None
+    }
+}
+
+/// A posted request: its operation and the pieces to unmap.
+struct Wr {
+    op: usize,
+    read: bool,
+    sges: [sys::ib_sge; SGE_MAX],
+    n: usize,
+}
+
+/// Where requests go: the QP and device, while the connection is up.
+pub(crate) struct Link {
+    pub(crate) qp: *mut sys::ib_qp,
+    pub(crate) dev: *mut sys::ib_device,
+    pub(crate) lkey: u32,
+    /// Local pieces per write and per read request.
+    pub(crate) write_sges: usize,
+    pub(crate) read_sges: usize,
+}
+
+/// The RMA state of a connection.
+pub(crate) struct Rma {
+    ops: KVec<Option<RmaOp>>,
+    free_ops: KVec<usize>,
+    /// Operations with requests still to post, oldest first.
+    queue: KVec<usize>,
+    wrs: KVec<Option<Wr>>,
+    free_wrs: KVec<usize>,
+}
+
+impl Rma {
+    pub(crate) fn new() -> Result<Self> {
+        let mut r = Self {
+            ops: KVec::with_capacity(RMA_OPS, GFP_KERNEL)?,
+            free_ops: KVec::with_capacity(RMA_OPS, GFP_KERNEL)?,
+            queue: KVec::with_capacity(RMA_OPS, GFP_KERNEL)?,
+            wrs: KVec::with_capacity(RMA_WRS, GFP_KERNEL)?,
+            free_wrs: KVec::with_capacity(RMA_WRS, GFP_KERNEL)?,
+        };
+        for i in 0..RMA_OPS {
+            r.ops.push(None, GFP_KERNEL)?;
+            r.free_ops.push(RMA_OPS - 1 - i, GFP_KERNEL)?;
+        }
+        for i in 0..RMA_WRS {
+            r.wrs.push(None, GFP_KERNEL)?;
+            r.free_wrs.push(RMA_WRS - 1 - i, GFP_KERNEL)?;
+        }
+        Ok(r)
+    }
+
+    /// Queues `op`; `EAGAIN` when the connection holds [`RMA_OPS`]
+    /// already.
+    pub(crate) fn submit(&mut self, op: RmaOp) -> Result {
+        let i = self.free_ops.pop().ok_or(EAGAIN)?;
+        self.ops[i] = Some(op);
+        if self.queue.push_within_capacity(i).is_err() {
+            self.ops[i] = None;
+            let _ = self.free_ops.push_within_capacity(i);
+            return Err(EAGAIN);
+        }
+        Ok(())
+    }
+
+    /// Posts what the free requests allow, oldest operation first, with
+    /// `cqe(i)` the completion context of request `i`. `wrote(data)` is
+    /// called for a write with remote CQ data once all of it is posted.
+    pub(crate) fn pump(
+        &mut self,
+        link: &Link,
+        cq: Option<CqRef>,
+        cqe: impl Fn(usize) -> *mut sys::ib_cqe,
+        mut wrote: impl FnMut(u64),
+    ) {
+        while let Some(&oi) = self.queue.first() {
+            let Some(mut op) = self.ops[oi] else {
+                let _ = self.queue.remove(0);
+                continue;
+            };
+            while op.posted < op.total() && op.err.is_none() {
+                let Some(wi) = self.free_wrs.pop() else {
+                    break;
+                };
+                match Self::post_one(&mut op, oi, link, cqe(wi)) {
+                    Ok(wr) => {
+                        self.wrs[wi] = Some(wr);
+                        op.outstanding += 1;
+                    }
+                    Err(e) => {
+                        let _ = self.free_wrs.push_within_capacity(wi);
+                        op.err = Some(e);
+                    }
+                }
+            }
+            let all = op.posted >= op.total() || op.err.is_some();
+            self.ops[oi] = Some(op);
+            if !all {
+                return;
+            }
+            let _ = self.queue.remove(0);
+            if let (Some(d), None) = (op.data, op.err) {
+                wrote(d);
+            }
+            self.finish_if_done(oi, cq);
+        }
+    }
+
+    /// Builds and posts the next request of `op` (index `oi`).
+    fn post_one(op: &mut RmaOp, oi: usize, link: &Link, cqe: *mut sys::ib_cqe) -> Result<Wr> {
+        let (raddr, key, room) = op.remote_at(op.posted).ok_or(EINVAL)?;
+        let max = if op.read {
+            link.read_sges
+        } else {
+            link.write_sges
+        }
+        .clamp(1, SGE_MAX);
+        let mut wr = Wr {
+            op: oi,
+            read: op.read,
+            sges: core::array::from_fn(|_| sys::ib_sge::default()),
+            n: 0,
+        };
+        let mut len = 0usize;
+        let mut err = None;
+        while wr.n < max && len < room && op.posted + len < op.total() {
+            let Some((addr, seg)) = op.local.piece_at(op.posted + len) else {
+                err = Some(EINVAL);
+                break;
+            };
+            let n = seg.min(PAGE - addr % PAGE).min(room - len);
+            // SAFETY: The ULP's buffer is valid until the operation
+            // completes, after this request; unmapped at its completion.
+            match unsafe { dma::map_kernel(link.dev, addr, n, !op.read, link.lkey) } {
+                Ok(sge) => {
+                    wr.sges[wr.n] = sge;
+                    wr.n += 1;
+                    len += n;
+                }
+                Err(e) => {
+                    err = Some(e);
+                    break;
+                }
+            }
+        }
+        let posted = match err {
+            Some(e) => Err(e),
+            // SAFETY: A live QP (the link exists only while it does); the
+            // entries are mapped and `cqe` lives in the ring, which
+            // outlives the QP's drain.
+            None => unsafe {
+                dma::post_rdma(link.qp, op.read, &mut wr.sges[..wr.n], raddr, key, cqe)
+            },
+        };
+        if let Err(e) = posted {
+            Self::unmap(link.dev, &wr);
+            return Err(e);
+        }
+        op.posted += len;
+        Ok(wr)
+    }
+
+    fn unmap(dev: *mut sys::ib_device, wr: &Wr) {
+        for sge in &wr.sges[..wr.n] {
+            // SAFETY: Mapped by `post_one` on `dev`; its request is done
+            // or was never posted.
+            unsafe { dma::unmap_kernel(dev, sge, !wr.read) };
+        }
+    }
+
+    /// Request `wi` completed (`d`); `dev` is the device it was mapped
+    /// for.
+    pub(crate) fn done(
+        &mut self,
+        wi: usize,
+        d: &dma::Done,
+        dev: *mut sys::ib_device,
+        cq: Option<CqRef>,
+    ) {
+        let Some(wr) = self.wrs.get_mut(wi).and_then(Option::take) else {
+            return;
+        };
+        Self::unmap(dev, &wr);
+        let _ = self.free_wrs.push_within_capacity(wi);
+        if let Some(op) = self.ops.get_mut(wr.op).and_then(Option::as_mut) {
+            op.outstanding = op.outstanding.saturating_sub(1);
+            if !d.ok && op.err.is_none() {
+                op.err = Some(d.err);
+            }
+        }
+        if !self.queue.contains(&wr.op) {
+            self.finish_if_done(wr.op, cq);
+        }
+    }
+
+    /// Completes operation `oi` if nothing of it is left in flight.
+    fn finish_if_done(&mut self, oi: usize, cq: Option<CqRef>) {
+        let Some(op) = self.ops.get(oi).copied().flatten() else {
+            return;
+        };
+        if op.outstanding > 0 {
+            return;
+        }
+        self.ops[oi] = None;
+        let _ = self.free_ops.push_within_capacity(oi);
+        match op.err {
+            None => report(cq, &op.entry),
+            Some(e) => report_err(cq, &op.entry, e),
+        }
+    }
+
+    /// The connection ended: operations with requests still to post
+    /// complete as canceled once their posted requests have flushed.
+    pub(crate) fn cancel(&mut self, cq: Option<CqRef>) {
+        while let Some(&oi) = self.queue.first() {
+            let _ = self.queue.remove(0);
+            if let Some(op) = self.ops.get_mut(oi).and_then(Option::as_mut) {
+                op.err.get_or_insert(ECANCELED);
+            }
+            self.finish_if_done(oi, cq);
+        }
+    }
+}
+
+/// The completion flags of an initiator's RMA operation.
+pub(crate) fn flags(read: bool) -> u64 {
+    ksys::KFI_RMA
+        | if read {
+            ksys::KFI_READ
+        } else {
+            ksys::KFI_WRITE
+        }
+}
+
+/// Reads the remote buffers of an RMA request.
+///
+/// # Safety
+///
+/// `m` was passed by kfabric.ko to `readmsg`/`writemsg` (checked lists).
+pub(crate) unsafe fn remotes(
+    m: &ksys::kfi_msg_rma,
+) -> Result<([Remote; RMA_IOV_MAX], usize, usize)> {
+    let mut r = [Remote::default(); RMA_IOV_MAX];
+    if m.rma_iov_count > RMA_IOV_MAX || (m.rma_iov_count > 0 && m.rma_iov.is_null()) {
+        return Err(EINVAL);
+    }
+    let mut total = 0usize;
+    for (i, slot) in r.iter_mut().enumerate().take(m.rma_iov_count) {
+        // SAFETY: The caller's contract: `rma_iov_count` entries.
+        let v = unsafe { &*m.rma_iov.add(i) };
+        // A key is a 32-bit rkey on this provider.
+        let key = u32::try_from(v.key).map_err(|_| ENOKEY)?;
+        *slot = Remote {
+            addr: v.addr,
+            len: v.len,
+            key,
+        };
+        total = total.checked_add(v.len).ok_or(EMSGSIZE)?;
+    }
+    Ok((r, m.rma_iov_count, total))
+}
