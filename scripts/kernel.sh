@@ -59,7 +59,7 @@ cmd_tools() {
 	mkdir -p "$KFABRIC_CACHE"
 	step "apt packages" install_apt
 	step "virtme-ng (PyPI)" install_virtme
-	step "bindgen-cli (crates.io)" install_bindgen
+	step "bindgen-cli (cargo install)" install_bindgen
 }
 
 # Fetches the kernel source package through a private apt state whose only

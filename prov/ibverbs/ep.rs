@@ -126,14 +126,14 @@ impl Conn {
         }
         let pd = self.dom.pd()?;
         let dev = self.dom.dev.as_ptr();
-        // SAFETY: The domain's device is registered while its PD exists
-        // (checked just above); the CQs and the ring are dropped by
-        // `device_gone` before its removal ends, after the QP.
         let l = self.dom.dev.limits;
         let sges = (
             (l.max_send_sge as usize).clamp(1, rma::SGE_MAX),
             (l.max_sge_rd as usize).clamp(1, rma::SGE_MAX),
         );
+        // SAFETY: The domain's device is registered while its PD exists
+        // (checked just above); the CQs and the ring are dropped by
+        // `device_gone` before its removal ends, after the QP.
         let (send, recv, ring) = unsafe {
             (
                 Cq::new(dev, SEND_DEPTH + 1)?,

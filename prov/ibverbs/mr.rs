@@ -98,12 +98,16 @@ pub(crate) fn register(dom: &Arc<DomShared>, attr: &ksys::kfi_mr_attr) -> Result
         return Err(E2BIG);
     }
     let mut fr = FastReg::new(dom.pd()?, pages)?;
+    // The ULP keeps registered memory valid until it closes the region
+    // (kfi_mr_reg's contract), which frees the MR first.
     for s in segs()? {
-        // SAFETY: The ULP keeps registered memory valid until it closes the
-        // region (kfi_mr_reg's contract), which frees the MR first.
         match s? {
-            Segment::Addr { addr, len } if len > 0 => unsafe { fr.add_kernel(addr, len) }?,
+            Segment::Addr { addr, len } if len > 0 => {
+                // SAFETY: Registered memory, see above.
+                unsafe { fr.add_kernel(addr, len) }?
+            }
             Segment::Page { page, offset, len } if len > 0 => {
+                // SAFETY: Registered memory, see above.
                 unsafe { fr.add_page(page, offset, len) }?
             }
             _ => {}

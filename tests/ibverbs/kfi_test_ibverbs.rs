@@ -270,6 +270,14 @@ mod tests {
         port: &CStr,
         f: impl FnOnce(&Endpoint<'_>, &Endpoint<'_>, &Cq<'_>, &Cq<'_>) -> Result,
     ) -> Result {
+        with_pair_domain(port, |_, cep, sep, ccq, scq| f(cep, sep, ccq, scq))
+    }
+
+    /// As [`with_pair`], with the domain both endpoints are on.
+    fn with_pair_domain(
+        port: &CStr,
+        f: impl FnOnce(&Domain<'_>, &Endpoint<'_>, &Endpoint<'_>, &Cq<'_>, &Cq<'_>) -> Result,
+    ) -> Result {
         let s = step("side", side(port))?;
         let d = s.fabric.domain(s.src.entry())?;
         let eq = s.fabric.eq(16)?;
@@ -278,7 +286,7 @@ mod tests {
         let cep = endpoint(&d, s.dst.entry(), &ccq, &eq)?;
         cep.connect(&[])?;
         let sep = serve(&d, &eq, &scq, &[])?;
-        f(&cep, &sep, &ccq, &scq)
+        f(&d, &cep, &sep, &ccq, &scq)
     }
 
     /// `len` bytes of a pattern that differs per `seed`.
@@ -574,6 +582,102 @@ mod tests {
     }
 
     // Must stay the last case: the device is gone afterwards.
+    /// `len` bytes of `buf` at its virtual address: the RMA address of a
+    /// region on this provider (`KFI_MR_VIRT_ADDR`).
+    fn addr_of(buf: &[u8], offset: usize) -> u64 {
+        (buf.as_ptr() as u64).wrapping_add(offset as u64)
+    }
+
+    /// A region is registered through a connected QP of its domain: none
+    /// before the first connection; then RDMA reads and writes go through
+    /// it with the device checking rights, and a write with remote CQ
+    /// data completes at the target after the data is placed.
+    #[test]
+    fn regions_take_rdma_once_connected() -> Result {
+        let s = side(c"7621")?;
+        let d = s.fabric.domain(s.src.entry())?;
+        let mut early = zeroed(4096)?;
+        assert!(matches!(
+            d.register(&mut early, sys::KFI_REMOTE_WRITE, 0),
+            Err(e) if e == ENOTCONN
+        ));
+        let eq = s.fabric.eq(16)?;
+        let _pep = s.fabric.listen(s.src.entry(), &eq)?;
+        let (ccq, scq) = (d.cq(64)?, d.cq(64)?);
+        let cep = endpoint(&d, s.dst.entry(), &ccq, &eq)?;
+        cep.connect(&[])?;
+        let sep = serve(&d, &eq, &scq, &[])?;
+        // 10 pages, not page-aligned: the region covers 11.
+        let mut target = zeroed(10 * 4096 + 100)?;
+        let base = addr_of(&target, 100);
+        let t = &mut target[100..];
+        let mr = d.register(t, sys::KFI_REMOTE_READ | sys::KFI_REMOTE_WRITE, 0)?;
+        let src = pattern(10 * 4096, 11)?;
+        // SAFETY: The buffers outlive the completions read below.
+        unsafe { cep.write(&src[..5000], base + 3, mr.key(), 1, 0)? };
+        assert_eq!(ccq.sread(WAIT_MS).map_err(|e| e.errno())?.context, 1);
+        let mut back = zeroed(5000)?;
+        // SAFETY: As above.
+        unsafe { cep.read(&mut back, base + 3, mr.key(), 2)? };
+        let c = ccq.sread(WAIT_MS).map_err(|e| e.errno())?;
+        assert_eq!((c.context, c.len), (2, 5000));
+        assert!(back[..] == src[..5000]);
+        // Remote CQ data: the target's completion, after the bytes.
+        // SAFETY: As above.
+        unsafe {
+            cep.write(
+                &src[..64],
+                base + 40_000,
+                mr.key(),
+                3,
+                sys::KFI_REMOTE_CQ_DATA,
+            )?
+        };
+        assert_eq!(ccq.sread(WAIT_MS).map_err(|e| e.errno())?.context, 3);
+        let r = scq.sread(WAIT_MS).map_err(|e| e.errno())?;
+        assert!(r.flags & sys::KFI_REMOTE_WRITE != 0);
+        drop(sep);
+        drop(mr);
+        assert!(target[103..5103] == src[..5000]);
+        assert!(target[40_100..40_164] == src[..64]);
+        assert!(target[..103].iter().all(|&b| b == 0xee));
+        Ok(())
+    }
+
+    /// A write into a read-only region fails at the device: nothing is
+    /// written, and (RDMA semantics) the connection is over: what follows
+    /// flushes or is refused.
+    #[test]
+    fn rma_access_error_ends_the_connection() -> Result {
+        with_pair_domain(c"7622", |d, cep, _sep, ccq, _scq| {
+            let mut ro = zeroed(4096)?;
+            let at = addr_of(&ro, 0);
+            let mr = d.register(&mut ro, sys::KFI_REMOTE_READ, 0)?;
+            let data = pattern(64, 3)?;
+            // SAFETY: The buffers outlive the completions read below.
+            unsafe { cep.write(&data, at, mr.key(), 1, 0)? };
+            // RoCE and InfiniBand report the write failed (the target's
+            // NAK); iWARP acknowledges no write, so its write completes
+            // once sent and the error shows as the end of the connection.
+            match ccq.sread(WAIT_MS) {
+                Err(CqError::Failed { context, err, .. }) => {
+                    assert_eq!(context, 1);
+                    assert!(err == EACCES || err == EIO);
+                }
+                Ok(c) if c.context == 1 => {}
+                _ => return Err(EPROTO),
+            }
+            let mut back = [0u8; 8];
+            // SAFETY: As above.
+            if unsafe { cep.read(&mut back, at, mr.key(), 2) }.is_ok() {
+                assert!(matches!(ccq.sread(WAIT_MS), Err(CqError::Failed { .. })));
+            }
+            drop(mr);
+            assert!(ro.iter().all(|&b| b == 0xee));
+            Ok(())
+        })
+    }
+
     #[test]
     fn device_removal_mid_traffic() -> Result {
         let s = side(c"7620")?;
@@ -584,6 +688,11 @@ mod tests {
         let cep = endpoint(&d, s.dst.entry(), &ccq, &eq)?;
         cep.connect(&[])?;
         let sep = serve(&d, &eq, &scq, &[])?;
+        // A region the client reads from while the device goes.
+        let mut target = pattern(8192, 5)?;
+        let at = addr_of(&target, 0);
+        let mr = d.register(&mut target, sys::KFI_REMOTE_READ, 0)?;
+        let mut back = zeroed(8192)?;
         // Traffic in flight: sends the server receives only partly, and
         // receives on the client that nothing will fill.
         let msg = pattern(2000, 3)?;
@@ -602,6 +711,7 @@ mod tests {
             for i in 0..12 {
                 cep.send(&msg, 300 + i, 0)?;
             }
+            cep.read(&mut back, at, mr.key(), 312)?;
         }
         delete_device()?;
         // Both endpoints learn that their connection ended.
@@ -646,11 +756,13 @@ mod tests {
             };
             match ctx {
                 200..=203 => client[0] += 1,
-                300..=311 => client[1] += 1,
+                300..=312 => client[1] += 1,
                 _ => return Err(EPROTO),
             }
         }
-        assert_eq!(client, [4, 12]);
+        assert_eq!(client, [4, 13]);
+        // The region outlived its device; it still closes.
+        drop(mr);
         // The server's receives: each completed at most once (4 posted).
         assert!(seen.iter().all(|&n| n <= 1));
         assert_eq!(seen.iter().map(|&n| n as usize).sum::<usize>(), 4);
