@@ -173,7 +173,7 @@ impl RdmEp {
                 }),
                 wake <- new_condvar!(),
                 workers <- Workers::new(),
-                rxq: RxQueues::new()?,
+                rxq: RxQueues::new_shared()?,
                 src,
                 ns: info_ns(info),
                 mrs,

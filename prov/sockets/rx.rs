@@ -466,7 +466,8 @@ impl Rx<'_> {
             }
             match s.tagged.take_posted(h.tag) {
                 Some(op) => Ok((op, s.cq)),
-                None => match s.tagged.reserve(len) {
+                // The connection's share: it alone parks when that is used.
+                None => match s.tagged.reserve_from(len, Arc::as_ptr(self.sh) as usize) {
                     Room::Reserved(r) => Err(r),
                     // Larger than everything we would ever hold.
                     Room::Never => return Err(EPROTO),

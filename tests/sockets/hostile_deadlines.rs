@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! `kfi_sockets_deadlines`: hostile peers that hold kfi_sockets' workers
-//! by stalling (issue 10, bug 5). Each case is a raw
+//! and queues by stalling (issue 10, bugs 5 and 8). Each case is a raw
 //! kernel-socket peer on loopback against a kfabric endpoint and checks the
 //! provider's reaction with kfi_sockets' default parameters
 //! (`frame_timeout_ms` 5000, `handshake_timeout_ms` 10000, `handshake_max`
-//! 16): the connection is torn down with an EQ error and its operations
-//! fail, within a bounded time; the listener still serves.
+//! 16, `unexpected_bytes_max` 4 MiB): the connection is torn down with an
+//! EQ error and its operations fail, within a bounded time; the listener
+//! still serves; one peer's unmatched messages leave room for the others.
 //!
 //! Checks return an error instead of asserting, so that a failing case
 //! still closes its objects.
@@ -25,7 +26,7 @@ use super::{
     kfi::{kfabric::Owned, kfi_sys as sys},
     ksock::{SockAddr, Socket},
     net::*,
-    wire::{Hdr, Op, HDR_LEN},
+    wire::{flags, Hdr, Op, HDR_LEN},
 };
 
 /// Fails the case with a message unless `$c` holds.
@@ -42,6 +43,8 @@ macro_rules! check {
 const FRAME_TIMEOUT_MS: i64 = 5000;
 const HANDSHAKE_TIMEOUT_MS: i64 = 10000;
 const HANDSHAKE_MAX: usize = 16;
+/// Tagged messages an RDM endpoint holds (a connection a quarter).
+const UNEXP_MAX: usize = 64;
 
 /// Shuts raw peers' sockets down after 12 s unless stopped first, so a
 /// case run against a provider that never lets go ends instead of hanging
@@ -474,6 +477,111 @@ mod cases {
         seps.clear();
         raws.clear();
         drop(pep);
+        outcome
+    }
+
+    /// Issue 10, bug 8: an RDM endpoint's unexpected tagged messages are
+    /// shared out per connection: a peer that sends 64 unmatched tagged
+    /// messages holds at most a quarter of the room, so another peer's
+    /// message is still held and acknowledged. Every message arrives once
+    /// the receives are posted.
+    #[test]
+    fn one_peer_cannot_take_every_unexpected_slot() -> Result {
+        let ns = net_typed(
+            c"sockets",
+            c"127.0.0.1",
+            c"7505",
+            core::ptr::null_mut(),
+            sys::KFI_EP_RDM,
+        )?;
+        let mut attr = sys::kfi_av_attr {
+            type_: sys::KFI_AV_TABLE,
+            count: 4,
+            ..Default::default()
+        };
+        // SAFETY: An open domain, valid attributes.
+        let av = Owned::open(|o| unsafe {
+            sys::kfi_av_open(ns.domain.as_ptr(), &mut attr, o, core::ptr::null_mut())
+        })?;
+        let c = cq_sized(&ns, 128)?;
+        let ep = rdm_endpoint(&ns, &c, &av)?;
+        let mut rbufs = KVec::with_capacity(UNEXP_MAX + 1, GFP_KERNEL)?;
+        for _ in 0..=UNEXP_MAX {
+            rbufs.push([0u8; 8], GFP_KERNEL)?;
+        }
+        let server = SockAddr::v4([127, 0, 0, 1], 7505);
+        let peer = |port: u16| -> Result<Arc<Socket>> {
+            let s = Arc::new(Socket::tcp(&server)?, GFP_KERNEL)?;
+            let claim = SockAddr::v4([127, 0, 0, 1], port);
+            frame::connect_start(&s, &server, claim.as_bytes())?;
+            match frame::connect_finish(&s)? {
+                frame::Answer::Accepted(_) => Ok(s),
+                frame::Answer::Rejected(_) => Err(ECONNREFUSED),
+            }
+        };
+        let greedy = peer(21000)?;
+        let other = peer(21001)?;
+        let mut socks = KVec::new();
+        socks.push(greedy.clone(), GFP_KERNEL)?;
+        socks.push(other.clone(), GFP_KERNEL)?;
+        let dog = Watchdog::start(socks)?;
+        let outcome = (|| -> Result {
+            for i in 0..UNEXP_MAX {
+                let mut h = Hdr::new(Op::Tagged, i as u64 + 1, 0);
+                h.tag = 1;
+                frame::send_frame(&greedy, &h, &[], &[&(i as u64).to_le_bytes()])?;
+            }
+            // Time for the endpoint to hold the greedy peer's share.
+            fsleep(Delta::from_millis(500));
+            let mut h = Hdr::new(Op::Tagged, 77, 0);
+            h.tag = 2;
+            h.flags |= flags::DELIVERY_COMPLETE;
+            frame::send_frame(&other, &h, &[], &[&[7u8; 8]])?;
+            let t = Instant::<Monotonic>::now();
+            while !other.readable() && ms_since(&t) < 3000 {
+                fsleep(Delta::from_millis(20));
+            }
+            check!(
+                other.readable(),
+                "the other peer's message was not held: the greedy peer's {} took all the room",
+                UNEXP_MAX
+            );
+            let ack = frame::recv_hdr(&other)?;
+            check!(
+                ack.op == Op::Ack && ack.id == 77 && ack.data == 0,
+                "not the ack of the held message: {:?} {}",
+                ack.op,
+                ack.id
+            );
+            // Every message arrives, in order, as receives are posted.
+            let mut e = sys::kfi_cq_data_entry::default();
+            let (mine, rest) = rbufs.split_at_mut(1);
+            post_trecv(&ep, &mut mine[0], 2, 1000)?;
+            check!(sread(&c, &mut e) == 1, "the other peer's message");
+            check!(
+                e.op_context as usize == 1000 && mine[0] == [7u8; 8],
+                "the other peer's message: context {}",
+                e.op_context as usize
+            );
+            for (i, b) in rest.iter_mut().enumerate() {
+                post_trecv(&ep, b, 1, i)?;
+                let r = sread(&c, &mut e);
+                check!(r == 1, "greedy message {}: {}", i, r);
+                check!(
+                    e.op_context as usize == i && *b == (i as u64).to_le_bytes(),
+                    "greedy message {} out of order",
+                    i
+                );
+            }
+            Ok(())
+        })();
+        dog.stop.store(true, Ordering::Release);
+        drop(ep);
+        drop(greedy);
+        drop(other);
+        drop(rbufs);
+        drop(c);
+        drop(av);
         outcome
     }
 }
