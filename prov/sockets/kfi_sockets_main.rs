@@ -30,6 +30,7 @@ mod rdm;
 mod rx;
 mod rxq;
 mod tx;
+mod wq;
 // Shared with tests/sockets by `#[path]`; each crate uses a part.
 #[allow(dead_code)]
 mod frame;
@@ -73,6 +74,18 @@ module! {
             default: 4194304,
             description: "Most payload bytes of tagged messages an endpoint holds for receives not posted yet",
         },
+        frame_timeout_ms: u32 {
+            default: 5000,
+            description: "How long a frame may take to arrive once begun, per started MiB of payload (ms, 0: unbounded)",
+        },
+        handshake_max: u32 {
+            default: 16,
+            description: "Most accepted connections per listening endpoint whose request is still being read (more are refused)",
+        },
+        wq_unbound: u32 {
+            default: 1,
+            description: "Run the provider's work on an unbound workqueue (1) or on the queuing CPU (0)",
+        },
     },
 }
 
@@ -96,21 +109,36 @@ pub(crate) fn unexpected_bytes_max() -> usize {
     module_parameters::unexpected_bytes_max.value() as usize
 }
 
+/// The `frame_timeout_ms` parameter.
+pub(crate) fn frame_timeout_ms() -> u32 {
+    module_parameters::frame_timeout_ms.value()
+}
+
+/// The `handshake_max` parameter (at least 1).
+pub(crate) fn handshake_max() -> usize {
+    (module_parameters::handshake_max.value() as usize).max(1)
+}
+
 /// The `handshake_timeout_ms` parameter.
 pub(crate) fn handshake_timeout_ms() -> u32 {
     module_parameters::handshake_timeout_ms.value()
 }
 
+/// The fields drop in order: the provider is unregistered before its
+/// workqueue goes.
 struct KfiSockets {
     _reg: Registration<Sockets>,
+    _wq: wq::OwnQueue,
 }
 
 impl kernel::Module for KfiSockets {
     fn init(module: &'static ThisModule) -> Result<Self> {
         // SAFETY: Once, before the provider is registered.
         unsafe { pep::init_requests() };
+        let wq = wq::OwnQueue::new(module_parameters::wq_unbound.value() != 0)?;
         Ok(Self {
             _reg: Registration::register(module)?,
+            _wq: wq,
         })
     }
 }

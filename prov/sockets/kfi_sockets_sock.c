@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Socket options for kfi_sockets that the Rust bindings do not reach
- * (net/sock.h helpers): SO_REUSEADDR for listeners (pep.rs) and the
- * callbacks that drive a connection's progress (progress.rs).
+ * (net/sock.h helpers): SO_REUSEADDR for listeners (pep.rs), the
+ * callbacks that drive a connection's progress (progress.rs) and the
+ * provider's workqueue (wq.rs; alloc_workqueue is a macro).
  */
 #include <linux/slab.h>
 #include <linux/tcp.h>
+#include <linux/workqueue.h>
 #include <net/sock.h>
 
 void kfi_sockets_reuseaddr(struct socket *sock);
@@ -135,20 +137,17 @@ void *kfi_sockets_unhook(struct socket *sock)
 	return owner;
 }
 
-void kfi_sockets_timeouts(struct socket *sock, unsigned int ms);
+struct workqueue_struct *kfi_sockets_alloc_wq(int unbound);
 
 /*
- * Bounds blocking connects, sends and receives on @sock to @ms
- * milliseconds (0: no bound). Used around the handshake, so that a silent
- * peer ends in an error instead of holding a worker.
+ * The provider's own workqueue for its connections' work (progress.rs):
+ * high priority (a frame waits on it), with a rescuer (storage
+ * ULPs run over it under memory pressure), unbound or per-CPU as the
+ * module parameter says. Its workers are the provider's own, so peers that
+ * hold them cannot starve other users of the system's queues.
  */
-void kfi_sockets_timeouts(struct socket *sock, unsigned int ms)
+struct workqueue_struct *kfi_sockets_alloc_wq(int unbound)
 {
-	struct sock *sk = sock->sk;
-	long t = ms ? msecs_to_jiffies(ms) : MAX_SCHEDULE_TIMEOUT;
-
-	lock_sock(sk);
-	sk->sk_sndtimeo = t;
-	sk->sk_rcvtimeo = t;
-	release_sock(sk);
+	return alloc_workqueue("kfi_sockets",
+			       WQ_HIGHPRI | WQ_MEM_RECLAIM | (unbound ? WQ_UNBOUND : 0), 0);
 }

@@ -5,7 +5,10 @@
 //!
 //! Every call here may sleep: process context only.
 
-use core::ptr::NonNull;
+use core::{
+    ptr::NonNull,
+    sync::atomic::{AtomicI64, Ordering},
+};
 use kernel::{bindings, error::to_result, prelude::*};
 
 /// An IPv4 or IPv6 socket address.
@@ -265,14 +268,73 @@ fn parse_ipv6(s: &[u8]) -> Result<[u8; 16]> {
     Ok(out)
 }
 
+/// A point in time after which a socket's waits fail with `ETIMEDOUT`:
+/// one bound for a whole exchange (a handshake, a frame), however its
+/// bytes trickle in, where the socket's own timeouts bound each call.
+#[derive(Clone, Copy)]
+pub(crate) struct Deadline(i64);
+
+/// Monotonic nanoseconds (`ktime_get()`).
+fn now_ns() -> i64 {
+    // SAFETY: `ktime_get` has no preconditions and works in any context.
+    unsafe { bindings::ktime_get() }
+}
+
+impl Deadline {
+    /// `ms` milliseconds from now.
+    pub(crate) fn after_ms(ms: u64) -> Self {
+        Self::after_ms_from(Self(now_ns()), ms)
+    }
+
+    /// `ms` milliseconds after `start` (`start` itself as a point).
+    pub(crate) fn after_ms_from(start: Self, ms: u64) -> Self {
+        let ns = i64::try_from(ms.saturating_mul(1_000_000)).unwrap_or(i64::MAX);
+        Self(start.0.saturating_add(ns).max(1))
+    }
+
+    /// Now, as a starting point for [`Self::after_ms_from`].
+    pub(crate) fn now() -> Self {
+        Self(now_ns())
+    }
+
+    /// The microseconds left (at least 1), or `None` once it has passed.
+    fn left_us(self) -> Option<i64> {
+        let left = self.0.saturating_sub(now_ns());
+        (left > 0).then(|| (left / 1000).saturating_add(1))
+    }
+}
+
+// Exported by net/core/sock.c, not in the bindings' headers; only a
+// pointer and `sockptr_t` (a pointer and a flag) cross.
+#[allow(improper_ctypes)]
+extern "C" {
+    fn sock_setsockopt(
+        sock: *mut bindings::socket,
+        level: c_int,
+        optname: c_int,
+        optval: bindings::sockptr_t,
+        optlen: c_uint,
+    ) -> c_int;
+}
+
 /// A kernel TCP socket; released when dropped.
 ///
 /// # Invariants
 ///
 /// `sock` came from `sock_create_kern` or `kernel_accept` and is not
-/// released.
+/// released. `rx_deadline`/`tx_deadline` hold a [`Deadline`]'s
+/// nanoseconds, or 0 for none.
 pub(crate) struct Socket {
     sock: NonNull<bindings::socket>,
+    rx_deadline: AtomicI64,
+    tx_deadline: AtomicI64,
+}
+
+/// The direction a deadline bounds.
+#[derive(Clone, Copy)]
+enum Dir {
+    Rx,
+    Tx,
 }
 
 // SAFETY: Kernel sockets are used from any thread; the socket layer locks
@@ -329,6 +391,96 @@ impl NetNs {
 }
 
 impl Socket {
+    /// A fresh socket from `sock_create_kern` or `kernel_accept`.
+    fn wrap(sock: NonNull<bindings::socket>) -> Self {
+        Self {
+            sock,
+            rx_deadline: AtomicI64::new(0),
+            tx_deadline: AtomicI64::new(0),
+        }
+    }
+
+    /// Bounds the receives (`rx`) and the sends and connects (`tx`) from
+    /// now on by a deadline each (`None`: wait as long as it takes). One
+    /// waiter per direction sets its own.
+    pub(crate) fn set_deadlines(&self, rx: Option<Deadline>, tx: Option<Deadline>) {
+        self.set_deadline(Dir::Rx, rx);
+        self.set_deadline(Dir::Tx, tx);
+    }
+
+    /// Bounds the receives from now on (`None`: unbounded).
+    pub(crate) fn set_rx_deadline(&self, d: Option<Deadline>) {
+        self.set_deadline(Dir::Rx, d);
+    }
+
+    fn set_deadline(&self, dir: Dir, d: Option<Deadline>) {
+        let slot = match dir {
+            Dir::Rx => &self.rx_deadline,
+            Dir::Tx => &self.tx_deadline,
+        };
+        slot.store(d.map_or(0, |d| d.0), Ordering::Relaxed);
+        if d.is_none() {
+            // 0: no bound.
+            self.set_timeo(dir, 0);
+        }
+    }
+
+    /// The socket's own timeout for one direction (`SO_RCVTIMEO`,
+    /// `SO_SNDTIMEO`, which connect uses too), `us` microseconds (0: none).
+    fn set_timeo(&self, dir: Dir, us: i64) {
+        let mut tv = bindings::__kernel_sock_timeval {
+            tv_sec: us / 1_000_000,
+            tv_usec: us % 1_000_000,
+        };
+        let mut val = bindings::sockptr_t::default();
+        val.__bindgen_anon_1.kernel = core::ptr::from_mut(&mut tv).cast();
+        val.set_is_kernel(true);
+        let name = match dir {
+            Dir::Rx => bindings::SO_RCVTIMEO_NEW,
+            Dir::Tx => bindings::SO_SNDTIMEO_NEW,
+        };
+        // SAFETY: A live socket; `val` points to a kernel timeval of the
+        // size given, read during the call only. A valid, non-negative
+        // timeval cannot fail.
+        unsafe {
+            sock_setsockopt(
+                self.sock.as_ptr(),
+                bindings::SOL_SOCKET as c_int,
+                name as c_int,
+                val,
+                size_of::<bindings::__kernel_sock_timeval>() as c_uint,
+            )
+        };
+    }
+
+    /// Arms the socket's timeout for a call in direction `dir` with what
+    /// is left of its deadline: `Ok(true)` if one is set, `ETIMEDOUT` if
+    /// it has passed.
+    fn arm(&self, dir: Dir) -> Result<bool> {
+        let d = match dir {
+            Dir::Rx => self.rx_deadline.load(Ordering::Relaxed),
+            Dir::Tx => self.tx_deadline.load(Ordering::Relaxed),
+        };
+        if d == 0 {
+            return Ok(false);
+        }
+        let left = Deadline(d).left_us().ok_or(ETIMEDOUT)?;
+        self.set_timeo(dir, left);
+        Ok(true)
+    }
+
+    /// A call's result `n` (bytes or a negative errno); a timed-out wait
+    /// (`EAGAIN`, or `EINPROGRESS` for a connect) is `ETIMEDOUT` when a
+    /// deadline bounded it.
+    fn timed(n: c_int, deadline: bool) -> Result<usize> {
+        if deadline && (n == -(bindings::EAGAIN as c_int) || n == -(bindings::EINPROGRESS as c_int))
+        {
+            return Err(ETIMEDOUT);
+        }
+        to_result(n.min(0))?;
+        Ok(n as usize)
+    }
+
     /// A TCP socket of the family of `like`, in the initial network
     /// namespace.
     pub(crate) fn tcp(like: &SockAddr) -> Result<Self> {
@@ -349,10 +501,8 @@ impl Socket {
                 &mut sock,
             )
         })?;
-        // INVARIANT: created just now.
-        Ok(Self {
-            sock: NonNull::new(sock).ok_or(ENOMEM)?,
-        })
+        // INVARIANT: created just now, no deadline.
+        Ok(Self::wrap(NonNull::new(sock).ok_or(ENOMEM)?))
     }
 
     /// The raw socket, for C helpers.
@@ -383,21 +533,23 @@ impl Socket {
         };
         // SAFETY: A live listening socket; `new` is valid for writes.
         to_result(unsafe { bindings::kernel_accept(self.sock.as_ptr(), &mut new, flags) })?;
-        // INVARIANT: accepted just now.
-        Ok(Socket {
-            sock: NonNull::new(new).ok_or(ENOMEM)?,
-        })
+        // INVARIANT: accepted just now, no deadline.
+        Ok(Self::wrap(NonNull::new(new).ok_or(ENOMEM)?))
     }
 
-    /// `connect`, waiting for the handshake.
+    /// `connect`, waiting for the handshake (until the send deadline).
     pub(crate) fn connect(&self, addr: &SockAddr) -> Result {
+        let timed = self.arm(Dir::Tx)?;
         let (a, n) = addr.raw();
         // SAFETY: A live socket; `a` holds `n` bytes.
-        to_result(unsafe { bindings::kernel_connect(self.sock.as_ptr(), a, n, 0) })
+        let r = unsafe { bindings::kernel_connect(self.sock.as_ptr(), a, n, 0) };
+        Self::timed(r, timed).map(|_| ())
     }
 
-    /// Sends all of `bufs`, in order; returns the bytes sent.
+    /// Sends all of `bufs`, in order; returns the bytes sent (fewer if
+    /// the send deadline passes on the way).
     pub(crate) fn send(&self, bufs: &[&[u8]]) -> Result<usize> {
+        let timed = self.arm(Dir::Tx)?;
         let mut iov = KVec::with_capacity(bufs.len(), GFP_KERNEL)?;
         let mut total = 0;
         for b in bufs {
@@ -425,13 +577,14 @@ impl Socket {
                 total,
             )
         };
-        to_result(n.min(0))?;
-        Ok(n as usize)
+        Self::timed(n, timed)
     }
 
     /// Receives into `buf`: all of it with `wait_all` (fewer bytes only at
-    /// the end of the stream), else what is there (waiting for some).
+    /// the end of the stream or when the receive deadline passes), else
+    /// what is there (waiting for some).
     pub(crate) fn recv(&self, buf: &mut [u8], wait_all: bool) -> Result<usize> {
+        let timed = self.arm(Dir::Rx)?;
         let mut iov = bindings::kvec {
             iov_base: buf.as_mut_ptr().cast(),
             iov_len: buf.len(),
@@ -446,8 +599,7 @@ impl Socket {
         let n = unsafe {
             bindings::kernel_recvmsg(self.sock.as_ptr(), &mut msg, &mut iov, 1, buf.len(), flags)
         };
-        to_result(n.min(0))?;
-        Ok(n as usize)
+        Self::timed(n, timed)
     }
 
     /// Whether a receive would not block: bytes are queued or the stream

@@ -5,7 +5,8 @@
 //! own (a silent peer holds up nobody else) and becomes a `KFI_CONNREQ`
 //! event whose info names the request's handle. A passive endpoint holds
 //! at most `listen_backlog_max` requests (being read, or waiting for the
-//! ULP's accept or reject); the acceptor refuses more at once.
+//! ULP's accept or reject), and reads at most `handshake_max` at once;
+//! the acceptor refuses more at once.
 
 use kernel::{
     new_mutex,
@@ -21,7 +22,7 @@ use crate::{
         provider::{EqRef, FidRef},
         toolkit::{handles::HandleTable, workers::Workers},
     },
-    ksock::{NetNs, SockAddr, Socket},
+    ksock::{Deadline, NetNs, SockAddr, Socket},
     request_info,
 };
 
@@ -79,17 +80,16 @@ pub(crate) struct Shared {
 extern "C" {
     /// `kfi_sockets_sock.c`: `SO_REUSEADDR` on a socket.
     fn kfi_sockets_reuseaddr(sock: *mut kernel::bindings::socket);
-    /// `kfi_sockets_sock.c`: send/receive/connect timeouts (0: none).
-    fn kfi_sockets_timeouts(sock: *mut kernel::bindings::socket, ms: c_uint);
 }
 
-/// Runs the handshake `f` on `sock` with the module's handshake timeout,
-/// then lifts it: a silent peer ends in `ETIMEDOUT` instead of holding a
-/// worker. Process context.
+/// Runs the handshake `f` on `sock` within the module's handshake
+/// timeout, one deadline for all of it (a peer that drips a byte now and
+/// then does not restart the clock), then lifts it: a silent or slow peer
+/// ends in `ETIMEDOUT` instead of holding a worker. Process context.
 pub(crate) fn with_timeout<T>(sock: &Socket, f: impl FnOnce() -> Result<T>) -> Result<T> {
     let ms = crate::handshake_timeout_ms();
-    // SAFETY: A live socket.
-    unsafe { kfi_sockets_timeouts(sock.as_raw(), ms) };
+    let d = (ms != 0).then(|| Deadline::after_ms(u64::from(ms)));
+    sock.set_deadlines(d, d);
     let r = f().map_err(|e| {
         if e == EAGAIN || e == EINPROGRESS {
             ETIMEDOUT
@@ -97,8 +97,7 @@ pub(crate) fn with_timeout<T>(sock: &Socket, f: impl FnOnce() -> Result<T>) -> R
             e
         }
     });
-    // SAFETY: As above.
-    unsafe { kfi_sockets_timeouts(sock.as_raw(), 0) };
+    sock.set_deadlines(None, None);
     r
 }
 
@@ -141,6 +140,12 @@ fn acceptor(sh: &Arc<Shared>) {
                 if st.busy.len().saturating_add(waiting) >= crate::listen_backlog_max() {
                     drop(st);
                     return Err(refuse(s, ENOSPC));
+                }
+                // Requests being read hold a worker each (until the
+                // handshake deadline, for a silent peer): a few at once.
+                if st.busy.len() >= crate::handshake_max() {
+                    drop(st);
+                    return Err(refuse(s, EBUSY));
                 }
                 st.busy.push(s.clone(), GFP_KERNEL)?;
             }

@@ -5,16 +5,17 @@
 //! No thread waits on an idle connection. The socket's callbacks
 //! (`sk_data_ready`, `sk_write_space`, `sk_state_change`, installed by
 //! `kfi_sockets_sock.c`) and the posting paths queue the connection's two
-//! work items on the unbound system workqueue (a callback runs on the
-//! sender's CPU; a bound work item would copy there too, measured 2-3x
-//! slower for 1 MiB RMA writes in the VM, at some cost in ping-pong
-//! latency): the receive work
+//! work items on the provider's own workqueue (`wq.rs`; unbound by
+//! default: a callback runs on the sender's CPU, and a bound work item
+//! would copy there too, measured 2-3x slower for 1 MiB RMA writes in the
+//! VM, at some cost in ping-pong latency): the receive work
 //! (`rx::run`) handles every frame that has arrived and returns when the
 //! socket has no more bytes or a message waits for a receive to be posted
 //! with no room to be held (posting one queues the work again); the transmit work (`tx::run`)
 //! sends queued responses and operations and returns when there is
 //! nothing it may send. A work item may still sleep inside one frame (the
-//! rest of a payload, room in the socket), never between frames.
+//! rest of a payload, room in the socket), never between frames; the
+//! receive work only until the frame's deadline (`frame_timeout_ms`).
 //!
 //! Every queued or running work item is counted in `State::active`, so
 //! closing can wait until none touches the connection any more.
@@ -23,10 +24,10 @@ use core::ffi::c_void;
 use kernel::{
     prelude::*,
     sync::Arc,
-    workqueue::{self, impl_has_work, WorkItem},
+    workqueue::{impl_has_work, WorkItem},
 };
 
-use crate::{ep::Shared, ksock::Socket, rx, tx};
+use crate::{ep::Shared, ksock::Socket, rx, tx, wq};
 
 // Only pointers cross; `struct socket`'s opaque parts trip the lint.
 #[allow(improper_ctypes)]
@@ -77,11 +78,7 @@ fn begin(sh: &Shared) -> bool {
 
 /// Queues the receive work (any context but hard interrupt).
 pub(crate) fn kick_rx(sh: &Arc<Shared>) {
-    if begin(sh)
-        && workqueue::system_unbound()
-            .enqueue::<_, 0>(sh.clone())
-            .is_err()
-    {
+    if begin(sh) && wq::queue().enqueue::<_, 0>(sh.clone()).is_err() {
         // Already queued: that run will see what we were called for.
         done(sh);
     }
@@ -89,11 +86,7 @@ pub(crate) fn kick_rx(sh: &Arc<Shared>) {
 
 /// Queues the transmit work (any context but hard interrupt).
 pub(crate) fn kick_tx(sh: &Arc<Shared>) {
-    if begin(sh)
-        && workqueue::system_unbound()
-            .enqueue::<_, 1>(sh.clone())
-            .is_err()
-    {
+    if begin(sh) && wq::queue().enqueue::<_, 1>(sh.clone()).is_err() {
         done(sh);
     }
 }

@@ -98,6 +98,8 @@ struct State {
     /// Sockets of requests being read, and of a connection being opened:
     /// shut down at close so no worker waits on a silent peer.
     busy: KVec<Arc<Socket>>,
+    /// Peers' requests being read (at most `handshake_max`).
+    reading: usize,
     /// Peers a worker is opening a connection to.
     opening: KVec<SockAddr>,
     /// Peers whose opening failed, with the error, for the dispatcher to
@@ -159,6 +161,7 @@ impl RdmEp {
                     listener: None,
                     conns: KVec::new(),
                     busy: KVec::new(),
+                    reading: 0,
                     opening: KVec::new(),
                     failed: KVec::new(),
                     closing: false,
@@ -170,7 +173,7 @@ impl RdmEp {
                 }),
                 wake <- new_condvar!(),
                 workers <- Workers::new(),
-                rxq: RxQueues::new()?,
+                rxq: RxQueues::new_shared()?,
                 src,
                 ns: info_ns(info),
                 mrs,
@@ -386,11 +389,35 @@ fn acceptor(r: &Arc<Rdm>) {
         &l,
         || r.state.lock().closing,
         |s| {
-            track(r, s).map_err(|e| if e == ENOSPC { refuse(s, e) } else { e })?;
+            begin_reading(r).map_err(|e| refuse(s, e))?;
+            if let Err(e) = track(r, s) {
+                end_reading(r);
+                return Err(if e == ENOSPC { refuse(s, e) } else { e });
+            }
             let s2 = s.clone();
-            spawn(r, move |r| incoming(r, s2)).inspect_err(|_| untrack(r, s))
+            spawn(r, move |r| incoming(r, s2)).inspect_err(|_| {
+                untrack(r, s);
+                end_reading(r);
+            })
         },
     );
+}
+
+/// Counts a peer's request about to be read: at most `handshake_max` at
+/// once (`EBUSY` beyond), so peers that connect and stay silent cannot
+/// make the endpoint hold a worker for each.
+fn begin_reading(r: &Rdm) -> Result {
+    let mut s = r.state.lock();
+    if s.reading >= crate::handshake_max() {
+        return Err(EBUSY);
+    }
+    s.reading += 1;
+    Ok(())
+}
+
+fn end_reading(r: &Rdm) {
+    let mut s = r.state.lock();
+    s.reading = s.reading.saturating_sub(1);
 }
 
 /// The address a peer's request claims (its listening address), checked
@@ -432,6 +459,7 @@ fn incoming(r: &Arc<Rdm>, sock: Arc<Socket>) {
         Ok(())
     })();
     untrack(r, &sock);
+    end_reading(r);
     if outcome.is_err() {
         sock.shutdown();
     }

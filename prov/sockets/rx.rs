@@ -14,9 +14,11 @@
 //! refused access is answered with its errno and changes nothing.
 //! Responses to our own operations complete them; read data goes straight
 //! into the ULP's buffers. Anything that breaks the protocol (`EPROTO`)
-//! ends the connection.
+//! ends the connection, and so does a frame that does not arrive whole by
+//! its deadline (`ETIMEDOUT`, see [`frame_deadline`]): a peer that stops
+//! inside a frame holds a worker for a bounded time only.
 
-use kernel::{prelude::*, sync::Arc};
+use kernel::{prelude::*, sync::Arc, sync::CondVarTimeoutResult};
 
 use crate::{
     atomics::{self, ATOMIC_MAX},
@@ -32,7 +34,7 @@ use crate::{
             tags::{Matched, Room},
         },
     },
-    ksock::Socket,
+    ksock::{Deadline, Socket},
     mr::Access,
     progress,
     rxq::{RxQueues, RxState},
@@ -92,9 +94,10 @@ pub(crate) fn teardown(sh: &Arc<Shared>, sock: &Socket, e: Error) {
 }
 
 /// Reports the end `e` of the connection of endpoint `fid`: an error
-/// entry if the peer broke the protocol, then `KFI_SHUTDOWN`.
+/// entry if the peer broke the protocol or stalled inside a frame, then
+/// `KFI_SHUTDOWN`.
 pub(crate) fn report_end(eq: EqRef, fid: FidRef, e: Error) {
-    if e == EPROTO {
+    if e == EPROTO || e == ETIMEDOUT {
         let _ = eq.post_err(fid, e, &[]);
     }
     let _ = eq.post_shutdown(fid);
@@ -131,6 +134,20 @@ pub(crate) fn finish(cq: Option<CqRef>, p: &Pending, st: Result) {
         Ok(()) => report(cq, &CqEntry { len: p.len, ..c }),
         Err(e) => report_err(cq, &c, e),
     }
+}
+
+/// Bytes of payload a frame may take `frame_timeout_ms` more for.
+const FRAME_TIMEOUT_UNIT: u64 = 1 << 20;
+
+/// The deadline of a frame begun at `start` with `len` payload bytes: it
+/// must arrive whole within `frame_timeout_ms`, and as much again for each
+/// whole MiB of payload (a floor of 1 MiB per `frame_timeout_ms` on a slow
+/// link); `None` when the parameter is 0 (unbounded). A deadline for the
+/// whole frame, not for each read: a peer that drips bytes is cut off too.
+fn frame_deadline(start: Deadline, len: u64) -> Option<Deadline> {
+    let ms = u64::from(crate::frame_timeout_ms());
+    let units = (len / FRAME_TIMEOUT_UNIT).saturating_add(1);
+    (ms != 0).then(|| Deadline::after_ms_from(start, ms.saturating_mul(units)))
 }
 
 /// What handling a frame came to.
@@ -239,12 +256,23 @@ impl Rx<'_> {
         loop {
             let parked = self.sh.state.lock().parked.take();
             let h = match parked {
-                Some(h) => h,
+                Some(h) => {
+                    // We made it wait, not the peer: its clock starts now.
+                    let d = frame_deadline(Deadline::now(), h.len);
+                    self.sock.set_rx_deadline(d);
+                    h
+                }
                 None => {
                     if self.closing() || !self.sock.readable() {
                         return Ok(());
                     }
-                    frame::recv_hdr(self.sock)?
+                    // The frame has begun: its header is due by the
+                    // deadline of an empty frame, the rest by its own.
+                    let start = Deadline::now();
+                    self.sock.set_rx_deadline(frame_deadline(start, 0));
+                    let h = frame::recv_hdr(self.sock)?;
+                    self.sock.set_rx_deadline(frame_deadline(start, h.len));
+                    h
                 }
             };
             let step = match h.op {
@@ -311,8 +339,11 @@ impl Rx<'_> {
     }
 
     /// Queues a response for the transmitter, waiting while the queue is
-    /// full (the peer then waits for us).
+    /// full (the peer then waits for us), for `frame_timeout_ms` at most: a
+    /// peer that asks and never reads the answers gets `ETIMEDOUT`.
     fn respond(&self, r: Resp) -> Result {
+        let ms = crate::frame_timeout_ms();
+        let mut left = (ms != 0).then(|| kernel::time::msecs_to_jiffies(ms));
         let mut s = self.sh.state.lock();
         loop {
             if s.closing || !s.connected {
@@ -321,7 +352,14 @@ impl Rx<'_> {
             if s.resp.len() < RESP_MAX {
                 break;
             }
-            self.sh.wake.wait(&mut s);
+            match left {
+                None => self.sh.wake.wait(&mut s),
+                Some(j) => match self.sh.wake.wait_interruptible_timeout(&mut s, j) {
+                    CondVarTimeoutResult::Timeout => return Err(ETIMEDOUT),
+                    CondVarTimeoutResult::Woken { jiffies }
+                    | CondVarTimeoutResult::Signal { jiffies } => left = Some(jiffies),
+                },
+            }
         }
         s.resp.push(r, GFP_ATOMIC)?;
         drop(s);
@@ -428,7 +466,8 @@ impl Rx<'_> {
             }
             match s.tagged.take_posted(h.tag) {
                 Some(op) => Ok((op, s.cq)),
-                None => match s.tagged.reserve(len) {
+                // The connection's share: it alone parks when that is used.
+                None => match s.tagged.reserve_from(len, Arc::as_ptr(self.sh) as usize) {
                     Room::Reserved(r) => Err(r),
                     // Larger than everything we would ever hold.
                     Room::Never => return Err(EPROTO),

@@ -47,6 +47,12 @@ pub(crate) struct RxState {
     pub(crate) stalled: KVec<Arc<Shared>>,
 }
 
+/// The share of the tagged unexpected queue's bounds one connection of an
+/// RDM endpoint may use: a quarter (16 messages, a quarter of
+/// `unexpected_bytes_max` unless it holds nothing yet), so one peer's
+/// unmatched tags park that peer only.
+const PEER_SHARE_DIV: usize = 4;
+
 /// The receive queues of one endpoint.
 #[pin_data]
 pub(crate) struct RxQueues {
@@ -55,20 +61,35 @@ pub(crate) struct RxQueues {
 }
 
 impl RxQueues {
-    /// Empty queues with room for `QUEUE` receives of each kind. Process
-    /// context.
+    /// Empty queues with room for `QUEUE` receives of each kind, for the
+    /// one connection of a MSG endpoint. Process context.
     pub(crate) fn new() -> Result<Arc<Self>> {
+        Self::with_share(1)
+    }
+
+    /// As [`Self::new`], for the connections of an RDM endpoint, each
+    /// with its share of the tagged unexpected queue (`PEER_SHARE_DIV`).
+    pub(crate) fn new_shared() -> Result<Arc<Self>> {
+        Self::with_share(PEER_SHARE_DIV)
+    }
+
+    /// Empty queues; a connection holds at most `1 / div` of the tagged
+    /// unexpected queue's bounds.
+    fn with_share(div: usize) -> Result<Arc<Self>> {
+        let bytes = crate::unexpected_bytes_max();
         Arc::pin_init(
             try_pin_init!(Self {
                 state <- new_spinlock_irq!(RxState {
                     cq: None,
                     closing: false,
                     rx: KVec::with_capacity(QUEUE, GFP_KERNEL)?,
-                    held: HeldMsgs::new(UNEXP_MAX, crate::unexpected_bytes_max())?,
+                    held: HeldMsgs::new(UNEXP_MAX, bytes)?,
                     tagged: TagMatcher::new(Limits {
                         posted: QUEUE,
                         held: UNEXP_MAX,
-                        held_bytes: crate::unexpected_bytes_max(),
+                        held_bytes: bytes,
+                        source_held: (UNEXP_MAX / div).max(1),
+                        source_bytes: bytes / div,
                     })?,
                     stalled: KVec::new(),
                 }),

@@ -24,6 +24,8 @@ mod tests {
             posted,
             held,
             held_bytes,
+            source_held: held,
+            source_bytes: held_bytes,
         })
     }
 
@@ -229,6 +231,44 @@ mod tests {
         assert!(matches!(m.reserve(101), Room::Full));
         m.release(c);
         assert!(matches!(m.reserve(101), Room::Never));
+        Ok(())
+    }
+
+    /// Sources sharing a matcher get a share each: one source that used
+    /// its share waits while another still finds room; a first message
+    /// larger than the share is held when the queue has room.
+    #[test]
+    fn tags_share_per_source() -> Result {
+        let mut m = TagMatcher::<u32, u32>::new(Limits {
+            posted: 4,
+            held: 8,
+            held_bytes: 100,
+            source_held: 2,
+            source_bytes: 25,
+        })?;
+        let a1 = match m.reserve_from(40, 1) {
+            Room::Reserved(r) => r,
+            _ => return Err(ENOSPC),
+        };
+        // Source 1 holds more than its bytes: no more for it.
+        assert!(matches!(m.reserve_from(1, 1), Room::Full));
+        let b1 = match m.reserve_from(10, 2) {
+            Room::Reserved(r) => r,
+            _ => return Err(ENOSPC),
+        };
+        let b2 = match m.reserve_from(10, 2) {
+            Room::Reserved(r) => r,
+            _ => return Err(ENOSPC),
+        };
+        // Two messages: source 2's share is used, source 3's is not.
+        assert!(matches!(m.reserve_from(1, 2), Room::Full));
+        assert!(matches!(m.reserve_from(1, 3), Room::Reserved(_)));
+        assert!(m.hold(b1, 5, 50)?.is_none());
+        // A posted receive takes the held message: room for source 2.
+        assert_eq!(pair(m.post(5, 0, 51)?), Some((51, 5, 50)));
+        assert!(matches!(m.reserve_from(1, 2), Room::Reserved(_)));
+        m.release(a1);
+        m.release(b2);
         Ok(())
     }
 

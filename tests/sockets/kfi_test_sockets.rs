@@ -17,6 +17,8 @@ use kernel::prelude::*;
 mod frame;
 #[path = "hostile.rs"]
 mod hostile;
+#[path = "hostile_deadlines.rs"]
+mod hostile_deadlines;
 #[path = "../../kfi/api/mod.rs"]
 mod kfi;
 #[allow(dead_code)]

@@ -15,6 +15,14 @@
 //! and a peer can never make the provider hold more. A reservation ends
 //! in [`TagMatcher::hold`] or [`TagMatcher::release`].
 //!
+//! Several sources (an RDM endpoint's connections) may share one matcher:
+//! each gets a share of the bounds ([`Limits::source_held`],
+//! [`Limits::source_bytes`]), so one source's unmatched messages cannot
+//! take all the room and park the others. A source's first message is
+//! always within its share (a message larger than the share alone is
+//! held if the whole queue has room), later ones only while the share
+//! lasts.
+//!
 //! The matcher does no locking: the provider keeps it under the lock of
 //! its receive queues. No method sleeps or allocates beyond what
 //! [`TagMatcher::new`] did (process context), so all others may run in
@@ -37,6 +45,12 @@ pub(crate) struct Limits {
     pub(crate) held: usize,
     /// Payload bytes of the held messages.
     pub(crate) held_bytes: usize,
+    /// Messages held and reserved for one source at most (`held`: no
+    /// share, one source may take all).
+    pub(crate) source_held: usize,
+    /// Payload bytes held and reserved for one source at most, unless it
+    /// holds nothing yet (`held_bytes`: no share).
+    pub(crate) source_bytes: usize,
 }
 
 struct Posted<R> {
@@ -48,6 +62,7 @@ struct Posted<R> {
 struct Held<U> {
     tag: u64,
     bytes: usize,
+    src: usize,
     msg: U,
 }
 
@@ -65,6 +80,7 @@ pub(crate) struct Matched<R, U> {
 #[must_use = "a reservation that is neither held nor released shrinks the queue for good"]
 pub(crate) struct Reservation {
     bytes: usize,
+    src: usize,
 }
 
 /// Whether a message may be held.
@@ -83,13 +99,16 @@ pub(crate) enum Room {
 ///
 /// `held.len() + reserved <= limits.held` and `held_bytes +
 /// reserved_bytes <= limits.held_bytes`, where `held_bytes` is the sum of
-/// the held messages' bytes; `posted.len() <= limits.posted`.
+/// the held messages' bytes; `posted.len() <= limits.posted`; `open`
+/// lists the (source, bytes) of every reservation not held or released
+/// (`reserved` of them, `reserved_bytes` in all).
 pub(crate) struct TagMatcher<R, U> {
     posted: KVec<Posted<R>>,
     held: KVec<Held<U>>,
     held_bytes: usize,
     reserved: usize,
     reserved_bytes: usize,
+    open: KVec<(usize, usize)>,
     limits: Limits,
 }
 
@@ -103,6 +122,7 @@ impl<R, U> TagMatcher<R, U> {
             held_bytes: 0,
             reserved: 0,
             reserved_bytes: 0,
+            open: KVec::with_capacity(limits.held, GFP_KERNEL)?,
             limits,
         })
     }
@@ -148,17 +168,49 @@ impl<R, U> TagMatcher<R, U> {
     }
 
     /// Reserves room to hold a message of `bytes` payload bytes that no
-    /// posted receive takes.
+    /// posted receive takes (one source for all).
     pub(crate) fn reserve(&mut self, bytes: usize) -> Room {
+        self.reserve_from(bytes, 0)
+    }
+
+    /// What source `src` holds and has reserved: (messages, bytes).
+    fn used_by(&self, src: usize) -> (usize, usize) {
+        let mut n = 0usize;
+        let mut bytes = 0usize;
+        let held = self.held.iter().filter(|h| h.src == src).map(|h| h.bytes);
+        let open = self.open.iter().filter(|o| o.0 == src).map(|o| o.1);
+        for b in held {
+            n += 1;
+            bytes = bytes.saturating_add(b);
+        }
+        for b in open {
+            n += 1;
+            bytes = bytes.saturating_add(b);
+        }
+        (n, bytes)
+    }
+
+    /// As [`Self::reserve`], for a message from source `src` (any number
+    /// naming it, such as its connection's address): `Full` also when
+    /// `src` has used its share, though the queue has room for others.
+    pub(crate) fn reserve_from(&mut self, bytes: usize, src: usize) -> Room {
         let count = self.held.len() + self.reserved;
         let total = self
             .held_bytes
             .saturating_add(self.reserved_bytes)
             .saturating_add(bytes);
-        if count < self.limits.held && total <= self.limits.held_bytes {
+        let (n, b) = self.used_by(src);
+        let within_share = n == 0
+            || (n < self.limits.source_held && b.saturating_add(bytes) <= self.limits.source_bytes);
+        if within_share && count < self.limits.held && total <= self.limits.held_bytes {
+            // Within the capacity allocated at `new` (`count` < `held`):
+            // does not allocate.
+            if self.open.push((src, bytes), GFP_ATOMIC).is_err() {
+                return Room::Full;
+            }
             self.reserved += 1;
             self.reserved_bytes += bytes;
-            return Room::Reserved(Reservation { bytes });
+            return Room::Reserved(Reservation { bytes, src });
         }
         if count == 0 {
             // Nothing will ever make room for it.
@@ -178,21 +230,33 @@ impl<R, U> TagMatcher<R, U> {
         tag: u64,
         msg: U,
     ) -> Result<Option<Matched<R, U>>> {
-        let bytes = r.bytes;
+        let (bytes, src) = (r.bytes, r.src);
         self.release(r);
         if let Some(recv) = self.take_posted(tag) {
             return Ok(Some(Matched { recv, tag, msg }));
         }
         // The reservation kept room: within the capacity allocated at
         // `new`, so this does not allocate.
-        self.held.push(Held { tag, bytes, msg }, GFP_ATOMIC)?;
+        self.held.push(
+            Held {
+                tag,
+                bytes,
+                src,
+                msg,
+            },
+            GFP_ATOMIC,
+        )?;
         self.held_bytes += bytes;
         Ok(None)
     }
 
     /// Gives back the room `r` reserved (the message was not read).
     pub(crate) fn release(&mut self, r: Reservation) {
-        // Saturating: a reservation of another matcher must not wrap.
+        // A reservation of another matcher is not found: nothing changes.
+        let Some(i) = self.open.iter().position(|o| *o == (r.src, r.bytes)) else {
+            return;
+        };
+        let _ = self.open.remove(i);
         self.reserved = self.reserved.saturating_sub(1);
         self.reserved_bytes = self.reserved_bytes.saturating_sub(r.bytes);
     }
