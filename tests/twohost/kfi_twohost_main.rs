@@ -83,11 +83,17 @@ mod twohost {
     use super::{
         filled, first_bad,
         kfi::kfi_sys as sys,
-        link::{complete, key, link, mr, post_recv, post_rma, post_send, role, Link, Role},
+        link::{
+            complete, complete_err, key, link, mr, next_completion, next_event, post_recv,
+            post_rma, post_send, role, Link, Role,
+        },
         net::*,
         pattern,
     };
-    use kernel::prelude::*;
+    use kernel::{
+        prelude::*,
+        time::{delay::fsleep, Delta, Instant, Monotonic},
+    };
 
     /// Message sizes of `messages_both_ways`: empty, odd, page-crossing,
     /// and larger than any socket buffer.
@@ -280,6 +286,130 @@ mod twohost {
         assert_eq!(u64::from_le_bytes(verdict), u64::MAX);
         assert!(back_bad.is_none());
         assert!(read_bad.is_none());
+        drop(l);
+        Ok(())
+    }
+
+    /// A peer's bad RMA requests across the wire: a wrong key, out of
+    /// bounds, against the region's rights. Each fails at the client
+    /// with its error, the connection still carries a good write, and
+    /// the server's regions hold exactly that write (checked by the
+    /// server once the client is done).
+    #[test]
+    fn rma_errors_across_the_wire() -> Result {
+        const LEN: usize = 4096;
+        let l = link(2, 16)?;
+        let mut keys = [0u8; 24];
+        if role()? == Role::Server {
+            let mut rw = filled(LEN, 0xaa)?;
+            let mut ro = filled(LEN, 0xbb)?;
+            let mut wo = filled(LEN, 0xcc)?;
+            let rw_mr = mr(&l, &mut rw, sys::KFI_REMOTE_READ | sys::KFI_REMOTE_WRITE, 0)?;
+            let ro_mr = mr(&l, &mut ro, sys::KFI_REMOTE_READ, 0)?;
+            let wo_mr = mr(&l, &mut wo, sys::KFI_REMOTE_WRITE, 0)?;
+            for (i, m) in [&rw_mr, &ro_mr, &wo_mr].iter().enumerate() {
+                keys[i * 8..i * 8 + 8].copy_from_slice(&key(m).to_le_bytes());
+            }
+            post_send(&l, &keys, 1, 0, 0)?;
+            complete(&l.cq, [1])?;
+            farewell(&l, true)?;
+            drop((rw_mr, ro_mr, wo_mr));
+            drop(l);
+            assert!(rw[..8].iter().all(|&x| x == 0xaa));
+            assert!(rw[8..72].iter().all(|&x| x == 0x55));
+            assert!(rw[72..].iter().all(|&x| x == 0xaa));
+            assert!(ro.iter().all(|&x| x == 0xbb) && wo.iter().all(|&x| x == 0xcc));
+            return Ok(());
+        }
+        post_recv(&l, &mut keys, 1)?;
+        complete(&l.cq, [1])?;
+        let k = |i: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&keys[i * 8..i * 8 + 8]);
+            u64::from_le_bytes(b)
+        };
+        let (krw, kro, kwo) = (k(0), k(1), k(2));
+        let data = [0x55u8; 64];
+        let mut back = filled(LEN, 0)?;
+        // (read, remote address, key, the error)
+        let cases = [
+            (false, 0, krw ^ 0x5a5a_0000, ENOKEY),
+            (false, LEN as u64 - 63, krw, ERANGE),
+            (true, u64::MAX - 10, krw, ERANGE),
+            (false, 0, kro, EACCES),
+            (true, 0, kwo, EACCES),
+        ];
+        for (i, &(read, addr, key, err)) in cases.iter().enumerate() {
+            let v = if read {
+                kvec_mut(&mut back[..64])
+            } else {
+                kvec(&data)
+            };
+            post_rma(&l, read, &v, addr, key, 10 + i, 0)?;
+            let e = complete_err(&l.cq)?;
+            assert_eq!((e.op_context as usize, e.err), (10 + i, -err.to_errno()));
+        }
+        assert!(back.iter().all(|&x| x == 0));
+        // The connection still works: a good write, read back whole.
+        post_rma(&l, false, &kvec(&data), 8, krw, 20, 0)?;
+        complete(&l.cq, [20])?;
+        post_rma(&l, true, &kvec_mut(&mut back), 0, krw, 21, 0)?;
+        complete(&l.cq, [21])?;
+        farewell(&l, false)?;
+        assert!(back[..8].iter().all(|&x| x == 0xaa));
+        assert!(back[8..72] == data[..]);
+        assert!(back[72..].iter().all(|&x| x == 0xaa));
+        drop(l);
+        Ok(())
+    }
+
+    /// The server goes away with messages in flight to it: at the
+    /// client every send completes exactly once (done or failed), the
+    /// shutdown arrives as an event, and posting fails from then on.
+    #[test]
+    fn peer_closes_with_sends_in_flight() -> Result {
+        const SENDS: usize = 4;
+        let l = link(3, 16)?;
+        let mut note = [0u8; 8];
+        if role()? == Role::Server {
+            // Takes the client's first message only; the big ones after
+            // it wait for receives that never come.
+            post_recv(&l, &mut note, 1)?;
+            complete(&l.cq, [1])?;
+            assert_eq!(&note, b"posted!!");
+            fsleep(Delta::from_millis(200));
+            drop(l);
+            return Ok(());
+        }
+        let big = pattern(1 << 20, 9)?;
+        post_send(&l, b"posted!!", 1, 0, 0)?;
+        for i in 0..SENDS {
+            post_send(&l, &big, 10 + i, 0, 0)?;
+        }
+        let t0 = Instant::<Monotonic>::now();
+        let (mut done, mut failed) = (0, 0);
+        let mut seen = [false; SENDS + 1];
+        while done + failed < SENDS + 1 {
+            match next_completion(&l.cq, t0) {
+                Ok(e) => {
+                    let i = match e.op_context as usize {
+                        1 => 0,
+                        c => c
+                            .checked_sub(9)
+                            .filter(|&i| (1..=SENDS).contains(&i))
+                            .ok_or(EPROTO)?,
+                    };
+                    assert!(!seen[i]);
+                    seen[i] = true;
+                    done += 1;
+                }
+                Err(e) if e == EIO => failed += 1,
+                Err(e) => return Err(e),
+            }
+        }
+        assert!(seen[0]);
+        assert_eq!(next_event(&l.n, t0)?.0, sys::KFI_SHUTDOWN);
+        assert!(post_send(&l, b"too late", 20, 0, 0).is_err());
         drop(l);
         Ok(())
     }

@@ -100,7 +100,7 @@ fn eq_readerr(n: &Net) -> i32 {
 
 /// The next event of `n` before the peer wait from `t0` ends; errors
 /// the EQ reports are read and returned as `Err(errno)`.
-fn next_event(n: &Net, t0: Instant<Monotonic>) -> Result<(u32, [u8; CM + 256])> {
+pub(crate) fn next_event(n: &Net, t0: Instant<Monotonic>) -> Result<(u32, [u8; CM + 256])> {
     loop {
         match event(n) {
             Ok((ev, buf, _)) => return Ok((ev, buf)),
@@ -207,6 +207,29 @@ pub(crate) fn next_completion(
                     err.err
                 );
                 return Err(EIO);
+            }
+            n if (n == ETIMEDOUT.to_errno() as isize || n == EAGAIN.to_errno() as isize)
+                && in_time(t0) => {}
+            n => return Err(Error::from_errno(n as i32)),
+        }
+    }
+}
+
+/// Waits for a completion on `cq` that must be an error: its entry
+/// (`EPROTO` when the next completion succeeded).
+pub(crate) fn complete_err(cq: &Owned<sys::kfid_cq>) -> Result<sys::kfi_cq_err_entry> {
+    let t0 = Instant::<Monotonic>::now();
+    loop {
+        let mut e = sys::kfi_cq_data_entry::default();
+        match sread(cq, &mut e) {
+            1 => return Err(EPROTO),
+            n if n == -(sys::KFI_EAVAIL as isize) => {
+                let mut err = sys::kfi_cq_err_entry::default();
+                // SAFETY: Open CQ, writable entry.
+                if unsafe { sys::kfi_cq_readerr(cq.as_ptr(), &mut err, 0) } != 1 {
+                    return Err(EPROTO);
+                }
+                return Ok(err);
             }
             n if (n == ETIMEDOUT.to_errno() as isize || n == EAGAIN.to_errno() as isize)
                 && in_time(t0) => {}
