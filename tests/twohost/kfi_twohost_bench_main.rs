@@ -146,6 +146,8 @@ const WINDOW: usize = 8;
 /// Smallest size, and fewest operations of a run.
 const MIN_SIZE: usize = 64;
 const MIN_ITERS: usize = 32;
+/// Largest size: a run of `MIN_ITERS` of them fits a 1 GiB guest twice.
+const LARGEST: usize = 4 << 20;
 /// Remote address of the server's region in the RMA write rows.
 const WBASE: u64 = 0x4000_0000;
 /// Contexts of the control messages; data operations use their index.
@@ -299,9 +301,22 @@ fn client_conns() -> Result<Conns> {
     })
 }
 
-/// The largest run, in bytes (both sides' buffers).
+/// The bytes a run moves when its operations are small enough.
 fn budget() -> usize {
     (module_parameters::budget_mib.value() as usize).clamp(1, 64) << 20
+}
+
+/// The largest size of the rows.
+fn max_size() -> usize {
+    let p = |v: u32| (v as usize).clamp(MIN_SIZE, LARGEST);
+    p(module_parameters::max_size.value()).max(p(module_parameters::pp_max.value()))
+}
+
+/// The largest run, in bytes (both sides' buffers; the same parameters
+/// on both guests give the same): the budget, or the fewest operations
+/// of the largest size.
+fn capacity() -> usize {
+    budget().max(MIN_ITERS * max_size())
 }
 
 /// Sends the 8-byte `value` as a control message and waits for it.
@@ -315,7 +330,7 @@ fn send_u64(l: &Link, value: u64, ctx: usize) -> Result {
 /// The server: serves runs until the client's end (or an error). The
 /// number of runs whose data arrived wrong.
 fn serve() -> Result<usize> {
-    let mut dst = pattern::buffer(budget(), None)?;
+    let mut dst = pattern::buffer(capacity(), None)?;
     let c = server_conns()?;
     let l = &c.kfi;
     let mut bad = 0;
@@ -574,8 +589,8 @@ fn drive() -> Result<usize> {
     let reps = (module_parameters::reps.value() as usize).clamp(1, 50);
     let max_iters = (module_parameters::max_iters.value() as usize).clamp(MIN_ITERS, 100_000);
     let budget = budget();
-    let max_size = (module_parameters::max_size.value() as usize).clamp(MIN_SIZE, budget);
-    let pp_max = (module_parameters::pp_max.value() as usize).clamp(MIN_SIZE, budget);
+    let max_size = (module_parameters::max_size.value() as usize).clamp(MIN_SIZE, LARGEST);
+    let pp_max = (module_parameters::pp_max.value() as usize).clamp(MIN_SIZE, LARGEST);
     pr_info!(
         "bench: config hosts=2 reps={} max_size={} pp_max={} budget_mib={} max_iters={} min_iters={}\n",
         reps,
@@ -587,8 +602,8 @@ fn drive() -> Result<usize> {
     );
     pattern::self_check()?;
     // Buffers first: they outlive the connections.
-    let mut src = pattern::buffer(budget, None)?;
-    let mut dst = pattern::buffer(budget, None)?;
+    let mut src = pattern::buffer(capacity(), None)?;
+    let mut dst = pattern::buffer(capacity(), None)?;
     let mut lat = KVec::with_capacity(max_iters, GFP_KERNEL)?;
     let c = client_conns()?;
     let mut bad = 0;
