@@ -6,6 +6,8 @@
 #   make run            boot the VM and run the demo
 #   make bench          boot the VM and run the benchmark (kfi_sockets against
 #                       raw kernel TCP; BENCH_ARGS='reps=3' sets kfi_bench params)
+#   make bench HOSTS=2  the same across two guests joined by a virtual NIC
+#                       (server in one, client in the other)
 #   make check          build, then run every test suite in the VM, on the
 #                       normal and the debug kernel
 #   make check VARIANTS=normal   only the normal kernel (quicker)
@@ -26,7 +28,7 @@ export KDIR
 all: modules
 
 help:
-	@sed -n '3,18p' Makefile
+	@sed -n '3,20p' Makefile
 
 kernel:
 	@scripts/kernel.sh build $(VARIANT) >/dev/null
@@ -44,7 +46,7 @@ run:
 	@scripts/run-demo.sh $(VARIANT)
 
 bench:
-	@KFABRIC_BENCH_ARGS="$(BENCH_ARGS)" scripts/run-demo.sh $(VARIANT) bench
+	@KFABRIC_BENCH_ARGS="$(BENCH_ARGS)" KFABRIC_HOSTS="$(HOSTS)" scripts/run-demo.sh $(VARIANT) bench
 
 rust-analyzer:
 	@scripts/rust-analyzer.sh

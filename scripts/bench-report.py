@@ -314,14 +314,18 @@ def spread(r):
 def print_report(facts, config, status, rows, placement_rows):
     p = print
     p("")
-    p("kfabric bench: kfi_sockets against raw kernel TCP, loopback, same boot (%s)"
-      % time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+    where = "loopback, same boot"
+    if config.get("hosts") == "2":
+        where = "two guests joined by a virtual NIC (client's view)"
+    p("kfabric bench: kfi_sockets against raw kernel TCP, %s (%s)"
+      % (where, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())))
     p("  guest: accel %s, %s vCPUs (%s), HZ %s (%s), preemption %s, clocksource %s, kernel %s"
       % (facts["accel"], facts["vcpus"], facts["guest_cpu"], facts["hz"], facts["hz_mode"],
          facts["preemption"], facts["clocksource"], facts["kernel"]))
     mc = [r for r in rows if r["op"] == "memcpy"]
-    p("  memcpy bound (1 CPU, median): " + ", ".join(
-        "%s %.0f MB/s" % (human(r["bytes"]), r["mbps"]["median"]) for r in mc))
+    if mc:
+        p("  memcpy bound (1 CPU, median): " + ", ".join(
+            "%s %.0f MB/s" % (human(r["bytes"]), r["mbps"]["median"]) for r in mc))
     p("  host: %s CPUs (%s); load before %s, after %s; other processes %s CPUs; guest steal %s"
       % (facts["host_cpus"], facts["host_cpu"], facts.get("host_loadavg_before", "?"),
          facts.get("host_loadavg_after", "?"),

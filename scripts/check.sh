@@ -5,7 +5,10 @@
 #  - static checks: rustfmt, and a clippy build with warnings as errors;
 #  - per kernel VARIANT (normal, debug): build the modules (warnings are
 #    errors), boot the VM, run the module end-to-end checks and the KUnit
-#    suites, scan the guest log (and kmemleak on the debug kernel).
+#    suites, scan the guest log (and kmemleak on the debug kernel);
+#  - on the normal kernel, once more across two guests joined by a virtual
+#    NIC (scripts/twohost.sh): the two-host suite kfi_2host, server in
+#    one guest, client in the other.
 # Logs of the last run: test-output/<variant>/ (console.log, dmesg.log,
 # *.ktap). Ends with 'N passed, N failed, N skipped'; exit 1 on failure.
 set -uo pipefail
@@ -55,6 +58,11 @@ for v in "${variants[@]}"; do
 		tests/guest/run-suites.sh "$out" "$kdir"
 	[ $? -eq 124 ] && log "the $v guest timed out after ${limit}s; its log: $out/console.log"
 	results+=("$v=$out")
+	[ "$v" = normal ] || continue
+	out2=$logroot/normal-2host
+	step "two-host VMs (normal kernel)" "$KFABRIC_TOP/scripts/twohost.sh" "$kdir" "$out2" 400 check
+	[ $? -eq 124 ] && log "a two-host guest timed out after 400s; logs: $out2/{server,client}/console.log"
+	results+=("normal-2host-server=$out2/server" "normal-2host-client=$out2/client")
 done
 
 log "all checks ran in $(( $(date +%s) - t_all ))s; logs in $logroot"

@@ -9,6 +9,8 @@
 # KVM is used when a short probe boot succeeds with it (cached per machine
 # in $KFABRIC_CACHE/accel); on this machine kind a KVM guest hangs at boot,
 # so TCG is the usual result. KFABRIC_ACCEL=kvm|tcg overrides the probe.
+# KFABRIC_VM_MEMORY and KFABRIC_VM_CPUS size the guest (2G, 2 CPUs);
+# KFABRIC_VM_QEMU_OPTS adds QEMU arguments (the NIC of scripts/twohost.sh).
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -42,11 +44,14 @@ fi
 accel_opts=()
 [ "$accel" = tcg ] && accel_opts=(--disable-kvm)
 
+extra_opts=()
+[ -n "${KFABRIC_VM_QEMU_OPTS:-}" ] && extra_opts=("--qemu-opts=$KFABRIC_VM_QEMU_OPTS")
+
 # vng runs the guest command through a shell: quote each word.
 cmd=$(printf '%q ' "$@")
 t0=$(date +%s)
-timeout --kill-after=20 "$limit" "$VNG" --run "$bz" "${accel_opts[@]}" \
-	--memory 2G --cpus 2 --verbose --rwdir "$outdir" --cwd "$KFABRIC_TOP" \
+timeout --kill-after=20 "$limit" "$VNG" --run "$bz" "${accel_opts[@]}" "${extra_opts[@]}" \
+	--memory "${KFABRIC_VM_MEMORY:-2G}" --cpus "${KFABRIC_VM_CPUS:-2}" --verbose --rwdir "$outdir" --cwd "$KFABRIC_TOP" \
 	--append "panic_on_warn=0 kmemleak=on" \
 	--exec "$cmd" > "$outdir/console.log" 2>&1 < /dev/null
 rc=$?

@@ -8,6 +8,8 @@
 # OUTDIR/guest.txt.
 #
 # usage: bench.sh OUTDIR [kfi_bench parameters...]   (from the top of the tree)
+# KFABRIC_BENCH_MODULE: another bench module to run instead (a path from
+# the top of the tree; tests/guest/twohost.sh runs kfi_twohost_bench.ko).
 out=${1:?usage: bench.sh OUTDIR [params...]}
 shift
 top=$(pwd)
@@ -42,23 +44,25 @@ ok=ok
 insmod "$top/kfi/kfabric.ko" || ok=failed
 insmod "$top/prov/sockets/kfi_sockets.ko" || ok=failed
 t0=$(date +%s)
-insmod "$top/tests/bench/kfi_bench.ko" "$@" || ok=failed
+ko=${KFABRIC_BENCH_MODULE:-tests/bench/kfi_bench.ko}
+name=$(basename "$ko" .ko)
+insmod "$top/$ko" "$@" || ok=failed
 echo "bench_seconds=$(( $(date +%s) - t0 ))" >> "$facts"
 echo "stat_after=$(head -n 1 /proc/stat)" >> "$facts"
 
 # The reader may lag behind the module's last line.
 i=0
-while [ $i -lt 20 ] && ! grep -q 'kfi_bench: bench: \(done\|failed\)' "$kmsg"; do
+while [ $i -lt 20 ] && ! grep -q "$name: bench: \\(done\\|failed\\)" "$kmsg"; do
 	sleep 0.5
 	i=$((i + 1))
 done
 kill "$reader"
-sed -n 's/^[^;]*;kfi_bench: bench: /bench: /p' "$kmsg" > "$out/samples.txt"
+sed -n "s/^[^;]*;$name: bench: /bench: /p" "$kmsg" > "$out/samples.txt"
 grep -v '^bench: sample ' "$out/samples.txt" | sed 's/^bench: /  /'
 echo "  $(grep -c '^bench: sample ' "$out/samples.txt") samples in $out/samples.txt"
 grep -q '^bench: done' "$out/samples.txt" || ok=failed
 
-rmmod kfi_bench || ok=failed
+rmmod "$name" || ok=failed
 rmmod kfi_sockets || ok=failed
 rmmod kfabric || ok=failed
 echo "KFABRIC_DEMO_END $ok"
