@@ -16,6 +16,36 @@ APT_PACKAGES="rustc-web rust-web-src rustfmt-web rust-web-clippy clang-19 lld-19
 	libclang-19-dev flex bison bc libelf-dev libssl-dev cpio kmod qemu-system-x86
 	busybox-static iproute2 python3-venv python3-pip make gcc git xz-utils util-linux python3-matplotlib"
 
+# The system's own Debian mirror, as its apt configuration names it.
+mirror_uri() {
+	local uri
+	uri=$(awk '/^URIs:/ { print $2; exit }' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
+	[ -n "$uri" ] || uri=$(awk '$1 == "deb" && $0 !~ /security/ { print $2; exit }' \
+		/etc/apt/sources.list 2>/dev/null || true)
+	[ -n "$uri" ] || die "no Debian mirror found in the apt configuration"
+	echo "$uri"
+}
+
+# Some machine images come with qemu-utils from the release's backports: the
+# release's own qemu-system-x86 then conflicts with it, and apt would remove
+# it. In that case the QEMU system packages come from the same backports
+# suite, through an extra source list given on the command line only (the
+# system's apt configuration is left alone).
+QEMU_SYSTEM_PACKAGES="qemu-system-x86 qemu-system-common qemu-system-data seabios"
+apt_extra=()
+qemu_backports=()
+qemu_from_backports() {
+	local ver codename list p
+	ver=$(dpkg-query -W -f='${Version}' qemu-utils 2>/dev/null || true)
+	case "$ver" in *~bpo*) ;; *) return 1 ;; esac
+	codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+	[ -n "$codename" ] || return 1
+	list="$KFABRIC_CACHE/apt-backports.list"
+	echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $(mirror_uri) $codename-backports main" > "$list"
+	apt_extra=(-o "Dir::Etc::SourceList=$list")
+	for p in $QEMU_SYSTEM_PACKAGES; do qemu_backports+=("$p/$codename-backports"); done
+}
+
 install_apt() {
 	local missing=() p
 	for p in $APT_PACKAGES; do
@@ -24,12 +54,17 @@ install_apt() {
 	done
 	[ ${#missing[@]} -eq 0 ] && { log "apt packages: all present"; return 0; }
 	log "apt packages to install: ${missing[*]} (log: $KFABRIC_CACHE/apt-install.log)"
-	apt-get update -qq > "$KFABRIC_CACHE/apt-install.log" 2>&1 ||
+	if [[ " ${missing[*]} " == *" qemu-system-x86 "* ]] && qemu_from_backports; then
+		log "qemu-utils comes from backports here: QEMU from there too (${qemu_backports[*]})"
+		for p in "${!missing[@]}"; do [ "${missing[$p]}" = qemu-system-x86 ] && unset "missing[$p]"; done
+		missing+=("${qemu_backports[@]}")
+	fi
+	apt-get "${apt_extra[@]}" update -qq > "$KFABRIC_CACHE/apt-install.log" 2>&1 ||
 		{ tail -n 20 "$KFABRIC_CACHE/apt-install.log" >&2; die "apt-get update failed"; }
 	# --no-remove: set-up never takes away a package the machine has; if
 	# one would have to go, stop and say so instead.
-	if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends --no-remove \
-		"${missing[@]}" >> "$KFABRIC_CACHE/apt-install.log" 2>&1; then
+	if ! DEBIAN_FRONTEND=noninteractive apt-get "${apt_extra[@]}" install -y -q \
+		--no-install-recommends --no-remove "${missing[@]}" >> "$KFABRIC_CACHE/apt-install.log" 2>&1; then
 		tail -n 20 "$KFABRIC_CACHE/apt-install.log" >&2
 		die "installing ${missing[*]} failed (apt would have to remove a package this machine has, or a package is not offered); full log: $KFABRIC_CACHE/apt-install.log"
 	fi
@@ -67,10 +102,7 @@ cmd_tools() {
 # system's apt configuration is left alone.
 fetch_source() {
 	local apt="$KFABRIC_CACHE/apt" uri pkg ver deb dir opts
-	uri=$(awk '/^URIs:/ { print $2; exit }' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
-	[ -n "$uri" ] || uri=$(awk '$1 == "deb" && $0 !~ /security/ { print $2; exit }' \
-		/etc/apt/sources.list 2>/dev/null || true)
-	[ -n "$uri" ] || die "no Debian mirror found in the apt configuration"
+	uri=$(mirror_uri)
 	mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial"
 	: > "$apt/status"
 	{
