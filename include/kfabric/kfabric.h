@@ -293,6 +293,9 @@ enum kfi_progress {
  * @cq_data_size: bytes of remote CQ data an operation can carry
  * @cq_cnt: CQs the domain can open
  * @ep_cnt: endpoints the domain can open
+ * @cntr_cnt: counters the domain can open and its endpoints can bind
+ *	(SIZE_MAX: bounded by memory only); 0 when its endpoints bind none
+ *	(kfi_ep_bind() of a counter is then -EOPNOTSUPP)
  * @mr_key_size: bytes of an MR key
  * @mr_iov_limit: most buffers in one registration
  * @max_err_data: bytes of provider error data in error entries
@@ -314,6 +317,7 @@ struct kfi_domain_attr {
 	size_t cq_data_size;
 	size_t cq_cnt;
 	size_t ep_cnt;
+	size_t cntr_cnt;
 	size_t mr_key_size;
 	size_t mr_iov_limit;
 	size_t max_err_data;

@@ -353,6 +353,11 @@ impl IbEndpoint {
         match what {
             Bound::Eq(eq) => s.eq = Some(eq),
             Bound::Cq(cq, flags) => {
+                // Every operation completes on the CQ here (no unsignaled
+                // work requests yet): refused rather than ignored.
+                if flags & ksys::KFI_SELECTIVE_COMPLETION != 0 {
+                    return Err(EOPNOTSUPP);
+                }
                 if flags & ksys::KFI_TRANSMIT != 0 {
                     s.tx_cq = Some(cq);
                 }

@@ -33,10 +33,10 @@ use crate::{
     kfi::{
         kfabric::kfi_error,
         kfi_sys as sys,
-        provider::{AtomicKind, Bound, CqRef, EndpointAttr, EqRef, FidRef},
+        provider::{AtomicKind, Bound, EndpointAttr, EqRef, FidRef},
         ring::Ring,
         toolkit::{
-            completion::{report_err, CqEntry},
+            completion::{report_err, CqEntry, Reports},
             workers::Workers,
         },
     },
@@ -81,7 +81,8 @@ pub(crate) const OP_FLAGS: u64 = sys::KFI_INJECT
     | sys::KFI_INJECT_COMPLETE
     | sys::KFI_TRANSMIT_COMPLETE
     | sys::KFI_DELIVERY_COMPLETE
-    | sys::KFI_COMMIT_COMPLETE;
+    | sys::KFI_COMMIT_COMPLETE
+    | sys::KFI_FENCE;
 /// Flags that ask for the target's acknowledgement.
 const ACKED: u64 =
     sys::KFI_TRANSMIT_COMPLETE | sys::KFI_DELIVERY_COMPLETE | sys::KFI_COMMIT_COMPLETE;
@@ -155,6 +156,21 @@ impl TxOp {
     }
 
     /// The flags of the operation's completion.
+    /// The completion of the operation (its context, flags and whether
+    /// the ULP asked for it), nothing transferred yet.
+    pub(crate) fn entry(&self) -> CqEntry {
+        CqEntry {
+            asked: self.flags & sys::KFI_COMPLETION != 0,
+            ..CqEntry::of(self.context, self.completion_flags())
+        }
+    }
+
+    /// Fenced (`KFI_FENCE`): it waits until every operation posted before
+    /// it on its connection has completed.
+    pub(crate) fn fenced(&self) -> bool {
+        self.flags & sys::KFI_FENCE != 0
+    }
+
     pub(crate) fn completion_flags(&self) -> u64 {
         match self.kind {
             Kind::Msg => sys::KFI_SEND | sys::KFI_MSG,
@@ -173,6 +189,18 @@ pub(crate) struct RxOp {
     pub(crate) bufs: [Buf; IOV_MAX],
     pub(crate) n: usize,
     pub(crate) context: usize,
+    /// Posted with `KFI_COMPLETION` (see [`CqEntry::asked`]).
+    pub(crate) asked: bool,
+}
+
+impl RxOp {
+    /// The completion of the receive, with `flags` (`KFI_RECV | kind`).
+    pub(crate) fn entry(&self, flags: u64) -> CqEntry {
+        CqEntry {
+            asked: self.asked,
+            ..CqEntry::of(self.context, flags)
+        }
+    }
 }
 
 /// An operation that waits for its response, entered before its frame is
@@ -182,9 +210,11 @@ pub(crate) struct Pending {
     pub(crate) id: u64,
     pub(crate) kind: Kind,
     pub(crate) context: usize,
-    /// The completion's flags and length.
+    /// The completion's flags and length, and whether the ULP asked for
+    /// it.
     pub(crate) flags: u64,
     pub(crate) len: usize,
+    pub(crate) asked: bool,
     /// Where a read's data or an atomic's old values go.
     pub(crate) bufs: [Buf; IOV_MAX],
     pub(crate) n: usize,
@@ -199,6 +229,16 @@ pub(crate) struct Pending {
     /// The response's outcome, when it came before `sent`: the
     /// transmitter completes the operation once the frame is out.
     pub(crate) early: Option<Result>,
+}
+
+impl Pending {
+    /// The operation's completion, nothing transferred reported.
+    pub(crate) fn entry(&self) -> CqEntry {
+        CqEntry {
+            asked: self.asked,
+            ..CqEntry::of(self.context, self.flags)
+        }
+    }
 }
 
 /// A tagged message that arrived before its receive was posted (the tag
@@ -245,7 +285,8 @@ impl Resp {
 pub(crate) struct State {
     /// The endpoint, for events (MSG endpoints; RDM connections have none).
     pub(crate) fid: Option<FidRef>,
-    pub(crate) tx_cq: Option<CqRef>,
+    /// Where our operations complete (CQ and counters).
+    pub(crate) tx_cq: Reports,
     pub(crate) eq: Option<EqRef>,
     pub(crate) sock: Option<Arc<Socket>>,
     pub(crate) connected: bool,
@@ -307,16 +348,37 @@ pub(crate) struct Shared {
 /// An endpoint: the ULP's handle on [`Shared`].
 pub(crate) struct SockEp(Arc<Shared>);
 
-/// `kfi_ep_bind` of CQ `cq` with `flags`: `set_tx` keeps it for transmit
-/// completions (`KFI_TRANSMIT`), the receive queues `rxq` for receive ones
-/// (`KFI_RECV`).
-pub(crate) fn bind_cq(cq: CqRef, flags: u64, set_tx: impl FnOnce(CqRef), rxq: &RxQueues) {
-    if flags & sys::KFI_TRANSMIT != 0 {
-        set_tx(cq);
+/// The counter kinds the transmit side of an endpoint completes.
+const TX_COUNTED: u64 = sys::KFI_SEND | sys::KFI_READ | sys::KFI_WRITE;
+/// The counter kinds its receive side completes (a peer's accesses to our
+/// regions are received).
+const RX_COUNTED: u64 = sys::KFI_RECV | sys::KFI_REMOTE_READ | sys::KFI_REMOTE_WRITE;
+
+/// `kfi_ep_bind` of a CQ or a counter to the transmit side `tx` and the
+/// receive side `rx` of an endpoint: a CQ for `KFI_TRANSMIT` and/or
+/// `KFI_RECV` (with `KFI_SELECTIVE_COMPLETION`), a counter for the kinds
+/// it names (`EINVAL` for none or an unknown one). `EOPNOTSUPP` for
+/// anything else.
+pub(crate) fn bind_reports(what: &Bound, tx: &mut Reports, rx: &mut Reports) -> Result {
+    match *what {
+        Bound::Cq(cq, flags) => {
+            if flags & sys::KFI_TRANSMIT != 0 {
+                tx.bind_cq(cq, flags);
+            }
+            if flags & sys::KFI_RECV != 0 {
+                rx.bind_cq(cq, flags);
+            }
+        }
+        Bound::Cntr(cntr, flags) => {
+            if flags == 0 || flags & !(TX_COUNTED | RX_COUNTED) != 0 {
+                return Err(EINVAL);
+            }
+            tx.bind_cntr(cntr, flags & TX_COUNTED);
+            rx.bind_cntr(cntr, flags & RX_COUNTED);
+        }
+        _ => return Err(EOPNOTSUPP),
     }
-    if flags & sys::KFI_RECV != 0 {
-        rxq.set_cq(cq);
-    }
+    Ok(())
 }
 
 /// The attributes of every endpoint, MSG or RDM.
@@ -357,7 +419,7 @@ impl Shared {
             try_pin_init!(Shared {
                 state <- new_spinlock_irq!(State {
                     fid: None,
-                    tx_cq: None,
+                    tx_cq: Reports::default(),
                     eq: None,
                     sock,
                     connected: false,
@@ -506,14 +568,14 @@ pub(crate) fn report_connected(sh: &Shared, eq: EqRef, fid: FidRef, data: &[u8])
 /// response fails with `ECANCELED`; held responses are dropped. The
 /// receive queues close too if they are the connection's own (MSG).
 pub(crate) fn flush(sh: &Shared) {
-    let mut ops: KVec<(usize, u64)> = KVec::new();
+    let mut ops: KVec<CqEntry> = KVec::new();
     let (tx_cq, resp, pending) = {
         let mut s = sh.state.lock();
         s.connected = false;
         while let Some(op) = s.tx.front().copied() {
             s.tx.pop();
             // Injects too: they complete silently only when sent.
-            let _ = ops.push((op.context, op.completion_flags()), GFP_ATOMIC);
+            let _ = ops.push(op.entry(), GFP_ATOMIC);
         }
         (
             s.tx_cq,
@@ -522,11 +584,11 @@ pub(crate) fn flush(sh: &Shared) {
         )
     };
     drop(resp);
-    for (ctx, flags) in ops.iter() {
-        report_err(tx_cq, &CqEntry::of(*ctx, *flags), ECANCELED);
+    for c in ops.iter() {
+        report_err(tx_cq, c, ECANCELED);
     }
     for p in pending.iter() {
-        report_err(tx_cq, &CqEntry::of(p.context, p.flags), ECANCELED);
+        report_err(tx_cq, &p.entry(), ECANCELED);
     }
     if sh.owns_rx {
         sh.rxq.close();
@@ -668,23 +730,22 @@ impl SockEp {
 
     pub(crate) fn bind(&self, what: Bound) -> Result {
         match what {
-            Bound::Cq(cq, f) => bind_cq(
-                cq,
-                f,
-                |cq| self.0.state.lock().tx_cq = Some(cq),
-                &self.0.rxq,
-            ),
             Bound::Eq(eq) => self.0.state.lock().eq = Some(eq),
-            _ => return Err(EOPNOTSUPP),
+            _ => {
+                let (mut tx, mut rx) = (self.0.state.lock().tx_cq, self.0.rxq.cq());
+                bind_reports(&what, &mut tx, &mut rx)?;
+                self.0.state.lock().tx_cq = tx;
+                self.0.rxq.set_reports(rx);
+            }
         }
         Ok(())
     }
 
     pub(crate) fn enable(&self) -> Result {
         // Not under the connection's lock: see the lock order at `Shared`.
-        let rx_cq = self.0.rxq.cq();
+        let rx_cq = self.0.rxq.cq().cq;
         let s = self.0.state.lock();
-        if s.tx_cq.is_none() || rx_cq.is_none() {
+        if s.tx_cq.cq.is_none() || rx_cq.is_none() {
             return Err(kfi_error(sys::KFI_ENOCQ));
         }
         if s.eq.is_none() {
@@ -700,8 +761,8 @@ impl SockEp {
     }
 
     /// `kfi_recvmsg` (any context but hard interrupt).
-    pub(crate) fn recvmsg(&self, m: &sys::kfi_msg) -> Result {
-        self.0.rxq.post(m)
+    pub(crate) fn recvmsg(&self, m: &sys::kfi_msg, flags: u64) -> Result {
+        self.0.rxq.post(m, flags)
     }
 
     /// `kfi_cancel` of a posted receive (any context but hard interrupt).
@@ -710,8 +771,8 @@ impl SockEp {
     }
 
     /// `kfi_trecvmsg` (any context but hard interrupt).
-    pub(crate) fn trecvmsg(&self, t: &sys::kfi_msg_tagged) -> Result {
-        self.0.rxq.post_tagged(t)
+    pub(crate) fn trecvmsg(&self, t: &sys::kfi_msg_tagged, flags: u64) -> Result {
+        self.0.rxq.post_tagged(t, flags)
     }
 }
 

@@ -169,6 +169,8 @@ fn entry(addr: &SockAddr, src: bool, ns: NetNs, ep_type: u32) -> Result<Info> {
     dom.control_progress = sys::KFI_PROGRESS_AUTO;
     dom.data_progress = sys::KFI_PROGRESS_AUTO;
     dom.mr_mode = 0;
+    // Util counters, bound per kind (`ep::bind_reports`).
+    dom.cntr_cnt = usize::MAX;
     tx.caps = ep::CAPS;
     tx.op_flags = ep::OP_FLAGS;
     tx.rma_iov_limit = wire::RMA_IOV_MAX;
@@ -365,10 +367,10 @@ impl provider::Endpoint for SockEndpoint {
         self.post(ep::send_op(msg, flags)?, msg.addr)
     }
 
-    fn recvmsg(&self, msg: &sys::kfi_msg, _flags: u64) -> Result {
+    fn recvmsg(&self, msg: &sys::kfi_msg, flags: u64) -> Result {
         match self {
-            Self::Msg(e) => e.recvmsg(msg),
-            Self::Rdm(e) => e.recvmsg(msg),
+            Self::Msg(e) => e.recvmsg(msg, flags),
+            Self::Rdm(e) => e.recvmsg(msg, flags),
         }
     }
 
@@ -376,10 +378,10 @@ impl provider::Endpoint for SockEndpoint {
         self.post(ep::tsend_op(msg, flags)?, msg.msg.addr)
     }
 
-    fn trecvmsg(&self, msg: &sys::kfi_msg_tagged, _flags: u64) -> Result {
+    fn trecvmsg(&self, msg: &sys::kfi_msg_tagged, flags: u64) -> Result {
         match self {
-            Self::Msg(e) => e.trecvmsg(msg),
-            Self::Rdm(e) => e.trecvmsg(msg),
+            Self::Msg(e) => e.trecvmsg(msg, flags),
+            Self::Rdm(e) => e.trecvmsg(msg, flags),
         }
     }
 

@@ -43,9 +43,9 @@ use crate::{
     kfi::{
         kfabric::kfi_error,
         kfi_sys as sys,
-        provider::{AvRef, Bound, CqRef, EndpointAttr},
+        provider::{AvRef, Bound, EndpointAttr},
         toolkit::{
-            completion::{report_err, CqEntry},
+            completion::{report_err, Reports},
             workers::Workers,
         },
     },
@@ -91,7 +91,7 @@ struct TxQueue {
 
 struct State {
     av: Option<AvRef>,
-    tx_cq: Option<CqRef>,
+    tx_cq: Reports,
     listener: Option<Arc<Socket>>,
     /// Connections by the peer's listening address.
     conns: KVec<Conn>,
@@ -157,7 +157,7 @@ impl RdmEp {
             try_pin_init!(Rdm {
                 state <- new_mutex!(State {
                     av: None,
-                    tx_cq: None,
+                    tx_cq: Reports::default(),
                     listener: None,
                     conns: KVec::new(),
                     busy: KVec::new(),
@@ -189,16 +189,16 @@ impl RdmEp {
 
     pub(crate) fn bind(&self, what: Bound) -> Result {
         match what {
-            Bound::Cq(cq, f) => ep::bind_cq(
-                cq,
-                f,
-                |cq| self.0.state.lock().tx_cq = Some(cq),
-                &self.0.rxq,
-            ),
             // Nothing to report: RDM endpoints have no connection events.
             Bound::Eq(_) => {}
             Bound::Av(av) => self.0.state.lock().av = Some(av),
-            _ => return Err(EOPNOTSUPP),
+            // Connections opened later take the transmit side's reports.
+            _ => {
+                let (mut tx, mut rx) = (self.0.state.lock().tx_cq, self.0.rxq.cq());
+                ep::bind_reports(&what, &mut tx, &mut rx)?;
+                self.0.state.lock().tx_cq = tx;
+                self.0.rxq.set_reports(rx);
+            }
         }
         Ok(())
     }
@@ -209,7 +209,7 @@ impl RdmEp {
         let l = Arc::new(listen_socket(&self.0.src, self.0.ns)?, GFP_KERNEL)?;
         {
             let mut s = self.0.state.lock();
-            if s.tx_cq.is_none() || self.0.rxq.cq().is_none() {
+            if s.tx_cq.cq.is_none() || self.0.rxq.cq().cq.is_none() {
                 return Err(kfi_error(sys::KFI_ENOCQ));
             }
             if s.av.is_none() {
@@ -252,8 +252,8 @@ impl RdmEp {
     }
 
     /// `kfi_recvmsg` (any context but hard interrupt).
-    pub(crate) fn recvmsg(&self, m: &sys::kfi_msg) -> Result {
-        self.0.rxq.post(m)
+    pub(crate) fn recvmsg(&self, m: &sys::kfi_msg, flags: u64) -> Result {
+        self.0.rxq.post(m, flags)
     }
 
     /// `kfi_cancel` of a posted receive (any context but hard interrupt).
@@ -262,8 +262,8 @@ impl RdmEp {
     }
 
     /// `kfi_trecvmsg` (any context but hard interrupt).
-    pub(crate) fn trecvmsg(&self, t: &sys::kfi_msg_tagged) -> Result {
-        self.0.rxq.post_tagged(t)
+    pub(crate) fn trecvmsg(&self, t: &sys::kfi_msg_tagged, flags: u64) -> Result {
+        self.0.rxq.post_tagged(t, flags)
     }
 }
 
@@ -613,7 +613,7 @@ fn dispatcher(r: &Arc<Rdm>) {
                     progressed = true;
                     if let Err(e) = outcome {
                         let cq = r.state.lock().tx_cq;
-                        report_err(cq, &CqEntry::of(q.op.context, q.op.completion_flags()), e);
+                        report_err(cq, &q.op.entry(), e);
                     }
                 }
             }
@@ -664,8 +664,7 @@ impl Drop for RdmEp {
         let cq = r.state.lock().tx_cq;
         let left = core::mem::take(&mut r.txq.lock().ops);
         for q in left.iter() {
-            let c = CqEntry::of(q.op.context, q.op.completion_flags());
-            report_err(cq, &c, ECANCELED);
+            report_err(cq, &q.op.entry(), ECANCELED);
         }
     }
 }

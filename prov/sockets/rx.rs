@@ -28,9 +28,9 @@ use crate::{
     held::MsgRoom,
     kfi::{
         kfi_sys as sys,
-        provider::{CqRef, EqRef, FidRef},
+        provider::{EqRef, FidRef},
         toolkit::{
-            completion::{report, report_err, report_recv, CqEntry},
+            completion::{report, report_err, report_recv, CqEntry, Reports},
             tags::{Matched, Room},
         },
     },
@@ -120,17 +120,17 @@ fn atomic_rights(op: u32, fetch: bool) -> (u64, bool) {
 /// Our operation a response answers.
 struct Answered {
     p: Pending,
-    cq: Option<CqRef>,
+    cq: Reports,
     /// Taken off the pending list (its frame had been sent).
     taken: bool,
 }
 
 /// Completes our operation `p` with the outcome `st` (a successful
 /// inject completes silently).
-pub(crate) fn finish(cq: Option<CqRef>, p: &Pending, st: Result) {
-    let c = CqEntry::of(p.context, p.flags);
+pub(crate) fn finish(cq: Reports, p: &Pending, st: Result) {
+    let c = p.entry();
     match st {
-        Ok(()) if p.silent => {}
+        Ok(()) if p.silent => cq.count_only(p.flags),
         Ok(()) => report(cq, &CqEntry { len: p.len, ..c }),
         Err(e) => report_err(cq, &c, e),
     }
@@ -167,7 +167,7 @@ struct Rx<'a> {
 /// Completes a receive (`kind`: `KFI_MSG` or `KFI_TAGGED`) from a held
 /// message.
 pub(crate) fn complete_held(
-    cq: Option<CqRef>,
+    cq: Reports,
     op: &RxOp,
     kind: u64,
     tag: u64,
@@ -189,7 +189,7 @@ pub(crate) fn complete_held(
 
 /// Completes a tagged receive with the held message the tag matcher gave
 /// it.
-pub(crate) fn complete_matched(cq: Option<CqRef>, m: &Matched<RxOp, Unexpected>) {
+pub(crate) fn complete_matched(cq: Reports, m: &Matched<RxOp, Unexpected>) {
     complete_held(
         cq,
         &m.recv,
@@ -203,20 +203,20 @@ pub(crate) fn complete_matched(cq: Option<CqRef>, m: &Matched<RxOp, Unexpected>)
 /// A receive taken off its queue whose payload could not be read: it
 /// fails here, as nobody else can report it any more.
 fn fail_recv_on_err(
-    cq: Option<CqRef>,
+    cq: Reports,
     op: &RxOp,
     kind: u64,
     r: Result<(usize, usize)>,
 ) -> Result<(usize, usize)> {
     if let Err(e) = r {
-        report_err(cq, &CqEntry::of(op.context, sys::KFI_RECV | kind), e);
+        report_err(cq, &op.entry(sys::KFI_RECV | kind), e);
     }
     r
 }
 
 /// Reports a receive that got `placed` bytes and lost `truncated`.
 fn finish_recv(
-    cq: Option<CqRef>,
+    cq: Reports,
     op: &RxOp,
     kind: u64,
     tag: u64,
@@ -234,7 +234,7 @@ fn finish_recv(
         buf: op.bufs[0].base,
         data: data.unwrap_or(0),
         tag,
-        ..CqEntry::of(op.context, sys::KFI_RECV | kind | cq_data)
+        ..op.entry(sys::KFI_RECV | kind | cq_data)
     };
     report_recv(cq, &c, truncated);
 }
@@ -577,19 +577,24 @@ impl Rx<'_> {
             }
         }
         drop(acc);
-        if let (Some(data), Some(cq)) = (Self::cq_data(h), self.sh.rxq.cq()) {
+        let to = self.sh.rxq.cq();
+        match Self::cq_data(h) {
             // The peer decides how many of these there are: one the CQ has
             // no room for ends the connection rather than let a flood
             // crowd out the endpoint's own completions for ever.
-            cq.report(&CqEntry {
-                len: h.len as usize,
-                data,
-                ..CqEntry::of(
-                    0,
-                    sys::KFI_RMA | sys::KFI_REMOTE_WRITE | sys::KFI_REMOTE_CQ_DATA,
-                )
-            })
-            .map_err(|_| EPROTO)?;
+            Some(data) if to.cq.is_some() => to
+                .try_report(&CqEntry {
+                    len: h.len as usize,
+                    data,
+                    // Remote CQ data is reported on a selective CQ too.
+                    asked: true,
+                    ..CqEntry::of(
+                        0,
+                        sys::KFI_RMA | sys::KFI_REMOTE_WRITE | sys::KFI_REMOTE_CQ_DATA,
+                    )
+                })
+                .map_err(|_| EPROTO)?,
+            _ => to.count_only(sys::KFI_RMA | sys::KFI_REMOTE_WRITE),
         }
         self.respond(Resp::status(Op::Ack, h.id, Ok(())))
     }
@@ -667,8 +672,14 @@ impl Rx<'_> {
             r.old_len = if fetch { len } else { 0 };
             Ok(())
         })();
-        if let Err(e) = outcome {
-            r = Resp::status(Op::AtomicResp, h.id, Err(e));
+        match outcome {
+            // Done with our region: counted as a write if it wrote.
+            Ok(()) => self.sh.rxq.cq().count_only(if writes {
+                sys::KFI_ATOMIC | sys::KFI_REMOTE_WRITE
+            } else {
+                sys::KFI_ATOMIC | sys::KFI_REMOTE_READ
+            }),
+            Err(e) => r = Resp::status(Op::AtomicResp, h.id, Err(e)),
         }
         self.respond(r)
     }
@@ -733,7 +744,7 @@ impl Rx<'_> {
     /// teardown that follows cancels it once the transmitter lets go.
     fn fail_answered(a: &Answered, e: Error) -> Error {
         if a.taken {
-            report_err(a.cq, &CqEntry::of(a.p.context, a.p.flags), e);
+            report_err(a.cq, &a.p.entry(), e);
         }
         e
     }

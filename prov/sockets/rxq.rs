@@ -23,9 +23,8 @@ use crate::{
     held::HeldMsgs,
     kfi::{
         kfi_sys as sys,
-        provider::CqRef,
         toolkit::{
-            completion::{report_err, CqEntry},
+            completion::{report_err, CqEntry, Reports},
             tags::{Limits, TagMatcher},
         },
     },
@@ -33,7 +32,8 @@ use crate::{
 };
 
 pub(crate) struct RxState {
-    pub(crate) cq: Option<CqRef>,
+    /// Where receives and a peer's accesses to our regions complete.
+    pub(crate) cq: Reports,
     /// No more receives: the endpoint closed or its connection ended.
     pub(crate) closing: bool,
     /// Posted receives, oldest first.
@@ -80,7 +80,7 @@ impl RxQueues {
         Arc::pin_init(
             try_pin_init!(Self {
                 state <- new_spinlock_irq!(RxState {
-                    cq: None,
+                    cq: Reports::default(),
                     closing: false,
                     rx: KVec::with_capacity(QUEUE, GFP_KERNEL)?,
                     held: HeldMsgs::new(UNEXP_MAX, bytes)?,
@@ -98,18 +98,21 @@ impl RxQueues {
         )
     }
 
-    pub(crate) fn set_cq(&self, cq: CqRef) {
-        self.state.lock().cq = Some(cq);
+    /// Sets where receives complete (a bind).
+    pub(crate) fn set_reports(&self, r: Reports) {
+        self.state.lock().cq = r;
     }
 
-    pub(crate) fn cq(&self) -> Option<CqRef> {
+    pub(crate) fn cq(&self) -> Reports {
         self.state.lock().cq
     }
 
-    /// `kfi_recvmsg`: queues a receive (`EAGAIN` when `QUEUE` wait).
-    pub(crate) fn post(&self, m: &sys::kfi_msg) -> Result {
+    /// `kfi_recvmsg` with `flags`: queues a receive (`EAGAIN` when `QUEUE`
+    /// wait).
+    pub(crate) fn post(&self, m: &sys::kfi_msg, flags: u64) -> Result {
         let mut op = RxOp {
             context: m.context as usize,
+            asked: flags & sys::KFI_COMPLETION != 0,
             ..Default::default()
         };
         op.n = bufs::of_msg(m, &mut op.bufs)?;
@@ -158,9 +161,10 @@ impl RxQueues {
 
     /// `kfi_trecvmsg`: takes the oldest matching held message, else
     /// queues the receive.
-    pub(crate) fn post_tagged(&self, t: &sys::kfi_msg_tagged) -> Result {
+    pub(crate) fn post_tagged(&self, t: &sys::kfi_msg_tagged, flags: u64) -> Result {
         let mut op = RxOp {
             context: t.msg.context as usize,
+            asked: flags & sys::KFI_COMPLETION != 0,
             ..Default::default()
         };
         op.n = bufs::of_msg(&t.msg, &mut op.bufs)?;
@@ -218,11 +222,11 @@ impl RxQueues {
         };
         drop(held);
         for r in rx.iter() {
-            let c = CqEntry::of(r.context, sys::KFI_RECV | sys::KFI_MSG);
+            let c = r.entry(sys::KFI_RECV | sys::KFI_MSG);
             report_err(cq, &c, ECANCELED);
         }
         for r in trx.iter() {
-            let c = CqEntry::of(r.context, sys::KFI_RECV | sys::KFI_TAGGED);
+            let c = r.entry(sys::KFI_RECV | sys::KFI_TAGGED);
             report_err(cq, &c, ECANCELED);
         }
     }

@@ -12,6 +12,8 @@
 //! taken their bytes (the buffer may be reused); the others complete on
 //! their response, but never before their whole frame has been sent (a
 //! response that comes earlier is held in the pending entry until then).
+//! A fenced operation (`KFI_FENCE`) and everything after it waits until
+//! no earlier operation is pending: every earlier one has completed.
 
 use kernel::{prelude::*, sync::Arc};
 
@@ -22,8 +24,7 @@ use crate::{
     frame,
     kfi::{
         kfi_sys as sys,
-        provider::CqRef,
-        toolkit::completion::{report, report_err, CqEntry},
+        toolkit::completion::{report, report_err, CqEntry, Reports},
     },
     ksock::Socket,
     rx,
@@ -36,7 +37,7 @@ use crate::{
 #[allow(clippy::large_enum_variant)]
 enum Job {
     Resp(Resp),
-    Op(TxOp, u64, Option<CqRef>),
+    Op(TxOp, u64, Reports),
 }
 
 /// The transmit work (`progress.rs`): sends responses and queued
@@ -61,7 +62,12 @@ pub(crate) fn run(sh: &Arc<Shared>) {
         // dispatcher for room in the transmit queue.
         sh.wake.notify_all();
         let r = match &job {
-            Job::Resp(r) => send_resp(&sock, r),
+            Job::Resp(r) => send_resp(&sock, r).map(|()| {
+                if r.op == Op::ReadResp && r.status == 0 {
+                    // The peer's read is done with our region.
+                    sh.rxq.cq().count_only(sys::KFI_RMA | sys::KFI_REMOTE_READ);
+                }
+            }),
             Job::Op(op, id, cq) => send_op(&sock, op, *id, *cq).map(|()| {
                 if *id != 0 {
                     sent(sh, *id, *cq);
@@ -71,7 +77,7 @@ pub(crate) fn run(sh: &Arc<Shared>) {
         if let (Err(e), Job::Op(op, 0, cq)) = (&r, &job) {
             // Not in the pending list, so nobody else will report it; an
             // inject that failed is reported like any other operation.
-            report_err(*cq, &CqEntry::of(op.context, op.completion_flags()), *e);
+            report_err(*cq, &op.entry(), *e);
         }
         drop(job);
         if let Err(e) = r {
@@ -96,6 +102,10 @@ fn next_job(sh: &Shared) -> Option<Job> {
         return s.resp.remove(0).ok().map(Job::Resp);
     }
     let op = s.tx.front().copied()?;
+    if op.fenced() && !s.pending.is_empty() {
+        // Kicked again when the last pending operation completes.
+        return None;
+    }
     if !op.wants_reply() {
         s.tx.pop();
         return Some(Job::Op(op, 0, s.tx_cq));
@@ -112,7 +122,7 @@ fn next_job(sh: &Shared) -> Option<Job> {
 
 /// The frame of our operation `id` has left: its buffers are no longer
 /// read, so a response that came early completes it now.
-fn sent(sh: &Shared, id: u64, cq: Option<CqRef>) {
+fn sent(sh: &Shared, id: u64, cq: Reports) {
     let done = {
         let mut s = sh.state.lock();
         let Some(i) = s.pending.iter().position(|p| p.id == id) else {
@@ -143,6 +153,7 @@ fn pending_of(op: &TxOp, id: u64) -> Pending {
         context: op.context,
         flags: op.completion_flags(),
         len: sent,
+        asked: op.flags & sys::KFI_COMPLETION != 0,
         bufs: [Default::default(); IOV_MAX],
         n: 0,
         expect: 0,
@@ -175,7 +186,7 @@ fn pending_of(op: &TxOp, id: u64) -> Pending {
 }
 
 /// Sends one of our operations.
-fn send_op(sock: &Socket, op: &TxOp, id: u64, cq: Option<CqRef>) -> Result {
+fn send_op(sock: &Socket, op: &TxOp, id: u64, cq: Reports) -> Result {
     let code = match op.kind {
         Kind::Msg => Op::Msg,
         Kind::Tagged => Op::Tagged,
@@ -233,12 +244,18 @@ fn send_op(sock: &Socket, op: &TxOp, id: u64, cq: Option<CqRef>) -> Result {
         h.tag = op.tag;
     }
     frame::send_frame(sock, &h, rma, payload)?;
-    if !op.wants_reply() && op.inject.is_none() {
-        let c = CqEntry {
-            len: bufs::total(&op.bufs[..op.n]),
-            ..CqEntry::of(op.context, op.completion_flags())
-        };
-        report(cq, &c);
+    match (op.wants_reply(), op.inject) {
+        // Completes on its response.
+        (true, _) => {}
+        (false, None) => {
+            let c = CqEntry {
+                len: bufs::total(&op.bufs[..op.n]),
+                ..op.entry()
+            };
+            report(cq, &c);
+        }
+        // An inject completes silently, but it is counted.
+        (false, Some(_)) => cq.count_only(op.completion_flags()),
     }
     Ok(())
 }

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Completions a provider reports on the completion queue bound to an
-//! endpoint ([`CqRef`]): successes, failures and receives that did not
-//! fit.
+//! Completions a provider reports on the completion queue and the
+//! counters bound to an endpoint ([`Reports`]): successes, failures and
+//! receives that did not fit.
 //!
 //! Every function here may be called in any context but hard interrupt
 //! and never sleeps. A full CQ loses the completion and reports an
@@ -13,7 +13,10 @@
 
 use kernel::prelude::*;
 
-use super::super::{kfi_sys as sys, provider::CqRef};
+use super::super::{
+    kfi_sys as sys,
+    provider::{CntrRef, CqRef},
+};
 
 /// The fields of a completion entry a provider fills for one operation
 /// (the util CQ keeps what its format holds).
@@ -32,6 +35,11 @@ pub(crate) struct CqEntry {
     pub(crate) data: u64,
     /// A tagged receive's tag.
     pub(crate) tag: u64,
+    /// The ULP asked for this completion (`KFI_COMPLETION` among the
+    /// operation's flags): a CQ bound with `KFI_SELECTIVE_COMPLETION`
+    /// reports a success only then. Also set for what the ULP did not post
+    /// (remote CQ data), which a selective CQ reports as well.
+    pub(crate) asked: bool,
 }
 
 impl CqEntry {
@@ -70,6 +78,128 @@ impl CqEntry {
     }
 }
 
+/// What a counter bound with [`Reports::bind_cntr`] counts: the flag of
+/// the completions it counts, in `kfi_ep_bind`'s terms.
+const COUNTED: [u64; 6] = [
+    sys::KFI_SEND,
+    sys::KFI_RECV,
+    sys::KFI_READ,
+    sys::KFI_WRITE,
+    sys::KFI_REMOTE_READ,
+    sys::KFI_REMOTE_WRITE,
+];
+
+/// Where one side of an endpoint (its transmit or its receive half)
+/// reports its operations: the CQ bound for that side, whether it was
+/// bound with `KFI_SELECTIVE_COMPLETION`, and the counters bound for the
+/// kinds of operation the side completes.
+///
+/// A completion is counted on the counter of its kind, success or error,
+/// whether or not the CQ reports it; a counter bound for none of a
+/// completion's kinds is untouched. Kinds, from the completion's flags:
+/// `KFI_RECV` receives; `KFI_REMOTE_READ`/`KFI_REMOTE_WRITE` a peer's
+/// access to our regions; otherwise `KFI_SEND` messages, `KFI_READ` RMA
+/// reads and fetching atomics, `KFI_WRITE` RMA writes and other atomics.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Reports {
+    /// The bound CQ, if any.
+    pub(crate) cq: Option<CqRef>,
+    /// Successes are reported only for operations that asked.
+    pub(crate) selective: bool,
+    /// Counters, by the index of their kind in `COUNTED`.
+    cntrs: [Option<CntrRef>; COUNTED.len()],
+}
+
+impl From<Option<CqRef>> for Reports {
+    fn from(cq: Option<CqRef>) -> Self {
+        Self {
+            cq,
+            ..Default::default()
+        }
+    }
+}
+
+impl Reports {
+    /// Binds `cq` with the bind `flags` (only `KFI_SELECTIVE_COMPLETION`
+    /// matters here).
+    pub(crate) fn bind_cq(&mut self, cq: CqRef, flags: u64) {
+        self.cq = Some(cq);
+        self.selective = flags & sys::KFI_SELECTIVE_COMPLETION != 0;
+    }
+
+    /// Binds `cntr` for the kinds in `flags` (`KFI_SEND`, `KFI_RECV`,
+    /// `KFI_READ`, `KFI_WRITE`, `KFI_REMOTE_READ`, `KFI_REMOTE_WRITE`);
+    /// kinds this side does not complete are ignored by it.
+    pub(crate) fn bind_cntr(&mut self, cntr: CntrRef, flags: u64) {
+        for (slot, kind) in self.cntrs.iter_mut().zip(COUNTED) {
+            if flags & kind != 0 {
+                *slot = Some(cntr);
+            }
+        }
+    }
+
+    /// The counter that counts a completion with `flags`.
+    fn cntr(&self, flags: u64) -> Option<CntrRef> {
+        let kind = if flags & sys::KFI_RECV != 0 {
+            sys::KFI_RECV
+        } else if flags & sys::KFI_REMOTE_WRITE != 0 {
+            sys::KFI_REMOTE_WRITE
+        } else if flags & sys::KFI_REMOTE_READ != 0 {
+            sys::KFI_REMOTE_READ
+        } else if flags & sys::KFI_SEND != 0 {
+            sys::KFI_SEND
+        } else if flags & sys::KFI_READ != 0 {
+            sys::KFI_READ
+        } else {
+            sys::KFI_WRITE
+        };
+        let i = COUNTED.iter().position(|&k| k == kind)?;
+        self.cntrs.get(i).copied().flatten()
+    }
+
+    fn count(&self, flags: u64, err: bool) {
+        if let Some(c) = self.cntr(flags) {
+            // A counter cannot refuse an increment of one.
+            let _ = c.add(1, err);
+        }
+    }
+
+    /// Reports the operation `c` as done: counted, and on the CQ unless
+    /// it is selective and `c` did not ask. `ENOSPC` if the CQ was full
+    /// (it reports `-EOVERFLOW` next).
+    pub(crate) fn try_report(&self, c: &CqEntry) -> Result {
+        self.count(c.flags, false);
+        match self.cq {
+            Some(cq) if c.asked || !self.selective => cq.report(c),
+            _ => Ok(()),
+        }
+    }
+
+    /// Reports the operation `c` as failed with `err`: counted as an
+    /// error, and on the CQ (errors are reported on a selective CQ too).
+    pub(crate) fn try_report_err(&self, c: &CqEntry, err: Error) -> Result {
+        self.count(c.flags, true);
+        self.cq.map_or(Ok(()), |cq| cq.report_err(c, err))
+    }
+
+    /// Counts a success that the CQ does not see: an inject's, or a
+    /// peer's access to our regions without remote CQ data.
+    pub(crate) fn count_only(&self, flags: u64) {
+        self.count(flags, false);
+    }
+
+    /// Reports a receive that placed `c.len` bytes and could not place
+    /// `truncated` more (see [`CqRef::report_recv`]).
+    fn try_report_recv(&self, c: &CqEntry, truncated: usize) -> Result {
+        if truncated == 0 {
+            self.try_report(c)
+        } else {
+            self.count(c.flags, true);
+            self.cq.map_or(Ok(()), |cq| cq.report_recv(c, truncated))
+        }
+    }
+}
+
 impl CqRef {
     /// Reports the operation `c` as done.
     pub(crate) fn report(&self, c: &CqEntry) -> Result {
@@ -94,25 +224,19 @@ impl CqRef {
     }
 }
 
-/// Reports `c` as done on `cq` (nothing if no CQ is bound for the
-/// operation's direction); a full CQ loses it, as said above.
-pub(crate) fn report(cq: Option<CqRef>, c: &CqEntry) {
-    if let Some(cq) = cq {
-        let _ = cq.report(c);
-    }
+/// Reports `c` as done to `to` (a bare `Option<CqRef>` or [`Reports`]);
+/// a full CQ loses it, as said above.
+pub(crate) fn report(to: impl Into<Reports>, c: &CqEntry) {
+    let _ = to.into().try_report(c);
 }
 
-/// Reports `c` as failed with `err` on `cq` (nothing if none is bound).
-pub(crate) fn report_err(cq: Option<CqRef>, c: &CqEntry, err: Error) {
-    if let Some(cq) = cq {
-        let _ = cq.report_err(c, err);
-    }
+/// Reports `c` as failed with `err` to `to`.
+pub(crate) fn report_err(to: impl Into<Reports>, c: &CqEntry, err: Error) {
+    let _ = to.into().try_report_err(c, err);
 }
 
-/// Reports the receive `c` on `cq` (nothing if none is bound), cut by
-/// `truncated` bytes (see [`CqRef::report_recv`]).
-pub(crate) fn report_recv(cq: Option<CqRef>, c: &CqEntry, truncated: usize) {
-    if let Some(cq) = cq {
-        let _ = cq.report_recv(c, truncated);
-    }
+/// Reports the receive `c` to `to`, cut by `truncated` bytes (see
+/// [`CqRef::report_recv`]).
+pub(crate) fn report_recv(to: impl Into<Reports>, c: &CqEntry, truncated: usize) {
+    let _ = to.into().try_report_recv(c, truncated);
 }
