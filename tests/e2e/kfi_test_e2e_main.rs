@@ -22,6 +22,7 @@ mod kfi;
 #[allow(dead_code)]
 #[path = "../common/net.rs"]
 mod net;
+mod ops;
 
 module! {
     type: KfiTestE2e,

@@ -29,13 +29,17 @@
 //! type system cannot follow through the C ABI. The contract is written on
 //! each call.
 
+mod cntr;
 mod completion;
 mod events;
 mod hints;
 mod objects;
 mod post;
+mod unsignaled;
 
 // Each crate that includes kfi/api uses a part of this API, if any.
+#[allow(unused_imports)]
+pub(crate) use cntr::Cntr;
 #[allow(unused_imports)]
 pub(crate) use completion::{Completion, CqError};
 #[allow(unused_imports)]

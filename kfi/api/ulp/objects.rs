@@ -16,10 +16,10 @@ use super::super::{kfabric::Owned, kfi_sys as sys};
 /// at the object's last use, so the parent could close first (and fail
 /// with `EBUSY`, leaking both). A field with a `Drop` impl makes the
 /// object's drop a use of `'a`.
-struct Borrow<'a, T: ?Sized>(PhantomData<&'a T>);
+pub(super) struct Borrow<'a, T: ?Sized>(PhantomData<&'a T>);
 
 impl<T: ?Sized> Borrow<'_, T> {
-    const fn new() -> Self {
+    pub(super) const fn new() -> Self {
         Self(PhantomData)
     }
 }
@@ -35,7 +35,7 @@ pub(crate) struct Fabric {
 
 /// An open domain of a fabric.
 pub(crate) struct Domain<'f> {
-    obj: Owned<sys::kfid_domain>,
+    pub(super) obj: Owned<sys::kfid_domain>,
     _fabric: Borrow<'f, Fabric>,
 }
 

@@ -38,6 +38,18 @@ fn kvec(ptr: *const u8, len: usize) -> bindings::kvec {
 }
 
 impl Endpoint<'_> {
+    /// Sends `buf` with exactly `flags` (no `KFI_COMPLETION` added).
+    ///
+    /// # Safety
+    ///
+    /// The buffer contract of this module, for `buf`.
+    pub(super) unsafe fn send_flags(&self, buf: &[u8], ctx: usize, flags: u64) -> Result {
+        let v = kvec(buf.as_ptr(), buf.len());
+        // SAFETY: An open endpoint; `buf` stays valid until the completion
+        // (safety requirement).
+        to_result(unsafe { sys::kfi_sendmsg(self.obj.as_ptr(), &msg(&v, ctx, 0), flags) })
+    }
+
     /// Sends `buf` (`flags`: completion level, `KFI_INJECT`, ...); its
     /// completion carries `ctx`.
     ///
@@ -45,16 +57,8 @@ impl Endpoint<'_> {
     ///
     /// The buffer contract of this module, for `buf`.
     pub(crate) unsafe fn send(&self, buf: &[u8], ctx: usize, flags: u64) -> Result {
-        let v = kvec(buf.as_ptr(), buf.len());
-        // SAFETY: An open endpoint; `buf` stays valid until the completion
-        // (safety requirement).
-        to_result(unsafe {
-            sys::kfi_sendmsg(
-                self.obj.as_ptr(),
-                &msg(&v, ctx, 0),
-                flags | sys::KFI_COMPLETION,
-            )
-        })
+        // SAFETY: The caller's contract.
+        unsafe { self.send_flags(buf, ctx, flags | sys::KFI_COMPLETION) }
     }
 
     /// Sends `buf` with remote CQ data `data` (`KFI_REMOTE_CQ_DATA` is
@@ -90,12 +94,12 @@ impl Endpoint<'_> {
     }
 
     /// An RMA of `local` at `addr` in the peer's region `key`: a write
-    /// (`read == false`) or a read into `local`.
+    /// (`read == false`) or a read into `local`, with exactly `flags`.
     ///
     /// # Safety
     ///
     /// The buffer contract of this module, for `local`.
-    unsafe fn rma(
+    pub(super) unsafe fn rma(
         &self,
         read: bool,
         local: *mut [u8],
@@ -112,7 +116,6 @@ impl Endpoint<'_> {
             rma_iov: &r,
             rma_iov_count: 1,
         };
-        let flags = flags | sys::KFI_COMPLETION;
         // SAFETY: As for `send`; `m` and what it points to live across the
         // call.
         to_result(unsafe {
@@ -146,7 +149,7 @@ impl Endpoint<'_> {
                 addr,
                 key,
                 ctx,
-                flags,
+                flags | sys::KFI_COMPLETION,
             )
         }
     }
@@ -159,7 +162,16 @@ impl Endpoint<'_> {
     /// The buffer contract of this module, for `local`.
     pub(crate) unsafe fn read(&self, local: &mut [u8], addr: u64, key: u64, ctx: usize) -> Result {
         // SAFETY: The caller's contract.
-        unsafe { self.rma(true, core::ptr::from_mut(local), addr, key, ctx, 0) }
+        unsafe {
+            self.rma(
+                true,
+                core::ptr::from_mut(local),
+                addr,
+                key,
+                ctx,
+                sys::KFI_COMPLETION,
+            )
+        }
     }
 
     /// Applies `op` (`KFI_SUM`, `KFI_CSWAP` is not this call, ...) with

@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Posting without `KFI_COMPLETION`, for an endpoint whose CQ is bound
+//! with `KFI_SELECTIVE_COMPLETION`: the operation's success is not
+//! reported on that CQ (a bound counter still counts it), its failure is.
+//! A storage ULP posts the data transfers of a request this way and asks
+//! for a completion only on the last one. Any context but hard interrupt.
+//!
+//! The buffer contract of [`super::post`] holds for each call, and the
+//! ULP learns of an unsignaled operation's end only through a counter or
+//! a later signaled operation on the same endpoint that completes after
+//! it (in posting order, e.g. one with `KFI_FENCE`).
+
+use kernel::prelude::*;
+
+use super::Endpoint;
+
+impl Endpoint<'_> {
+    /// Sends `buf` without asking for a completion (`flags`: completion
+    /// level, `KFI_FENCE`, ...).
+    ///
+    /// # Safety
+    ///
+    /// The buffer contract of [`super::post`], for `buf`.
+    pub(crate) unsafe fn send_unsignaled(&self, buf: &[u8], ctx: usize, flags: u64) -> Result {
+        // SAFETY: The caller's contract.
+        unsafe { self.send_flags(buf, ctx, flags) }
+    }
+
+    /// Writes `local` to `addr` of the peer's region `key` without asking
+    /// for a completion.
+    ///
+    /// # Safety
+    ///
+    /// The buffer contract of [`super::post`], for `local`.
+    pub(crate) unsafe fn write_unsignaled(
+        &self,
+        local: &[u8],
+        addr: u64,
+        key: u64,
+        ctx: usize,
+        flags: u64,
+    ) -> Result {
+        let local = core::ptr::from_ref(local).cast_mut();
+        // SAFETY: The caller's contract.
+        unsafe { self.rma(false, local, addr, key, ctx, flags) }
+    }
+}

@@ -1,0 +1,352 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The suite `kfi_e2e_ops`: how a storage ULP tracks many operations at
+//! once. Counters bound per kind of operation, selective completion (only
+//! the operations that ask are reported, every failure is), and fences
+//! (an operation that waits for all earlier ones on its connection).
+//! Written with the safe ULP API only; a provider without counters or
+//! selective completion skips the cases that need them, with the reason.
+
+use kernel::prelude::*;
+
+#[kunit_tests(kfi_e2e_ops)]
+mod e2e_ops {
+    use crate::{
+        kfi::{
+            kfabric::InfoList,
+            kfi_sys as sys,
+            ulp::{CmEvent, Cq, CqError, Domain, Endpoint, Eq, Fabric, Hints},
+        },
+        port, provider, server_net, server_node, skip,
+    };
+    use kernel::{bindings, prelude::*};
+
+    const WAIT_MS: i32 = 20_000;
+    /// Bytes of the server's region.
+    const REGION: usize = 64 << 10;
+
+    /// The MSG entries of the provider under test for case `case`, in
+    /// namespace `ns`.
+    fn info(case: i32, ns: *mut bindings::net, flags: u64) -> Result<InfoList> {
+        let mut b = [0u8; 8];
+        let p = port(case, &mut b)?;
+        let mut h = Hints::provider(provider())?;
+        // SAFETY: The hints' own attributes, allocated with them.
+        unsafe {
+            (*h.get().domain_attr).net = ns;
+            (*h.get().ep_attr).type_ = sys::KFI_EP_MSG;
+        }
+        h.getinfo(server_node(), p, flags)
+    }
+
+    /// The two sides of a case: a listening server (in the server's
+    /// namespace) and a client, each with its own fabric, domain and EQ.
+    struct Sides<'a> {
+        sd: &'a Domain<'a>,
+        cd: &'a Domain<'a>,
+        seq: &'a Eq<'a>,
+        ceq: &'a Eq<'a>,
+        cinfo: &'a sys::kfi_info,
+        /// The provider's domain attributes.
+        cntr_cnt: usize,
+        virt_addr: bool,
+    }
+
+    /// Opens the sides of case `case` and runs `f` on them.
+    fn with_sides(case: i32, f: impl FnOnce(&Sides<'_>) -> Result) -> Result {
+        let sinfo = info(case, server_net(), sys::KFI_SOURCE)?;
+        let cinfo = info(case, core::ptr::null_mut(), 0)?;
+        let (sf, cf) = (Fabric::open(sinfo.entry())?, Fabric::open(cinfo.entry())?);
+        let (sd, cd) = (sf.domain(sinfo.entry())?, cf.domain(cinfo.entry())?);
+        let (seq, ceq) = (sf.eq(16)?, cf.eq(16)?);
+        let _pep = sf.listen(sinfo.entry(), &seq)?;
+        // SAFETY: An entry from getinfo has valid domain attributes.
+        let dom = unsafe { &*sinfo.entry().domain_attr };
+        f(&Sides {
+            sd: &sd,
+            cd: &cd,
+            seq: &seq,
+            ceq: &ceq,
+            cinfo: cinfo.entry(),
+            cntr_cnt: dom.cntr_cnt,
+            virt_addr: dom.mr_mode & sys::KFI_MR_VIRT_ADDR != 0,
+        })
+    }
+
+    /// Connects the enabled `cep` to the server; `make` opens, binds and
+    /// enables the server's endpoint for the request.
+    fn connect<'s>(
+        s: &Sides<'_>,
+        cep: &Endpoint<'_>,
+        make: impl FnOnce(&sys::kfi_info) -> Result<Endpoint<'s>>,
+    ) -> Result<Endpoint<'s>> {
+        cep.connect(b"ops")?;
+        let CmEvent::ConnReq { req, .. } = s.seq.sread(WAIT_MS)? else {
+            return Err(EPROTO);
+        };
+        let sep = make(req.info())?;
+        drop(req);
+        sep.accept(b"")?;
+        for eq in [s.seq, s.ceq] {
+            let CmEvent::Connected { .. } = eq.sread(WAIT_MS)? else {
+                return Err(EPROTO);
+            };
+        }
+        Ok(sep)
+    }
+
+    /// `len` bytes of a pattern that differs per `seed`.
+    fn pattern(len: usize, seed: u8) -> Result<KVVec<u8>> {
+        let mut v = KVVec::with_capacity(len, GFP_KERNEL)?;
+        let mut x = u32::from(seed) | 1;
+        for _ in 0..len {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            v.push((x >> 16) as u8, GFP_KERNEL)?;
+        }
+        Ok(v)
+    }
+
+    /// The contexts of successes (in order) and of failures, with their
+    /// errors.
+    type Drained = (KVec<usize>, KVec<(usize, Error)>);
+
+    /// The next `n` completions of `cq`.
+    fn drain(cq: &Cq<'_>, n: usize) -> Result<Drained> {
+        let (mut ok, mut failed) = (KVec::new(), KVec::new());
+        for _ in 0..n {
+            match cq.sread(WAIT_MS) {
+                Ok(c) => ok.push(c.context, GFP_KERNEL)?,
+                Err(CqError::Failed { context, err, .. }) => {
+                    failed.push((context, err), GFP_KERNEL)?
+                }
+                Err(CqError::Queue(e)) => return Err(e),
+            }
+        }
+        Ok((ok, failed))
+    }
+
+    /// Nothing more is reported on `cq` (what a selective CQ held back).
+    fn quiet(cq: &Cq<'_>) -> bool {
+        matches!(cq.read(), Err(CqError::Queue(e)) if e == EAGAIN)
+    }
+
+    /// Every kind of operation is counted on the counter bound for it, and
+    /// only there: sends, receives, RMA writes and reads on the initiator,
+    /// a peer's writes and reads into the target's region, failures as
+    /// errors. Bad bind flags are refused.
+    #[test]
+    fn counters_count_each_kind() -> Result {
+        with_sides(40, |s| {
+            if s.cntr_cnt == 0 {
+                return skip(c"the provider's endpoints bind no counters");
+            }
+            let (ccq, scq) = (s.cd.cq(64)?, s.sd.cq(64)?);
+            let (sends, writes, reads) = (s.cd.cntr()?, s.cd.cntr()?, s.cd.cntr()?);
+            let (recvs, rwrites, rreads) = (s.sd.cntr()?, s.sd.cntr()?, s.sd.cntr()?);
+            let cep = s.cd.endpoint(s.cinfo)?;
+            cep.bind_cq(&ccq, sys::KFI_TRANSMIT | sys::KFI_RECV)?;
+            cep.bind_eq(s.ceq)?;
+            assert_eq!(cep.bind_cntr(&sends, 0), Err(EINVAL));
+            assert_eq!(cep.bind_cntr(&sends, sys::KFI_TAGGED), Err(EINVAL));
+            cep.bind_cntr(&sends, sys::KFI_SEND)?;
+            cep.bind_cntr(&writes, sys::KFI_WRITE)?;
+            cep.bind_cntr(&reads, sys::KFI_READ)?;
+            cep.enable()?;
+            let mut region = pattern(REGION, 1)?;
+            let base = if s.virt_addr {
+                region.as_ptr() as u64
+            } else {
+                0
+            };
+            let old = pattern(REGION, 1)?;
+            let mr =
+                s.sd.register(&mut region, sys::KFI_REMOTE_READ | sys::KFI_REMOTE_WRITE, 0)?;
+            let sep = connect(s, &cep, |info| {
+                let ep = s.sd.endpoint(info)?;
+                ep.bind_cq(&scq, sys::KFI_TRANSMIT | sys::KFI_RECV)?;
+                ep.bind_eq(s.seq)?;
+                ep.bind_cntr(&recvs, sys::KFI_RECV)?;
+                ep.bind_cntr(&rwrites, sys::KFI_REMOTE_WRITE)?;
+                ep.bind_cntr(&rreads, sys::KFI_REMOTE_READ)?;
+                ep.enable()?;
+                Ok(ep)
+            })?;
+            let msgs: [&[u8]; 3] = [b"first", b"second", b"third"];
+            let mut rbufs = [[0u8; 8]; 3];
+            let (w0, w1) = (pattern(4096, 2)?, pattern(4096, 3)?);
+            let mut rd = [0u8; 8192];
+            // SAFETY: Every buffer lives, untouched, until the completions
+            // are drained below.
+            unsafe {
+                for (i, b) in rbufs.iter_mut().enumerate() {
+                    sep.recv(b, 10 + i)?;
+                }
+                for (i, m) in msgs.iter().enumerate() {
+                    cep.send(m, 20 + i, 0)?;
+                }
+                cep.write(&w0, base, mr.key(), 30, 0)?;
+                cep.write(&w1, base + 4096, mr.key(), 31, 0)?;
+                cep.read(&mut rd, base + 16384, mr.key(), 40)?;
+                // Outside the region: fails at the target, nothing written.
+                cep.write(&w0, base + REGION as u64, mr.key(), 32, 0)?;
+            }
+            let (ok, failed) = drain(&ccq, 7)?;
+            assert_eq!(ok.len(), 6);
+            assert_eq!(failed.len(), 1);
+            assert_eq!(failed[0].0, 32);
+            assert_eq!((sends.read(), sends.errors()), (3, 0));
+            assert_eq!((writes.read(), writes.errors()), (2, 1));
+            assert_eq!((reads.read(), reads.errors()), (1, 0));
+            // The target counts a read once its response has left, which
+            // may be just after the initiator's completion: waited for.
+            recvs.wait(3, WAIT_MS)?;
+            rwrites.wait(2, WAIT_MS)?;
+            rreads.wait(1, WAIT_MS)?;
+            assert_eq!((recvs.read(), rwrites.read(), rreads.read()), (3, 2, 1));
+            let (rok, rfailed) = drain(&scq, 3)?;
+            assert_eq!((rok.as_slice(), rfailed.len()), (&[10, 11, 12][..], 0));
+            assert!(quiet(&scq));
+            for (b, m) in rbufs.iter().zip(msgs) {
+                assert_eq!(&b[..m.len()], m);
+            }
+            assert_eq!(&rd[..], &old[16384..16384 + 8192]);
+            drop((sep, cep, mr));
+            assert_eq!(&region[..4096], &w0[..]);
+            assert_eq!(&region[4096..8192], &w1[..]);
+            assert_eq!(&region[8192..], &old[8192..]);
+            Ok(())
+        })
+    }
+
+    /// On a CQ bound with `KFI_SELECTIVE_COMPLETION`, only the operations
+    /// posted with `KFI_COMPLETION` are reported; unsignaled ones are
+    /// still counted, and one that fails is reported all the same.
+    #[test]
+    fn selective_completion_reports_what_asks() -> Result {
+        with_sides(41, |s| {
+            let (ccq, scq) = (s.cd.cq(64)?, s.sd.cq(64)?);
+            let writes = s.cd.cntr()?;
+            let cep = s.cd.endpoint(s.cinfo)?;
+            let selective = sys::KFI_TRANSMIT | sys::KFI_SELECTIVE_COMPLETION;
+            match cep.bind_cq(&ccq, selective) {
+                Err(e) if e == EOPNOTSUPP => {
+                    return skip(c"the provider has no selective completion");
+                }
+                r => r?,
+            }
+            cep.bind_cq(&ccq, sys::KFI_RECV)?;
+            cep.bind_eq(s.ceq)?;
+            let counted = s.cntr_cnt != 0;
+            if counted {
+                cep.bind_cntr(&writes, sys::KFI_WRITE)?;
+            }
+            cep.enable()?;
+            let mut region = pattern(REGION, 4)?;
+            let base = if s.virt_addr {
+                region.as_ptr() as u64
+            } else {
+                0
+            };
+            let mr = s.sd.register(&mut region, sys::KFI_REMOTE_WRITE, 0)?;
+            let sep = connect(s, &cep, |info| {
+                let ep = s.sd.endpoint(info)?;
+                ep.bind_cq(&scq, sys::KFI_TRANSMIT | sys::KFI_RECV)?;
+                ep.bind_eq(s.seq)?;
+                ep.enable()?;
+                Ok(ep)
+            })?;
+            let data = pattern(4 * 4096, 5)?;
+            let mut rbuf = [0u8; 8];
+            // SAFETY: Every buffer lives, untouched, until the send's
+            // completion (which comes after the writes') and the bad
+            // write's error are read below.
+            unsafe {
+                sep.recv(&mut rbuf, 1)?;
+                for i in 0..4 {
+                    let chunk = &data[i * 4096..(i + 1) * 4096];
+                    cep.write_unsignaled(chunk, base + (i * 4096) as u64, mr.key(), 100 + i, 0)?;
+                }
+                // Unsignaled, but it fails: reported.
+                cep.write_unsignaled(&data[..8], base + REGION as u64, mr.key(), 200, 0)?;
+                cep.send(b"written", 300, 0)?;
+            }
+            let (ok, failed) = drain(&ccq, 2)?;
+            assert_eq!(ok.as_slice(), &[300]);
+            assert_eq!(failed.len(), 1);
+            assert_eq!(failed[0].0, 200);
+            assert!(quiet(&ccq));
+            if counted {
+                assert_eq!((writes.read(), writes.errors()), (4, 1));
+            }
+            let (rok, _) = drain(&scq, 1)?;
+            assert_eq!(rok.as_slice(), &[1]);
+            assert_eq!(&rbuf[..7], b"written");
+            drop((sep, cep, mr));
+            assert_eq!(&region[..4 * 4096], &data[..]);
+            Ok(())
+        })
+    }
+
+    /// A fenced operation starts only once every earlier one on its
+    /// connection has completed: a fenced send after a large RMA read
+    /// reaches the target only after the read's data has left it (its
+    /// remote-read counter), and a fenced write after a read of the same
+    /// bytes cannot change what the read returns.
+    #[test]
+    fn fence_waits_for_earlier_operations() -> Result {
+        with_sides(42, |s| {
+            if s.cntr_cnt == 0 {
+                return skip(c"the provider's endpoints bind no counters");
+            }
+            const READ: usize = 4 << 20;
+            let (ccq, scq) = (s.cd.cq(64)?, s.sd.cq(64)?);
+            let rreads = s.sd.cntr()?;
+            let cep = s.cd.endpoint(s.cinfo)?;
+            cep.bind_cq(&ccq, sys::KFI_TRANSMIT | sys::KFI_RECV)?;
+            cep.bind_eq(s.ceq)?;
+            cep.enable()?;
+            let mut region = pattern(READ, 6)?;
+            let base = if s.virt_addr {
+                region.as_ptr() as u64
+            } else {
+                0
+            };
+            let old = pattern(READ, 6)?;
+            let mr =
+                s.sd.register(&mut region, sys::KFI_REMOTE_READ | sys::KFI_REMOTE_WRITE, 0)?;
+            let sep = connect(s, &cep, |info| {
+                let ep = s.sd.endpoint(info)?;
+                ep.bind_cq(&scq, sys::KFI_TRANSMIT | sys::KFI_RECV)?;
+                ep.bind_eq(s.seq)?;
+                ep.bind_cntr(&rreads, sys::KFI_REMOTE_READ)?;
+                ep.enable()?;
+                Ok(ep)
+            })?;
+            let mut rd = KVVec::with_capacity(READ, GFP_KERNEL)?;
+            rd.resize(READ, 0, GFP_KERNEL)?;
+            let new = pattern(4096, 7)?;
+            let mut rbuf = [0u8; 8];
+            // SAFETY: Every buffer lives, untouched, until the three
+            // completions are read below.
+            unsafe {
+                sep.recv(&mut rbuf, 1)?;
+                cep.read(&mut rd, base, mr.key(), 10)?;
+                cep.write(&new, base, mr.key(), 11, sys::KFI_FENCE)?;
+                cep.send(b"fenced", 12, sys::KFI_FENCE)?;
+            }
+            // The send was sent after the read completed at the initiator,
+            // so after the target sent the read's data.
+            let (rok, _) = drain(&scq, 1)?;
+            assert_eq!(rok.as_slice(), &[1]);
+            assert_eq!(rreads.read(), 1);
+            let (ok, failed) = drain(&ccq, 3)?;
+            assert_eq!((ok.as_slice(), failed.len()), (&[10, 11, 12][..], 0));
+            assert!(rd[..] == old[..]);
+            assert_eq!(&rbuf[..6], b"fenced");
+            drop((sep, cep, mr));
+            assert_eq!(&region[..4096], &new[..]);
+            assert!(region[4096..] == old[4096..]);
+            Ok(())
+        })
+    }
+}
