@@ -55,6 +55,24 @@ impl<S: Clone + Default> Ring<S> {
         self.slots.get(self.head)
     }
 
+    /// Takes out the oldest slot that `pred` accepts; the slots after it
+    /// move up, so the order of the rest is kept. O(len).
+    #[allow(
+        dead_code,
+        reason = "kfi_sockets' cancel uses it, kfabric.ko's queues do not"
+    )]
+    pub(crate) fn take_where(&mut self, pred: impl Fn(&S) -> bool) -> Option<S> {
+        let n = (0..self.len).find(|&n| self.slots.get(self.wrap(n)).is_some_and(&pred))?;
+        let taken = self.slots.get(self.wrap(n))?.clone();
+        for m in n..self.len - 1 {
+            let (to, from) = (self.wrap(m), self.wrap(m + 1));
+            let next = self.slots.get(from)?.clone();
+            *self.slots.get_mut(to)? = next;
+        }
+        self.len -= 1;
+        Some(taken)
+    }
+
     /// Drops the oldest slot (if any).
     pub(crate) fn pop(&mut self) {
         if self.len > 0 {

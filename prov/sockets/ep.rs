@@ -470,6 +470,21 @@ impl Shared {
         Ok(())
     }
 
+    /// `kfi_cancel` of our operation posted with `context` that is still
+    /// in the transmit queue: taken out (the rest keep their order), it
+    /// completes once with `ECANCELED`. `ENOENT` once the transmitter took
+    /// it: it is on the wire or waits for its response. Any context but
+    /// hard interrupt.
+    pub(crate) fn cancel_queued(&self, context: usize) -> Result {
+        let (op, cq) = {
+            let mut s = self.state.lock();
+            let op = s.tx.take_where(|op| op.context == context).ok_or(ENOENT)?;
+            (op, s.tx_cq)
+        };
+        report_err(cq, &op.entry(), ECANCELED);
+        Ok(())
+    }
+
     /// Closes the connection: no callback or work item uses it when this
     /// returns; what was still queued fails with `ECANCELED`. Process
     /// context.
@@ -767,7 +782,10 @@ impl SockEp {
 
     /// `kfi_cancel` of a posted receive (any context but hard interrupt).
     pub(crate) fn cancel(&self, context: usize) -> Result {
-        self.0.rxq.cancel(context)
+        match self.0.rxq.cancel(context) {
+            Err(e) if e == ENOENT => self.0.cancel_queued(context),
+            r => r,
+        }
     }
 
     /// `kfi_trecvmsg` (any context but hard interrupt).

@@ -349,4 +349,63 @@ mod e2e_ops {
             Ok(())
         })
     }
+    /// `kfi_cancel` of a send still queued behind a frame the peer holds
+    /// up (a message larger than the target may hold, with no receive
+    /// posted): it completes once with `ECANCELED` and never arrives; the
+    /// sends around it arrive in order once the target posts receives.
+    #[test]
+    fn cancel_takes_back_a_queued_send() -> Result {
+        if provider() != c"sockets" {
+            return skip(c"only kfi_sockets takes back queued sends");
+        }
+        with_sides(43, |s| {
+            const BIG: usize = 32 << 20;
+            let (ccq, scq) = (s.cd.cq(64)?, s.sd.cq(64)?);
+            let cep = s.cd.endpoint(s.cinfo)?;
+            cep.bind_cq(&ccq, sys::KFI_TRANSMIT | sys::KFI_RECV)?;
+            cep.bind_eq(s.ceq)?;
+            cep.enable()?;
+            let sep = connect(s, &cep, |info| {
+                let ep = s.sd.endpoint(info)?;
+                ep.bind_cq(&scq, sys::KFI_TRANSMIT | sys::KFI_RECV)?;
+                ep.bind_eq(s.seq)?;
+                ep.enable()?;
+                Ok(ep)
+            })?;
+            let big = pattern(BIG, 8)?;
+            let mut got = KVVec::with_capacity(BIG, GFP_KERNEL)?;
+            got.resize(BIG, 0, GFP_KERNEL)?;
+            let (mut r1, mut r2) = ([0u8; 8], [0u8; 8]);
+            // SAFETY: Every buffer lives, untouched, until its completion
+            // (the canceled one's at its cancel) is read below.
+            unsafe {
+                cep.send(&big, 1, 0)?;
+                cep.send(b"kept", 2, 0)?;
+                cep.send(b"taken", 3, 0)?;
+            }
+            assert_eq!(cep.cancel(3), Ok(()));
+            assert_eq!(cep.cancel(3), Err(ENOENT));
+            match ccq.sread(WAIT_MS) {
+                Err(CqError::Failed {
+                    context: 3, err, ..
+                }) => assert_eq!(err, ECANCELED),
+                _ => return Err(EPROTO),
+            }
+            // SAFETY: As above.
+            unsafe {
+                sep.recv(&mut got, 10)?;
+                sep.recv(&mut r1, 11)?;
+                sep.recv(&mut r2, 12)?;
+                cep.send(b"after", 4, 0)?;
+            }
+            let (rok, rfailed) = drain(&scq, 3)?;
+            assert_eq!((rok.as_slice(), rfailed.len()), (&[10, 11, 12][..], 0));
+            let (ok, failed) = drain(&ccq, 3)?;
+            assert_eq!((ok.as_slice(), failed.len()), (&[1, 2, 4][..], 0));
+            assert!(got[..] == big[..]);
+            assert_eq!((&r1[..4], &r2[..5]), (&b"kept"[..], &b"after"[..]));
+            assert!(quiet(&scq) && quiet(&ccq));
+            Ok(())
+        })
+    }
 }
