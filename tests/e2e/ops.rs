@@ -73,19 +73,39 @@ mod e2e_ops {
         })
     }
 
-    /// Connects the enabled `cep` to the server; `make` opens, binds and
-    /// enables the server's endpoint for the request.
-    fn connect<'s>(
-        s: &Sides<'_>,
+    /// The client's endpoint on `cq` (both ways) and its EQ, with what
+    /// `bind` binds besides, enabled.
+    fn client<'e>(
+        s: &Sides<'e>,
+        cq: &'e Cq<'_>,
+        bind: impl FnOnce(&Endpoint<'e>) -> Result,
+    ) -> Result<Endpoint<'e>> {
+        let ep = s.cd.endpoint(s.cinfo)?;
+        ep.bind_cq(cq, sys::KFI_TRANSMIT | sys::KFI_RECV)?;
+        ep.bind_eq(s.ceq)?;
+        bind(&ep)?;
+        ep.enable()?;
+        Ok(ep)
+    }
+
+    /// Connects the enabled `cep` to the server, whose endpoint for the
+    /// request is bound to `cq` (both ways), its EQ and what `bind` binds.
+    fn connect<'e>(
+        s: &Sides<'e>,
         cep: &Endpoint<'_>,
-        make: impl FnOnce(&sys::kfi_info) -> Result<Endpoint<'s>>,
-    ) -> Result<Endpoint<'s>> {
+        cq: &'e Cq<'_>,
+        bind: impl FnOnce(&Endpoint<'e>) -> Result,
+    ) -> Result<Endpoint<'e>> {
         cep.connect(b"ops")?;
         let CmEvent::ConnReq { req, .. } = s.seq.sread(WAIT_MS)? else {
             return Err(EPROTO);
         };
-        let sep = make(req.info())?;
+        let sep = s.sd.endpoint(req.info())?;
         drop(req);
+        sep.bind_cq(cq, sys::KFI_TRANSMIT | sys::KFI_RECV)?;
+        sep.bind_eq(s.seq)?;
+        bind(&sep)?;
+        sep.enable()?;
         sep.accept(b"")?;
         for eq in [s.seq, s.ceq] {
             let CmEvent::Connected { .. } = eq.sread(WAIT_MS)? else {
@@ -143,15 +163,13 @@ mod e2e_ops {
             let (ccq, scq) = (s.cd.cq(64)?, s.sd.cq(64)?);
             let (sends, writes, reads) = (s.cd.cntr()?, s.cd.cntr()?, s.cd.cntr()?);
             let (recvs, rwrites, rreads) = (s.sd.cntr()?, s.sd.cntr()?, s.sd.cntr()?);
-            let cep = s.cd.endpoint(s.cinfo)?;
-            cep.bind_cq(&ccq, sys::KFI_TRANSMIT | sys::KFI_RECV)?;
-            cep.bind_eq(s.ceq)?;
-            assert_eq!(cep.bind_cntr(&sends, 0), Err(EINVAL));
-            assert_eq!(cep.bind_cntr(&sends, sys::KFI_TAGGED), Err(EINVAL));
-            cep.bind_cntr(&sends, sys::KFI_SEND)?;
-            cep.bind_cntr(&writes, sys::KFI_WRITE)?;
-            cep.bind_cntr(&reads, sys::KFI_READ)?;
-            cep.enable()?;
+            let cep = client(s, &ccq, |ep| {
+                assert_eq!(ep.bind_cntr(&sends, 0), Err(EINVAL));
+                assert_eq!(ep.bind_cntr(&sends, sys::KFI_TAGGED), Err(EINVAL));
+                ep.bind_cntr(&sends, sys::KFI_SEND)?;
+                ep.bind_cntr(&writes, sys::KFI_WRITE)?;
+                ep.bind_cntr(&reads, sys::KFI_READ)
+            })?;
             let mut region = pattern(REGION, 1)?;
             let base = if s.virt_addr {
                 region.as_ptr() as u64
@@ -161,15 +179,10 @@ mod e2e_ops {
             let old = pattern(REGION, 1)?;
             let mr =
                 s.sd.register(&mut region, sys::KFI_REMOTE_READ | sys::KFI_REMOTE_WRITE, 0)?;
-            let sep = connect(s, &cep, |info| {
-                let ep = s.sd.endpoint(info)?;
-                ep.bind_cq(&scq, sys::KFI_TRANSMIT | sys::KFI_RECV)?;
-                ep.bind_eq(s.seq)?;
+            let sep = connect(s, &cep, &scq, |ep| {
                 ep.bind_cntr(&recvs, sys::KFI_RECV)?;
                 ep.bind_cntr(&rwrites, sys::KFI_REMOTE_WRITE)?;
-                ep.bind_cntr(&rreads, sys::KFI_REMOTE_READ)?;
-                ep.enable()?;
-                Ok(ep)
+                ep.bind_cntr(&rreads, sys::KFI_REMOTE_READ)
             })?;
             let msgs: [&[u8]; 3] = [b"first", b"second", b"third"];
             let mut rbufs = [[0u8; 8]; 3];
@@ -248,13 +261,7 @@ mod e2e_ops {
                 0
             };
             let mr = s.sd.register(&mut region, sys::KFI_REMOTE_WRITE, 0)?;
-            let sep = connect(s, &cep, |info| {
-                let ep = s.sd.endpoint(info)?;
-                ep.bind_cq(&scq, sys::KFI_TRANSMIT | sys::KFI_RECV)?;
-                ep.bind_eq(s.seq)?;
-                ep.enable()?;
-                Ok(ep)
-            })?;
+            let sep = connect(s, &cep, &scq, |_| Ok(()))?;
             let data = pattern(4 * 4096, 5)?;
             let mut rbuf = [0u8; 8];
             // SAFETY: Every buffer lives, untouched, until the send's
@@ -301,10 +308,7 @@ mod e2e_ops {
             const READ: usize = 4 << 20;
             let (ccq, scq) = (s.cd.cq(64)?, s.sd.cq(64)?);
             let rreads = s.sd.cntr()?;
-            let cep = s.cd.endpoint(s.cinfo)?;
-            cep.bind_cq(&ccq, sys::KFI_TRANSMIT | sys::KFI_RECV)?;
-            cep.bind_eq(s.ceq)?;
-            cep.enable()?;
+            let cep = client(s, &ccq, |_| Ok(()))?;
             let mut region = pattern(READ, 6)?;
             let base = if s.virt_addr {
                 region.as_ptr() as u64
@@ -314,13 +318,8 @@ mod e2e_ops {
             let old = pattern(READ, 6)?;
             let mr =
                 s.sd.register(&mut region, sys::KFI_REMOTE_READ | sys::KFI_REMOTE_WRITE, 0)?;
-            let sep = connect(s, &cep, |info| {
-                let ep = s.sd.endpoint(info)?;
-                ep.bind_cq(&scq, sys::KFI_TRANSMIT | sys::KFI_RECV)?;
-                ep.bind_eq(s.seq)?;
-                ep.bind_cntr(&rreads, sys::KFI_REMOTE_READ)?;
-                ep.enable()?;
-                Ok(ep)
+            let sep = connect(s, &cep, &scq, |ep| {
+                ep.bind_cntr(&rreads, sys::KFI_REMOTE_READ)
             })?;
             let mut rd = KVVec::with_capacity(READ, GFP_KERNEL)?;
             rd.resize(READ, 0, GFP_KERNEL)?;
@@ -361,17 +360,8 @@ mod e2e_ops {
         with_sides(43, |s| {
             const BIG: usize = 32 << 20;
             let (ccq, scq) = (s.cd.cq(64)?, s.sd.cq(64)?);
-            let cep = s.cd.endpoint(s.cinfo)?;
-            cep.bind_cq(&ccq, sys::KFI_TRANSMIT | sys::KFI_RECV)?;
-            cep.bind_eq(s.ceq)?;
-            cep.enable()?;
-            let sep = connect(s, &cep, |info| {
-                let ep = s.sd.endpoint(info)?;
-                ep.bind_cq(&scq, sys::KFI_TRANSMIT | sys::KFI_RECV)?;
-                ep.bind_eq(s.seq)?;
-                ep.enable()?;
-                Ok(ep)
-            })?;
+            let cep = client(s, &ccq, |_| Ok(()))?;
+            let sep = connect(s, &cep, &scq, |_| Ok(()))?;
             let big = pattern(BIG, 8)?;
             let mut got = KVVec::with_capacity(BIG, GFP_KERNEL)?;
             got.resize(BIG, 0, GFP_KERNEL)?;

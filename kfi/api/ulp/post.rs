@@ -141,17 +141,9 @@ impl Endpoint<'_> {
         ctx: usize,
         flags: u64,
     ) -> Result {
-        // SAFETY: The caller's contract.
-        unsafe {
-            self.rma(
-                false,
-                core::ptr::from_ref(local).cast_mut(),
-                addr,
-                key,
-                ctx,
-                flags | sys::KFI_COMPLETION,
-            )
-        }
+        // SAFETY: The caller's contract; the same write, asking for its
+        // completion.
+        unsafe { self.write_unsignaled(local, addr, key, ctx, flags | sys::KFI_COMPLETION) }
     }
 
     /// Reads `local.len()` bytes at `addr` of the peer's region `key` into
