@@ -413,6 +413,11 @@ impl Socket {
         self.set_deadline(Dir::Rx, d);
     }
 
+    /// Bounds the sends from now on (`None`: unbounded).
+    pub(crate) fn set_tx_deadline(&self, d: Option<Deadline>) {
+        self.set_deadline(Dir::Tx, d);
+    }
+
     fn set_deadline(&self, dir: Dir, d: Option<Deadline>) {
         let slot = match dir {
             Dir::Rx => &self.rx_deadline,

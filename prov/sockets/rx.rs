@@ -139,12 +139,14 @@ pub(crate) fn finish(cq: Reports, p: &Pending, st: Result) {
 /// Bytes of payload a frame may take `frame_timeout_ms` more for.
 const FRAME_TIMEOUT_UNIT: u64 = 1 << 20;
 
-/// The deadline of a frame begun at `start` with `len` payload bytes: it
-/// must arrive whole within `frame_timeout_ms`, and as much again for each
-/// whole MiB of payload (a floor of 1 MiB per `frame_timeout_ms` on a slow
-/// link); `None` when the parameter is 0 (unbounded). A deadline for the
-/// whole frame, not for each read: a peer that drips bytes is cut off too.
-fn frame_deadline(start: Deadline, len: u64) -> Option<Deadline> {
+/// The deadline of a frame begun at `start` with `len` payload bytes, in
+/// either direction: it must arrive (or, ours, leave) whole within
+/// `frame_timeout_ms`, and as much again for each whole MiB of payload (a
+/// floor of 1 MiB per `frame_timeout_ms` on a slow link); `None` when the
+/// parameter is 0 (unbounded). A deadline for the whole frame, not for
+/// each read or write: a peer that drips bytes, or reads ours a byte at a
+/// time, is cut off too.
+pub(crate) fn frame_deadline(start: Deadline, len: u64) -> Option<Deadline> {
     let ms = u64::from(crate::frame_timeout_ms());
     let units = (len / FRAME_TIMEOUT_UNIT).saturating_add(1);
     (ms != 0).then(|| Deadline::after_ms_from(start, ms.saturating_mul(units)))

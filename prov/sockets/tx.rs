@@ -12,6 +12,10 @@
 //! taken their bytes (the buffer may be reused); the others complete on
 //! their response, but never before their whole frame has been sent (a
 //! response that comes earlier is held in the pending entry until then).
+//! Each frame must leave within its deadline (`rx::frame_deadline`, as the
+//! peer's frames must arrive within theirs): a peer that stops reading
+//! ends the connection with `ETIMEDOUT` instead of holding the transmit
+//! work for ever.
 //! A fenced operation (`KFI_FENCE`) and everything after it waits until
 //! no earlier operation is pending: every earlier one has completed.
 
@@ -26,7 +30,7 @@ use crate::{
         kfi_sys as sys,
         toolkit::completion::{report, report_err, CqEntry, Reports},
     },
-    ksock::Socket,
+    ksock::{Deadline, Socket},
     rx,
     wire::{flags, Hdr, Op},
 };
@@ -38,6 +42,19 @@ use crate::{
 enum Job {
     Resp(Resp),
     Op(TxOp, u64, Reports),
+}
+
+impl Job {
+    /// Bytes of payload the job's frame carries (about: the few bytes of
+    /// an atomic's operands do not count).
+    fn payload_len(&self) -> u64 {
+        let n = match self {
+            Job::Resp(r) => r.reads.iter().map(|a| bufs::total(a.bufs())).sum(),
+            Job::Op(op, ..) if op.kind == Kind::Read || op.kind == Kind::Atomic => 0,
+            Job::Op(op, ..) => op.inject.unwrap_or_else(|| bufs::total(&op.bufs[..op.n])),
+        };
+        n as u64
+    }
 }
 
 /// The transmit work (`progress.rs`): sends responses and queued
@@ -61,6 +78,7 @@ pub(crate) fn run(sh: &Arc<Shared>) {
         // The receive work may wait for room in the response queue, an RDM
         // dispatcher for room in the transmit queue.
         sh.wake.notify_all();
+        sock.set_tx_deadline(rx::frame_deadline(Deadline::now(), job.payload_len()));
         let r = match &job {
             Job::Resp(r) => send_resp(&sock, r).map(|()| {
                 if r.op == Op::ReadResp && r.status == 0 {

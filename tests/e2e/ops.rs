@@ -19,7 +19,11 @@ mod e2e_ops {
         },
         port, provider, server_net, server_node, skip,
     };
-    use kernel::{bindings, prelude::*};
+    use kernel::{
+        bindings,
+        prelude::*,
+        time::{Instant, Monotonic},
+    };
 
     const WAIT_MS: i32 = 20_000;
     /// Bytes of the server's region.
@@ -395,6 +399,66 @@ mod e2e_ops {
             assert!(got[..] == big[..]);
             assert_eq!((&r1[..4], &r2[..5]), (&b"kept"[..], &b"after"[..]));
             assert!(quiet(&scq) && quiet(&ccq));
+            Ok(())
+        })
+    }
+    /// A peer that stops reading (its ULP posts no receive; once it holds
+    /// what it may, it leaves our frames in the socket) cannot hold our
+    /// transmit work for ever: the frame that does not leave within its
+    /// deadline ends the connection with `ETIMEDOUT` on the EQ, and every
+    /// send completes exactly once.
+    #[test]
+    fn a_peer_that_stops_reading_ends_the_connection() -> Result {
+        if provider() != c"sockets" {
+            return skip(c"only kfi_sockets' sends wait on the peer's reading");
+        }
+        with_sides(44, |s| {
+            const MSG: usize = 64 << 10;
+            const MOST: usize = 4096;
+            let msg = pattern(MSG, 9)?;
+            let (ccq, scq) = (s.cd.cq(256)?, s.sd.cq(16)?);
+            let cep = client(s, &ccq, |_| Ok(()))?;
+            let _sep = connect(s, &cep, &scq, |_| Ok(()))?;
+            let t0 = Instant::<Monotonic>::now();
+            let (mut posted, mut ok, mut failed) = (0usize, 0usize, KVec::new());
+            let mut ended = false;
+            while !ended && posted < MOST {
+                // SAFETY: `msg` is never written and outlives the endpoint,
+                // whose close completes whatever is still posted.
+                match unsafe { cep.send(&msg, posted, 0) } {
+                    Ok(()) => posted += 1,
+                    Err(e) if e == EAGAIN => match ccq.sread(WAIT_MS) {
+                        Ok(_) => ok += 1,
+                        Err(CqError::Failed { err, .. }) => {
+                            failed.push(err, GFP_KERNEL)?;
+                            ended = true;
+                        }
+                        Err(CqError::Queue(e)) => return Err(e),
+                    },
+                    Err(e) if e == ENOTCONN => ended = true,
+                    Err(e) => return Err(e),
+                }
+            }
+            assert!(ended);
+            let CmEvent::Failed { err, .. } = s.ceq.sread(WAIT_MS)? else {
+                return Err(EPROTO);
+            };
+            assert_eq!(err, ETIMEDOUT);
+            let ms = t0.elapsed().as_millis();
+            // The rest completes too, each once: sent, or failed with the
+            // connection.
+            while ok + failed.len() < posted {
+                match ccq.sread(WAIT_MS) {
+                    Ok(_) => ok += 1,
+                    Err(CqError::Failed { err, .. }) => failed.push(err, GFP_KERNEL)?,
+                    Err(CqError::Queue(e)) => return Err(e),
+                }
+            }
+            assert!(quiet(&ccq));
+            assert!(!failed.is_empty());
+            assert!(failed.iter().all(|&e| e == ETIMEDOUT || e == ECANCELED));
+            // The default frame_timeout_ms (5 s) for a 64 KiB frame.
+            assert!(ms < 60_000);
             Ok(())
         })
     }
