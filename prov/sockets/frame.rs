@@ -69,9 +69,8 @@ pub(crate) fn send_frame(sock: &Socket, hdr: &Hdr, rma: &[RmaDesc], payload: &[&
         parts.push(p, GFP_KERNEL)?;
     }
     let total: usize = parts.iter().map(|p| p.len()).sum();
-    // Short only when the send deadline passed on the way.
     if sock.send(&parts)? != total {
-        return Err(ETIMEDOUT);
+        return Err(EPIPE);
     }
     Ok(())
 }

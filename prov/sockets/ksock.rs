@@ -462,10 +462,7 @@ impl Socket {
     /// is left of its deadline: `Ok(true)` if one is set, `ETIMEDOUT` if
     /// it has passed.
     fn arm(&self, dir: Dir) -> Result<bool> {
-        let d = match dir {
-            Dir::Rx => self.rx_deadline.load(Ordering::Relaxed),
-            Dir::Tx => self.tx_deadline.load(Ordering::Relaxed),
-        };
+        let d = self.deadline(dir);
         if d == 0 {
             return Ok(false);
         }
@@ -551,8 +548,9 @@ impl Socket {
         Self::timed(r, timed).map(|_| ())
     }
 
-    /// Sends all of `bufs`, in order; returns the bytes sent (fewer if
-    /// the send deadline passes on the way).
+    /// Sends all of `bufs`, in order; returns the bytes sent: fewer if
+    /// the connection failed on the way, `ETIMEDOUT` if the send deadline
+    /// passed before all were sent.
     pub(crate) fn send(&self, bufs: &[&[u8]]) -> Result<usize> {
         let timed = self.arm(Dir::Tx)?;
         let mut iov = KVec::with_capacity(bufs.len(), GFP_KERNEL)?;
@@ -582,7 +580,25 @@ impl Socket {
                 total,
             )
         };
-        Self::timed(n, timed)
+        let sent = Self::timed(n, timed)?;
+        if sent < total && timed && self.deadline_passed(Dir::Tx) {
+            return Err(ETIMEDOUT);
+        }
+        Ok(sent)
+    }
+
+    /// The deadline set for `dir`, in `Deadline` nanoseconds (0: none).
+    fn deadline(&self, dir: Dir) -> i64 {
+        match dir {
+            Dir::Rx => self.rx_deadline.load(Ordering::Relaxed),
+            Dir::Tx => self.tx_deadline.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Whether the deadline set for `dir` has passed.
+    fn deadline_passed(&self, dir: Dir) -> bool {
+        let d = self.deadline(dir);
+        d != 0 && Deadline(d).left_us().is_none()
     }
 
     /// Receives into `buf`: all of it with `wait_all` (fewer bytes only at
