@@ -747,7 +747,10 @@ impl SockEp {
         match what {
             Bound::Eq(eq) => self.0.state.lock().eq = Some(eq),
             _ => {
-                let (mut tx, mut rx) = (self.0.state.lock().tx_cq, self.0.rxq.cq());
+                // One lock at a time: a guard in a tuple would live to the
+                // end of the statement (see the lock order at `Shared`).
+                let mut rx = self.0.rxq.cq();
+                let mut tx = self.0.state.lock().tx_cq;
                 bind_reports(&what, &mut tx, &mut rx)?;
                 self.0.state.lock().tx_cq = tx;
                 self.0.rxq.set_reports(rx);

@@ -194,7 +194,10 @@ impl RdmEp {
             Bound::Av(av) => self.0.state.lock().av = Some(av),
             // Connections opened later take the transmit side's reports.
             _ => {
-                let (mut tx, mut rx) = (self.0.state.lock().tx_cq, self.0.rxq.cq());
+                // One lock at a time: a guard in a tuple would live to the
+                // end of the statement (see the lock order at `Shared`).
+                let mut rx = self.0.rxq.cq();
+                let mut tx = self.0.state.lock().tx_cq;
                 ep::bind_reports(&what, &mut tx, &mut rx)?;
                 self.0.state.lock().tx_cq = tx;
                 self.0.rxq.set_reports(rx);
