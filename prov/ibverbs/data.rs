@@ -272,7 +272,7 @@ impl DataPath {
         st.broken = true;
         st.up = false;
         st.held.clear();
-        pr_warn!("kfi_ibverbs: protocol error from the peer ({why}): connection ended\n");
+        pr_warn!("protocol error from the peer ({why}): connection ended\n");
         let Some(c) = st.owner.clone() else {
             return;
         };

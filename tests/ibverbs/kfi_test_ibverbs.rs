@@ -12,8 +12,12 @@
 //! state) and messages (every size up to the limit with every byte
 //! checked, remote CQ data, truncation, inject, credit flow control with
 //! messages held until their receive is posted, receives canceled at
-//! close), and the device's removal in the middle of traffic (the last
-//! case: it deletes the device with the rdma tool).
+//! close), a hostile peer (played by the client endpoint through the
+//! provider's test-only `kfi_ibverbs_test_tamper`: a message that never
+//! ends, a short frame inside a message, a flood of remote CQ data, a
+//! bad magic, unknown flags; each ends the connection with `EPROTO`), and
+//! the device's removal in the middle of traffic (the last case: it
+//! deletes the device with the rdma tool).
 
 use kernel::prelude::*;
 
