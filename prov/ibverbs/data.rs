@@ -26,12 +26,14 @@ use kernel::{
     new_spinlock_irq,
     prelude::*,
     sync::{Arc, SpinLockIrq},
+    workqueue,
 };
 
 use crate::{
+    ep::Conn,
     frame::{
-        read_header, write_header, Buffers, Header, FRAME_MAX, F_CQ_DATA, F_DATA, F_MORE,
-        F_RMA_DATA, HDR, SLOT,
+        read_header, tampered, write_header, write_header_magic, Buffers, Header, FRAME_MAX,
+        F_CQ_DATA, F_DATA, F_KNOWN, F_MORE, F_RMA_DATA, HDR, SLOT,
     },
     ib::{
         device::Limits,
@@ -166,6 +168,15 @@ struct State {
     up: bool,
     /// No more operations: the endpoint closes.
     closed: bool,
+    /// The peer broke the protocol: nothing it sends is taken any more,
+    /// and the connection is being ended.
+    broken: bool,
+    /// The longest message a receive takes (the advertised
+    /// `max_msg_size`); a longer one is a protocol error.
+    max_msg: usize,
+    /// The endpoint, to end the connection on a protocol error (set while
+    /// it is open; its close takes it back).
+    owner: Option<Arc<Conn>>,
 }
 
 /// A connection's message path (shared by the endpoint and its
@@ -205,7 +216,7 @@ unsafe extern "C" fn slot_done(_cq: *mut sys::ib_cq, wc: *mut sys::ib_wc) {
 }
 
 impl DataPath {
-    pub(crate) fn new() -> Result<Arc<Self>> {
+    pub(crate) fn new(max_msg: usize) -> Result<Arc<Self>> {
         let mut free = KVec::with_capacity(SLOTS, GFP_KERNEL)?;
         let mut ops = KVec::with_capacity(SLOTS, GFP_KERNEL)?;
         for i in 0..SLOTS {
@@ -235,10 +246,47 @@ impl DataPath {
                     rma,
                     up: false,
                     closed: false,
+                    broken: false,
+                    max_msg,
+                    owner: None,
                 }),
             }),
             GFP_KERNEL,
         )
+    }
+
+    /// Sets (or, at the close, takes back) the endpoint a protocol error
+    /// ends.
+    pub(crate) fn set_owner(&self, owner: Option<Arc<Conn>>) -> Option<Arc<Conn>> {
+        core::mem::replace(&mut self.st.lock().owner, owner)
+    }
+
+    /// The peer broke the protocol (`why`): from now on its frames are
+    /// dropped (their slots not reposted), no operation is posted, and a
+    /// worker ends the connection with an `EPROTO` error entry on the EQ
+    /// (which cancels the receives). Any context but hard interrupt.
+    fn protocol_error(st: &mut State, why: &str) {
+        if st.broken {
+            return;
+        }
+        st.broken = true;
+        st.up = false;
+        st.held.clear();
+        pr_warn!("protocol error from the peer ({why}): connection ended\n");
+        let Some(c) = st.owner.clone() else {
+            return;
+        };
+        c.error_work(true);
+        let w = c.clone();
+        let r = workqueue::system().try_spawn(GFP_ATOMIC, move || {
+            w.protocol_error();
+            w.error_work(false);
+        });
+        if r.is_err() {
+            // No memory: the ULP learns of it when its operations stall
+            // or at the peer's hang-up; nothing of the peer is taken.
+            c.error_work(false);
+        }
     }
 
     /// Sets the CQs operations complete to (at `kfi_enable`).
@@ -461,8 +509,9 @@ impl DataPath {
         // SAFETY: The ring is live while `qp` is set (attach's contract).
         let ring = unsafe { &*st.ring };
         let buf = &ring.bufs[SLOTS + slot];
+        let (flags, magic) = tampered(F_DATA | p.flags | if last { 0 } else { F_MORE });
         let h = Header {
-            flags: F_DATA | p.flags | if last { 0 } else { F_MORE },
+            flags,
             credits,
             len,
             data: p.data,
@@ -471,7 +520,7 @@ impl DataPath {
         // other CPU (taken from `free` under the lock); the ULP's buffers
         // are valid until the send completes, which is after this frame.
         unsafe {
-            write_header(buf.addr(), &h);
+            write_header_magic(buf.addr(), &h, magic);
             p.bufs.gather(p.sent, len, buf.addr().add(HDR));
         }
         st.ops[slot] = if last { Some(p.op) } else { None };
@@ -513,7 +562,7 @@ impl DataPath {
             bufs,
         };
         let mut st = self.st.lock();
-        if st.closed {
+        if st.closed || st.broken {
             return Err(ENOTCONN);
         }
         st.posted.push_within_capacity(p).map_err(|_| EAGAIN)?;
@@ -555,6 +604,15 @@ impl DataPath {
         let n = unsafe { f.p.bufs.scatter(f.placed, src, h.len.min(room)) };
         f.placed += n;
         f.total = f.total.saturating_add(h.len);
+        if f.total > st.max_msg {
+            // Longer than any message may be: the receive ends with what
+            // it holds (EMSGSIZE, olen the bytes beyond it so far), and so
+            // does the connection.
+            f.p.entry.len = f.placed;
+            report_recv(st.rx_cq, &f.p.entry, f.total - f.placed);
+            Self::protocol_error(st, "message longer than max_msg_size");
+            return;
+        }
         Self::repost(st, ring, index);
         if h.flags & F_MORE != 0 {
             st.filling = Some(f);
@@ -582,28 +640,54 @@ impl DataPath {
     /// A receive slot's work request completed.
     fn received(&self, index: usize, d: &dma::Done) {
         let mut st = self.st.lock();
-        if !d.ok || st.qp.is_null() {
+        if !d.ok || st.qp.is_null() || st.broken {
+            // A broken peer's frames are dropped, their slots not
+            // reposted: it cannot make this side work for ever.
             return;
         }
         // SAFETY: A completion for a slot of the attached ring.
         let ring = unsafe { &*st.ring };
         let Some(h) = read_header(ring.bufs[index].bytes(), d.len) else {
-            // A malformed frame: the peer is broken or hostile; its slot
-            // is not reposted, so it cannot repeat this forever.
-            pr_warn!("kfi_ibverbs: malformed message dropped\n");
+            Self::protocol_error(&mut st, "malformed frame");
             return;
         };
+        if h.flags & !F_KNOWN != 0 {
+            Self::protocol_error(&mut st, "unknown frame flags");
+            return;
+        }
         st.credits = st.credits.saturating_add(h.credits).min(SLOTS);
         if h.flags & F_RMA_DATA != 0 {
+            // Only the header of a write's remote CQ data, between
+            // messages. Its completion is the peer's to decide, so a CQ
+            // with no room for it ends the connection: a flood must not
+            // go on crowding out the endpoint's own completions.
+            if h.len != 0 || h.flags & (F_MORE | F_CQ_DATA) != F_CQ_DATA || st.filling.is_some() {
+                Self::protocol_error(&mut st, "bad remote CQ data frame");
+                return;
+            }
             let e = CqEntry {
                 flags: ksys::KFI_RMA | ksys::KFI_REMOTE_WRITE | ksys::KFI_REMOTE_CQ_DATA,
                 data: h.data,
                 ..Default::default()
             };
-            report(st.rx_cq, &e);
+            if let Some(cq) = st.rx_cq {
+                if cq.report(&e).is_err() {
+                    Self::protocol_error(&mut st, "remote CQ data flood");
+                    return;
+                }
+            }
             Self::repost(&mut st, ring, index);
         } else if h.flags & F_DATA == 0 {
+            if h.len != 0 || h.flags != 0 {
+                Self::protocol_error(&mut st, "bad credit frame");
+                return;
+            }
             Self::repost(&mut st, ring, index);
+        } else if h.flags & F_MORE != 0 && h.len != FRAME_MAX {
+            // Every frame of a message but its last is full, so a message
+            // of max_msg_size has a bounded number of frames.
+            Self::protocol_error(&mut st, "short frame inside a message");
+            return;
         } else if !st.held.is_empty() || (st.filling.is_none() && st.posted.is_empty()) {
             // Cannot overflow: at most SLOTS slots exist.
             let _ = st.held.push_within_capacity((index, h));

@@ -4,9 +4,9 @@
 //! opened on it, which the device's removal closes down.
 
 use kernel::{
-    new_mutex,
+    new_condvar, new_mutex,
     prelude::*,
-    sync::{Arc, Mutex},
+    sync::{Arc, CondVar, Mutex},
 };
 
 use crate::{
@@ -37,6 +37,13 @@ pub(crate) struct DomShared {
     /// is never taken under it.
     #[pin]
     teardown: Mutex<()>,
+    /// Registrations waiting for their work request (without the
+    /// teardown lock): a device's removal waits for them after it has
+    /// destroyed the QPs, which flushes their requests.
+    #[pin]
+    regs: Mutex<usize>,
+    #[pin]
+    regs_idle: CondVar,
 }
 
 kernel::sync::global_lock! {
@@ -66,6 +73,33 @@ impl DomShared {
     /// Serializes teardowns of device resources (see `teardown`).
     pub(crate) fn teardown(&self) -> kernel::sync::MutexGuard<'_, ()> {
         self.teardown.lock()
+    }
+
+    /// Counts a registration in flight in (`true`) or out. Called with
+    /// the teardown lock held when counting in.
+    pub(crate) fn reg_busy(&self, start: bool) {
+        let mut n = self.regs.lock();
+        if start {
+            *n += 1;
+        } else {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.regs_idle.notify_all();
+            }
+        }
+    }
+
+    /// Waits until no registration is in flight. Process context.
+    fn wait_regs(&self) {
+        let mut n = self.regs.lock();
+        while *n > 0 {
+            self.regs_idle.wait(&mut n);
+        }
+    }
+
+    /// Whether the device is still there (the PD not yet taken).
+    pub(crate) fn present(&self) -> bool {
+        self.pd.lock().is_some()
     }
 
     /// Tracks `c` for the device's removal.
@@ -128,6 +162,8 @@ impl IbDomain {
                 conns <- new_mutex!(KVec::new()),
                 regions <- new_mutex!(KVec::new()),
                 teardown <- new_mutex!(()),
+                regs <- new_mutex!(0),
+                regs_idle <- new_condvar!(),
             }),
             GFP_KERNEL,
         )?;
@@ -170,6 +206,9 @@ pub(crate) fn device_removed(dev: *mut sys::ib_device) {
         // Endpoints closing and regions registering meanwhile finish
         // before the MRs and the PD go.
         drop(d.teardown());
+        // Registrations waiting meanwhile saw their QP flushed; they fail
+        // and free their MRs now.
+        d.wait_regs();
         let regions = core::mem::take(&mut *d.regions.lock());
         for r in regions.iter() {
             r.device_gone();

@@ -9,6 +9,7 @@
 //! bound EQ. Messages move through the connection's data path
 //! (`data.rs`).
 
+use core::sync::atomic::{AtomicUsize, Ordering};
 use kernel::{
     new_mutex,
     prelude::*,
@@ -98,6 +99,9 @@ pub(crate) struct Conn {
     dp: Arc<DataPath>,
     #[pin]
     state: Mutex<State>,
+    /// Protocol-error workers queued or running (the close waits for
+    /// them).
+    err_work: AtomicUsize,
 }
 
 impl Conn {
@@ -115,6 +119,32 @@ impl Conn {
         if let Some(id) = s.id.as_ref() {
             id.disconnect();
         }
+    }
+
+    /// Counts a protocol-error worker in (`true`) or out.
+    pub(crate) fn error_work(&self, start: bool) {
+        if start {
+            self.err_work.fetch_add(1, Ordering::SeqCst);
+        } else {
+            self.err_work.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// The peer broke the protocol (the data path stopped taking its
+    /// frames): the connection ends, its receives and waiting sends are
+    /// canceled, and the EQ gets an `EPROTO` error entry. Process context
+    /// (a worker queued by the data path).
+    pub(crate) fn protocol_error(&self) {
+        let mut s = self.state.lock();
+        if s.phase == Phase::Closed {
+            return;
+        }
+        self.dp.set_up(false);
+        if let Some(id) = s.id.as_ref() {
+            id.disconnect();
+        }
+        self.dp.cancel(false);
+        self.fail(&mut s, EPROTO, &[]);
     }
 
     /// Creates the QP (and its CQs) on the identifier's device, which
@@ -308,7 +338,7 @@ impl IbEndpoint {
         } else {
             (None, None)
         };
-        let dp = DataPath::new()?;
+        let dp = DataPath::new(data::max_msg(&dom.dev.limits))?;
         let conn = Arc::pin_init(
             pin_init!(Conn {
                 dom,
@@ -326,6 +356,7 @@ impl IbEndpoint {
                     dest,
                     param: KVec::new(),
                 }),
+                err_work: AtomicUsize::new(0),
             }),
             GFP_KERNEL,
         )?;
@@ -397,6 +428,8 @@ impl IbEndpoint {
         };
         // Tracked before its QP exists, so a device removal cannot miss it.
         self.conn.dom.add_conn(self.conn.clone())?;
+        // A protocol error of the peer ends the connection (until the close).
+        drop(self.conn.dp.set_owner(Some(self.conn.clone())));
         let mut s = self.conn.state.lock();
         s.id = Some(id);
         if accepting {
@@ -554,6 +587,12 @@ impl IbEndpoint {
 
 impl Drop for IbEndpoint {
     fn drop(&mut self) {
+        // No new protocol-error worker; those queued end soon (they only
+        // take the state lock), and must not outlive the close.
+        drop(self.conn.dp.set_owner(None));
+        while self.conn.err_work.load(Ordering::SeqCst) > 0 {
+            kernel::time::delay::fsleep(kernel::time::Delta::from_millis(1));
+        }
         let id = {
             // Under the domain's teardown lock, so a device removal keeps
             // the PD until the QP is gone. rdma_cm calls that may wait for

@@ -9,6 +9,7 @@
 //! as consecutive frames, each but the last flagged [`F_MORE`]; a
 //! connection never interleaves the frames of two messages.
 
+use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::prelude::*;
 
 use crate::kfi::{kfi_sys as ksys, toolkit::segments::Segments};
@@ -31,6 +32,46 @@ pub(crate) const F_CQ_DATA: u8 = 2;
 pub(crate) const F_MORE: u8 = 4;
 /// Not a message: the remote CQ data of an RDMA write that came before.
 pub(crate) const F_RMA_DATA: u8 = 8;
+
+/// Every flag a frame may carry; any other bit is a protocol error.
+pub(crate) const F_KNOWN: u8 = F_DATA | F_CQ_DATA | F_MORE | F_RMA_DATA;
+
+/// Test-only tampering (`kfi_ibverbs_test_tamper`): flags set and
+/// cleared, a replacement magic (0: none), and how many data frames
+/// still get it.
+static TAMPER_SET: AtomicU32 = AtomicU32::new(0);
+static TAMPER_CLEAR: AtomicU32 = AtomicU32::new(0);
+static TAMPER_MAGIC: AtomicU32 = AtomicU32::new(0);
+static TAMPER_FRAMES: AtomicU32 = AtomicU32::new(0);
+
+/// Test-only path (exported for `kfi_test_ibverbs`, which plays a hostile
+/// peer with it): the next `frames` data frames any endpoint of this
+/// provider sends get the header flags `set` added and `clear` removed,
+/// and the magic `magic` when it is not 0. `frames == 0` stops it.
+#[no_mangle]
+pub(crate) extern "C" fn kfi_ibverbs_test_tamper(set: u32, clear: u32, magic: u32, frames: u32) {
+    TAMPER_FRAMES.store(0, Ordering::SeqCst);
+    TAMPER_SET.store(set, Ordering::SeqCst);
+    TAMPER_CLEAR.store(clear, Ordering::SeqCst);
+    TAMPER_MAGIC.store(magic, Ordering::SeqCst);
+    TAMPER_FRAMES.store(frames, Ordering::SeqCst);
+}
+
+/// The flags and magic of the next data frame: `flags` and [`MAGIC`],
+/// unless a test tampers with them.
+pub(crate) fn tampered(flags: u8) -> (u8, u8) {
+    let take = TAMPER_FRAMES.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+    if take.is_err() {
+        return (flags, MAGIC);
+    }
+    let set = TAMPER_SET.load(Ordering::SeqCst) as u8;
+    let clear = TAMPER_CLEAR.load(Ordering::SeqCst) as u8;
+    let magic = match TAMPER_MAGIC.load(Ordering::SeqCst) as u8 {
+        0 => MAGIC,
+        m => m,
+    };
+    ((flags | set) & !clear, magic)
+}
 
 /// A frame's header, as read from a slot.
 #[derive(Clone, Copy)]
@@ -150,8 +191,18 @@ impl Buffers {
 ///
 /// `dst` is valid for [`HDR`] bytes of writes.
 pub(crate) unsafe fn write_header(dst: *mut u8, h: &Header) {
+    // SAFETY: The caller's contract, passed on.
+    unsafe { write_header_magic(dst, h, MAGIC) }
+}
+
+/// [`write_header`] with magic `magic` (a tampered data frame).
+///
+/// # Safety
+///
+/// `dst` is valid for [`HDR`] bytes of writes.
+pub(crate) unsafe fn write_header_magic(dst: *mut u8, h: &Header, magic: u8) {
     let mut b = [0u8; HDR];
-    b[0] = MAGIC;
+    b[0] = magic;
     b[1] = h.flags;
     b[2..4].copy_from_slice(&(h.credits.min(u16::MAX.into()) as u16).to_le_bytes());
     b[4..8].copy_from_slice(&(h.len.min(FRAME_MAX) as u32).to_le_bytes());

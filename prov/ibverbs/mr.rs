@@ -70,11 +70,23 @@ fn access(kfi: u64) -> u32 {
     a
 }
 
+/// Counts a registration in flight in the domain while it lives.
+struct Busy<'a>(&'a DomShared);
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.0.reg_busy(false);
+    }
+}
+
 /// Registers the buffers of `attr` on `dom`: the region and its key.
-/// Process context. Holds the domain's teardown lock throughout, so a
-/// device removal waits for it (at most [`REG_WAIT_MS`] and a flush).
+/// Process context. The domain's teardown lock is held while the MR is
+/// built and posted, not while the request is waited for (a stalled QP
+/// must not hold up the closes and the device removal that would flush
+/// it); the registration is counted meanwhile, and a device removal
+/// waits for it after destroying the QPs.
 pub(crate) fn register(dom: &Arc<DomShared>, attr: &ksys::kfi_mr_attr) -> Result<(MrHandle, u64)> {
-    let _t = dom.teardown();
+    let t = dom.teardown();
     // SAFETY: Every member of the union is a pointer; which one it is,
     // `iov_type` says, and `Segments` reads it as that.
     let list = unsafe { attr.__bindgen_anon_1.mr_iov }.cast::<c_void>();
@@ -115,13 +127,30 @@ pub(crate) fn register(dom: &Arc<DomShared>, attr: &ksys::kfi_mr_attr) -> Result
     }
     fr.map(first as u64)?;
     let conn = dom.post_reg(&mut fr, access(attr.access))?;
+    dom.reg_busy(true);
+    // Declared before `fr`, so dropped after it: the removal waits until
+    // the MR (and its PD reference) is gone.
+    let busy = Busy(dom);
+    let mut fr = fr;
+    drop(t);
     if let Err(e) = fr.wait(REG_WAIT_MS) {
         if e == ETIMEDOUT {
             conn.abort();
-            // Flushed now: the device completes it without the peer.
+            // Flushed now (or by the QP's destruction at a close or the
+            // device's removal): the device completes it without the peer.
             let _ = fr.wait(0);
         }
+        drop(fr);
+        drop(busy);
         return Err(e);
+    }
+    drop(conn);
+    let _t = dom.teardown();
+    if !dom.present() {
+        // The device went meanwhile: its regions' MRs are freed.
+        drop(fr);
+        drop(busy);
+        return Err(ENODEV);
     }
     let key = u64::from(fr.rkey());
     let r = Arc::pin_init(
@@ -132,5 +161,6 @@ pub(crate) fn register(dom: &Arc<DomShared>, attr: &ksys::kfi_mr_attr) -> Result
         GFP_KERNEL,
     )?;
     dom.add_region(r.clone())?;
+    drop(busy);
     Ok((MrHandle(r), key))
 }

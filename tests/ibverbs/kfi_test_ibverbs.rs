@@ -12,8 +12,12 @@
 //! state) and messages (every size up to the limit with every byte
 //! checked, remote CQ data, truncation, inject, credit flow control with
 //! messages held until their receive is posted, receives canceled at
-//! close), and the device's removal in the middle of traffic (the last
-//! case: it deletes the device with the rdma tool).
+//! close), a hostile peer (played by the client endpoint through the
+//! provider's test-only `kfi_ibverbs_test_tamper`: a message that never
+//! ends, a short frame inside a message, a flood of remote CQ data, a
+//! bad magic, unknown flags; each ends the connection with `EPROTO`), and
+//! the device's removal in the middle of traffic (the last case: it
+//! deletes the device with the rdma tool).
 
 use kernel::prelude::*;
 
@@ -45,6 +49,20 @@ fn device() -> (&'static core::ffi::CStr, &'static core::ffi::CStr) {
 
 struct KfiTestIbverbs;
 
+extern "C" {
+    /// kfi_ibverbs' test-only path (prov/ibverbs/frame.rs): the next
+    /// `frames` data frames its endpoints send get header flags `set`
+    /// added and `clear` removed, and magic `magic` unless 0.
+    fn kfi_ibverbs_test_tamper(set: u32, clear: u32, magic: u32, frames: u32);
+}
+
+/// Makes the next `frames` data frames of kfi_ibverbs' endpoints a
+/// hostile peer's (see [`kfi_ibverbs_test_tamper`]); 0 stops it.
+fn tamper(set: u32, magic: u32, frames: u32) {
+    // SAFETY: Only stores the values; any values are valid.
+    unsafe { kfi_ibverbs_test_tamper(set, 0, magic, frames) }
+}
+
 impl kernel::Module for KfiTestIbverbs {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         Ok(Self)
@@ -53,11 +71,11 @@ impl kernel::Module for KfiTestIbverbs {
 
 #[kunit_tests(kfi_ibverbs)]
 mod tests {
-    use super::device;
     use super::kfi::{
         kfi_sys as sys,
         ulp::{CmEvent, Cq, CqError, Domain, Endpoint, Eq, Fabric, Hints},
     };
+    use super::{device, tamper};
     use core::ffi::CStr;
     use kernel::prelude::*;
 
@@ -675,6 +693,165 @@ mod tests {
             drop(mr);
             assert!(ro.iter().all(|&b| b == 0xee));
             Ok(())
+        })
+    }
+
+    // Frame flags of prov/ibverbs/frame.rs.
+    const F_CQ_DATA: u32 = 2;
+    const F_MORE: u32 = 4;
+    const F_RMA_DATA: u32 = 8;
+    /// The payload of a full frame.
+    const FRAME_MAX: usize = 4080;
+
+    /// Connects a pair on `port` whose server CQ has `scq_size` entries
+    /// and runs `f(client, server, client CQ, server CQ, EQ)`; the client
+    /// plays the hostile peer through the test-only tampering, which is
+    /// stopped afterwards whatever `f` returns.
+    fn hostile_pair(
+        port: &CStr,
+        scq_size: usize,
+        f: impl FnOnce(&Endpoint<'_>, &Endpoint<'_>, &Cq<'_>, &Cq<'_>, &Eq<'_>) -> Result,
+    ) -> Result {
+        let s = step("side", side(port))?;
+        let d = s.fabric.domain(s.src.entry())?;
+        let eq = s.fabric.eq(16)?;
+        let _pep = s.fabric.listen(s.src.entry(), &eq)?;
+        let (ccq, scq) = (d.cq(128)?, d.cq(scq_size)?);
+        let cep = endpoint(&d, s.dst.entry(), &ccq, &eq)?;
+        cep.connect(&[])?;
+        let sep = serve(&d, &eq, &scq, &[])?;
+        let r = f(&cep, &sep, &ccq, &scq, &eq);
+        tamper(0, 0, 0);
+        r
+    }
+
+    /// Waits for the server's `EPROTO` error entry (the client's
+    /// shutdown may come first).
+    fn expect_eproto(eq: &Eq<'_>, sep: &Endpoint<'_>) -> Result {
+        for _ in 0..4 {
+            match eq.sread(WAIT_MS)? {
+                CmEvent::Failed { fid, err, .. } if sep.is(fid) => {
+                    assert_eq!(err, EPROTO);
+                    return Ok(());
+                }
+                CmEvent::Shutdown { .. } | CmEvent::Failed { .. } => {}
+                _ => return Err(EPROTO),
+            }
+        }
+        Err(ETIMEDOUT)
+    }
+
+    /// Sends `n` messages of `len` bytes from `msg`, waiting for send
+    /// completions when the credits run out; stops at the first error
+    /// (the connection ended).
+    fn send_many(cep: &Endpoint<'_>, ccq: &Cq<'_>, msg: &[u8], n: usize) {
+        let mut i = 0;
+        while i < n {
+            // SAFETY: `msg` outlives the test case, so every completion.
+            match unsafe { cep.send(msg, 1000 + i, 0) } {
+                Ok(()) => i += 1,
+                Err(e) if e == EAGAIN => {
+                    if ccq.sread(WAIT_MS).is_err() {
+                        return;
+                    }
+                }
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// A peer whose message never ends (every frame flagged "more"):
+    /// past max_msg_size the receive completes with EMSGSIZE and the
+    /// connection ends with EPROTO, instead of taking frames for ever.
+    #[test]
+    fn endless_message_ends_the_connection() -> Result {
+        let frames = max_msg()? / FRAME_MAX + 2;
+        hostile_pair(c"7623", 128, |cep, sep, ccq, scq, eq| {
+            let mut small = [0u8; 100];
+            // SAFETY: `small` outlives the completion read below.
+            unsafe { sep.recv(&mut small, 1)? };
+            let msg = pattern(FRAME_MAX, 9)?;
+            tamper(F_MORE, 0, frames as u32);
+            send_many(cep, ccq, &msg, frames);
+            match scq.sread(WAIT_MS) {
+                Err(CqError::Failed {
+                    context: 1, err, ..
+                }) => assert_eq!(err, EMSGSIZE),
+                _ => return Err(EPROTO),
+            }
+            assert!(small[..] == msg[..100]);
+            expect_eproto(eq, sep)
+        })
+    }
+
+    /// A frame flagged "more" that is not full: a protocol error, not a
+    /// receive left waiting.
+    #[test]
+    fn short_frame_inside_a_message_ends_the_connection() -> Result {
+        hostile_pair(c"7624", 16, |cep, sep, _ccq, scq, eq| {
+            let mut buf = [0u8; 64];
+            // SAFETY: `buf` outlives the completion read below.
+            unsafe { sep.recv(&mut buf, 1)? };
+            tamper(F_MORE, 0, 1);
+            // SAFETY: The buffer is static.
+            unsafe { cep.send(b"0123456789", 2, 0)? };
+            expect_eproto(eq, sep)?;
+            match scq.sread(WAIT_MS) {
+                Err(CqError::Failed {
+                    context: 1, err, ..
+                }) => assert_eq!(err, ECANCELED),
+                _ => return Err(EPROTO),
+            }
+            Ok(())
+        })
+    }
+
+    /// Remote CQ data frames with no write behind them: each is a
+    /// completion the peer decides on, so one that finds the CQ full ends
+    /// the connection rather than crowd out the endpoint's own.
+    #[test]
+    fn remote_cq_data_flood_ends_the_connection() -> Result {
+        hostile_pair(c"7625", 4, |cep, sep, ccq, scq, eq| {
+            tamper(F_RMA_DATA | F_CQ_DATA, 0, 64);
+            send_many(cep, ccq, &[], 64);
+            expect_eproto(eq, sep)?;
+            // What the CQ took before are remote writes, then its overflow.
+            let mut n = 0;
+            for _ in 0..256 {
+                match scq.read() {
+                    Ok(c) => {
+                        assert!(c.flags & sys::KFI_REMOTE_WRITE != 0);
+                        n += 1;
+                    }
+                    Err(CqError::Queue(e)) if e == EAGAIN => break,
+                    Err(_) => {}
+                }
+            }
+            assert!(n < 64);
+            Ok(())
+        })
+    }
+
+    /// A frame with a bad magic: the connection ends (EPROTO on the EQ),
+    /// it is not just dropped with its slot.
+    #[test]
+    fn malformed_frame_ends_the_connection() -> Result {
+        hostile_pair(c"7626", 16, |cep, sep, _ccq, _scq, eq| {
+            tamper(0, 0x55, 1);
+            // SAFETY: The buffer is static.
+            unsafe { cep.send(b"garbage!", 2, 0)? };
+            expect_eproto(eq, sep)
+        })
+    }
+
+    /// Frame flags this provider does not know: a protocol error.
+    #[test]
+    fn unknown_frame_flags_end_the_connection() -> Result {
+        hostile_pair(c"7627", 16, |cep, sep, _ccq, _scq, eq| {
+            tamper(0x80, 0, 1);
+            // SAFETY: The buffer is static.
+            unsafe { cep.send(b"flagged!", 2, 0)? };
+            expect_eproto(eq, sep)
         })
     }
 
