@@ -248,19 +248,7 @@ impl<'a> Endpoint<'a> {
     /// Connects to `addr` (a socket address in the domain's format) rather
     /// than the info's destination, with `data`.
     pub(crate) fn connect_to(&self, addr: &[u8], data: &[u8]) -> Result {
-        use kernel::bindings::{sockaddr_in, sockaddr_in6, AF_INET, AF_INET6};
-        let family = addr
-            .get(..2)
-            .map(|f| u32::from(u16::from_ne_bytes([f[0], f[1]])))
-            .ok_or(EINVAL)?;
-        let need = match family {
-            AF_INET => size_of::<sockaddr_in>(),
-            AF_INET6 => size_of::<sockaddr_in6>(),
-            _ => return Err(EINVAL),
-        };
-        if addr.len() < need {
-            return Err(EINVAL);
-        }
+        super::sockaddr::checked_len(addr)?;
         // SAFETY: An open endpoint; `addr` holds the whole socket address
         // its family names (checked above), and `data` is read during the
         // call.
