@@ -175,6 +175,11 @@ pub(crate) fn kvec(b: &[u8]) -> bindings::kvec {
     }
 }
 
+/// The C return value of `r`: 0 or a negative errno.
+pub(crate) fn rc(r: Result) -> core::ffi::c_int {
+    r.err().map_or(0, |e| e.to_errno())
+}
+
 pub(crate) fn sread(cq: &Owned<sys::kfid_cq>, e: &mut sys::kfi_cq_data_entry) -> isize {
     cq.sread_data(e, WAIT_MS)
 }
@@ -194,6 +199,20 @@ pub(crate) fn endpoint_for(
     cq: &Owned<sys::kfid_cq>,
 ) -> Result<Owned<sys::kfid_ep>> {
     endpoint_with(n, core::ptr::from_ref(req.info()).cast_mut(), cq, &n.eq)
+}
+
+/// Accepts the request of the `KFI_CONNREQ` event bytes `buf` (read by
+/// [`event`]) on a new endpoint of `n` bound to `cq`, with no private data.
+pub(crate) fn accept_req(
+    n: &Net,
+    buf: &[u8],
+    cq: &Owned<sys::kfid_cq>,
+) -> Result<Owned<sys::kfid_ep>> {
+    let req = take_req(buf)?;
+    let ep = endpoint_for(n, &req, cq)?;
+    drop(req);
+    ep.accept(&[])?;
+    Ok(ep)
 }
 
 /// A client endpoint connected to a server endpoint through the listener
@@ -221,10 +240,7 @@ pub(crate) fn connect_to(
     if ev != sys::KFI_CONNREQ {
         return Err(EPROTO);
     }
-    let req = take_req(&buf)?;
-    let sep = endpoint_for(s, &req, scq)?;
-    drop(req);
-    sep.accept(&[])?;
+    let sep = accept_req(s, &buf, scq)?;
     // One event on each side (both on the one EQ when `c` is `s`).
     if event(s)?.0 != sys::KFI_CONNECTED || event(c)?.0 != sys::KFI_CONNECTED {
         return Err(EPROTO);

@@ -454,21 +454,15 @@ mod msg_tests {
         let pep = listen(&n)?;
         let (ccq, scq) = (cq(&n)?, cq(&n)?);
         let cep = endpoint(&n, n.dst.first(), &ccq)?;
-        // SAFETY: An open, bound endpoint; the private data lives across the call.
-        let ret =
-            unsafe { sys::kfi_connect(cep.as_ptr(), core::ptr::null(), b"hi".as_ptr().cast(), 2) };
+        let ret = rc(cep.connect(b"hi"));
         assert_eq!(ret, 0);
         let (ev, buf, len) = event(&n)?;
         assert_eq!(ev, sys::KFI_CONNREQ);
         assert_eq!(&buf[CM..len], b"hi");
         let req = cm_entry(&buf);
         assert_eq!(req.fid, pep.fid());
-        let sep = endpoint(&n, req.info, &scq);
-        // SAFETY: The request's info is ours to free.
-        unsafe { sys::kfi_freeinfo(req.info) };
-        let sep = sep?;
-        // SAFETY: An open endpoint made for the request.
-        let ret = unsafe { sys::kfi_accept(sep.as_ptr(), b"yo".as_ptr().cast(), 2) };
+        let sep = endpoint_for(&n, &take_req(&buf)?, &scq)?;
+        let ret = rc(sep.accept(b"yo"));
         assert_eq!(ret, 0);
         let mut seen = 0;
         for _ in 0..2 {
@@ -491,16 +485,12 @@ mod msg_tests {
         let t = kvec(text);
         // SAFETY: Open endpoints; the buffers outlive the completions read below.
         unsafe {
+            assert_eq!(rc(sep.recvmsg(&msg(&r, 11, 0), sys::KFI_COMPLETION)), 0);
             assert_eq!(
-                sys::kfi_recvmsg(sep.as_ptr(), &msg(&r, 11, 0), sys::KFI_COMPLETION),
-                0
-            );
-            assert_eq!(
-                sys::kfi_sendmsg(
-                    cep.as_ptr(),
+                rc(cep.sendmsg(
                     &msg(&t, 22, 99),
                     sys::KFI_COMPLETION | sys::KFI_REMOTE_CQ_DATA
-                ),
+                )),
                 0
             );
         }
@@ -520,13 +510,12 @@ mod msg_tests {
         let sr = kvec_mut(&mut small);
         // SAFETY: As above.
         unsafe {
-            assert_eq!(sys::kfi_recvmsg(sep.as_ptr(), &msg(&sr, 33, 0), 0), 0);
-            assert_eq!(sys::kfi_sendmsg(cep.as_ptr(), &msg(&t, 44, 0), 0), 0);
+            assert_eq!(rc(sep.recvmsg(&msg(&sr, 33, 0), 0)), 0);
+            assert_eq!(rc(cep.sendmsg(&msg(&t, 44, 0), 0)), 0);
         }
         assert_eq!(sread(&scq, &mut e), -(sys::KFI_EAVAIL as isize));
         let mut err = sys::kfi_cq_err_entry::default();
-        // SAFETY: Open CQ, writable entry.
-        assert_eq!(unsafe { sys::kfi_cq_readerr(scq.as_ptr(), &mut err, 0) }, 1);
+        assert_eq!(scq.readerr(&mut err), 1);
         assert_eq!(
             (err.op_context as usize, err.len, err.olen),
             (33, 4, text.len() - 4)
@@ -538,16 +527,16 @@ mod msg_tests {
         // An inject: no completion on the sender.
         // SAFETY: As above.
         unsafe {
-            assert_eq!(sys::kfi_recvmsg(sep.as_ptr(), &msg(&r, 55, 0), 0), 0);
+            assert_eq!(rc(sep.recvmsg(&msg(&r, 55, 0), 0)), 0);
             assert_eq!(
-                sys::kfi_sendmsg(cep.as_ptr(), &msg(&kvec(b"inj"), 0, 0), sys::KFI_INJECT),
+                rc(cep.sendmsg(&msg(&kvec(b"inj"), 0, 0), sys::KFI_INJECT)),
                 0
             );
         }
         assert_eq!(sread(&scq, &mut e), 1);
         assert_eq!((e.op_context as usize, e.len), (55, 3));
-        // SAFETY: Open CQ; nothing to read.
-        let none = unsafe { sys::kfi_cq_read(ccq.as_ptr(), (&raw mut e).cast(), 1) };
+        // Nothing to read.
+        let none = ccq.read_data(&mut e);
         assert_eq!(none, EAGAIN.to_errno() as isize);
 
         // The client goes away: the server hears of it.
@@ -567,28 +556,15 @@ mod msg_tests {
         let c = cq(&n)?;
         let cep = endpoint(&n, n.dst.first(), &c)?;
         let please = b"please";
-        // SAFETY: An open, bound endpoint; the data lives across the call.
-        let ret =
-            unsafe { sys::kfi_connect(cep.as_ptr(), core::ptr::null(), please.as_ptr().cast(), 6) };
+        let ret = rc(cep.connect(please));
         assert_eq!(ret, 0);
         let (ev, buf, _) = event(&n)?;
         assert_eq!(ev, sys::KFI_CONNREQ);
-        let req = cm_entry(&buf);
-        // SAFETY: Open passive endpoint; the handle of its request; then the
-        // request's info is ours to free.
-        unsafe {
-            let handle = (*req.info).handle;
-            assert_eq!(
-                sys::kfi_reject(pep.as_ptr(), handle, b"no".as_ptr().cast(), 2),
-                0
-            );
-            // Answered already: the handle is stale now.
-            assert_eq!(
-                sys::kfi_reject(pep.as_ptr(), handle, core::ptr::null(), 0),
-                EINVAL.to_errno()
-            );
-            sys::kfi_freeinfo(req.info);
-        }
+        let req = take_req(&buf)?;
+        assert_eq!(rc(pep.reject(req.info(), b"no")), 0);
+        // Answered already: the handle is stale now.
+        assert_eq!(rc(pep.reject(req.info(), &[])), EINVAL.to_errno());
+        drop(req);
         let err = eq_error(&n)?;
         assert_eq!((err.fid, err.err), (cep.fid(), -ECONNREFUSED.to_errno()));
         // SAFETY: The error data lives until the next error read.
@@ -602,14 +578,12 @@ mod msg_tests {
         let n2 = net(c"7473")?;
         let c2 = cq(&n2)?;
         let lonely = endpoint(&n2, n2.dst.first(), &c2)?;
-        // SAFETY: An open, bound endpoint.
-        let ret =
-            unsafe { sys::kfi_connect(lonely.as_ptr(), core::ptr::null(), core::ptr::null(), 0) };
+        let ret = rc(lonely.connect(&[]));
         assert_eq!(ret, 0);
         assert_eq!(eq_error(&n2)?.err, -ECONNREFUSED.to_errno());
         // Sending on an endpoint that never connected.
         // SAFETY: Open endpoint, valid message.
-        let r = unsafe { sys::kfi_sendmsg(lonely.as_ptr(), &msg(&kvec(b"x"), 0, 0), 0) };
+        let r = unsafe { rc(lonely.sendmsg(&msg(&kvec(b"x"), 0, 0), 0)) };
         assert_eq!(r, ENOTCONN.to_errno());
         Ok(())
     }
@@ -636,14 +610,9 @@ mod msg_tests {
         let (ev, buf, len) = event(&n)?;
         assert_eq!(ev, sys::KFI_CONNREQ);
         assert_eq!(&buf[CM..len], b"raw");
-        let req = cm_entry(&buf);
         let scq = cq(&n)?;
-        let sep = endpoint(&n, req.info, &scq);
-        // SAFETY: The request's info is ours to free.
-        unsafe { sys::kfi_freeinfo(req.info) };
-        let sep = sep?;
-        // SAFETY: An open endpoint made for the request.
-        let ret = unsafe { sys::kfi_accept(sep.as_ptr(), core::ptr::null(), 0) };
+        let sep = endpoint_for(&n, &take_req(&buf)?, &scq)?;
+        let ret = rc(sep.accept(&[]));
         assert_eq!(ret, 0);
         let (ev, _, _) = event(&n)?;
         assert_eq!(ev, sys::KFI_CONNECTED);
@@ -658,7 +627,7 @@ mod msg_tests {
         let mut rbuf = [0u8; 16];
         let r = kvec_mut(&mut rbuf);
         // SAFETY: Open endpoint; the buffer outlives the completion.
-        let ret = unsafe { sys::kfi_recvmsg(sep.as_ptr(), &msg(&r, 77, 0), 0) };
+        let ret = unsafe { rc(sep.recvmsg(&msg(&r, 77, 0), 0)) };
         assert_eq!(ret, 0);
         let mut bad = Hdr::new(Op::Msg, 0, 0).encode();
         bad[3] = 200;
@@ -670,8 +639,7 @@ mod msg_tests {
         let mut e = sys::kfi_cq_data_entry::default();
         assert_eq!(sread(&scq, &mut e), -(sys::KFI_EAVAIL as isize));
         let mut ce = sys::kfi_cq_err_entry::default();
-        // SAFETY: Open CQ, writable entry.
-        assert_eq!(unsafe { sys::kfi_cq_readerr(scq.as_ptr(), &mut ce, 0) }, 1);
+        assert_eq!(scq.readerr(&mut ce), 1);
         assert_eq!(
             (ce.op_context as usize, ce.err),
             (77, -ECANCELED.to_errno())
@@ -713,8 +681,8 @@ mod msg_tests {
         };
         // SAFETY: Open endpoints; the pages outlive the completions.
         unsafe {
-            assert_eq!(sys::kfi_recvmsg(sep.as_ptr(), &bmsg(&rbv, 1), 0), 0);
-            assert_eq!(sys::kfi_sendmsg(cep.as_ptr(), &bmsg(&sbv, 2), 0), 0);
+            assert_eq!(rc(sep.recvmsg(&bmsg(&rbv, 1), 0)), 0);
+            assert_eq!(rc(cep.sendmsg(&bmsg(&sbv, 2), 0)), 0);
         }
         let mut e = sys::kfi_cq_data_entry::default();
         assert_eq!(sread(&scq, &mut e), 1);
@@ -744,9 +712,7 @@ mod msg_tests {
         let mut ceps = KVec::new();
         for _ in 0..CONNS {
             let ep = endpoint(&n, n.dst.first(), &ccq)?;
-            // SAFETY: An open, bound endpoint.
-            let ret =
-                unsafe { sys::kfi_connect(ep.as_ptr(), core::ptr::null(), core::ptr::null(), 0) };
+            let ret = rc(ep.connect(&[]));
             assert_eq!(ret, 0);
             ceps.push(ep, GFP_KERNEL)?;
         }
@@ -755,13 +721,8 @@ mod msg_tests {
         while seps.len() < CONNS || connected < 2 * CONNS {
             let (ev, buf, _) = event(&n)?;
             if ev == sys::KFI_CONNREQ {
-                let req = cm_entry(&buf);
-                let sep = endpoint(&n, req.info, &scq);
-                // SAFETY: The request's info is ours to free.
-                unsafe { sys::kfi_freeinfo(req.info) };
-                let sep = sep?;
-                // SAFETY: An open endpoint made for the request.
-                let ret = unsafe { sys::kfi_accept(sep.as_ptr(), core::ptr::null(), 0) };
+                let sep = endpoint_for(&n, &take_req(&buf)?, &scq)?;
+                let ret = rc(sep.accept(&[]));
                 assert_eq!(ret, 0);
                 seps.push(sep, GFP_KERNEL)?;
             } else {
@@ -777,7 +738,7 @@ mod msg_tests {
                 let k = i * SIZES.len() + j;
                 let r = kvec_mut(&mut rbufs[k * RBUF..(k + 1) * RBUF]);
                 // SAFETY: Open endpoint; the buffer outlives the completion.
-                let ret = unsafe { sys::kfi_recvmsg(sep.as_ptr(), &msg(&r, k, 0), 0) };
+                let ret = unsafe { rc(sep.recvmsg(&msg(&r, k, 0), 0)) };
                 assert_eq!(ret, 0);
             }
         }
@@ -791,7 +752,7 @@ mod msg_tests {
                 b.fill((k + 1) as u8);
                 let t = kvec(b);
                 // SAFETY: Open endpoint; the buffer outlives the completion.
-                let ret = unsafe { sys::kfi_sendmsg(cep.as_ptr(), &msg(&t, k, 0), 0) };
+                let ret = unsafe { rc(cep.sendmsg(&msg(&t, k, 0), 0)) };
                 assert_eq!(ret, 0);
             }
         }
@@ -842,8 +803,7 @@ mod msg_tests {
                 Ok(e) => e,
                 Err(e) if e.to_errno() == -(sys::KFI_EAVAIL as i32) => {
                     let mut err = sys::kfi_eq_err_entry::default();
-                    // SAFETY: Open EQ, writable entry.
-                    let ret = unsafe { sys::kfi_eq_readerr(n.eq.as_ptr(), &mut err, 0) };
+                    let ret = n.eq.readerr(&mut err);
                     assert_eq!(ret, 1);
                     assert_eq!(err.err, EPROTO.to_errno().wrapping_neg());
                     eproto += 1;
@@ -853,25 +813,21 @@ mod msg_tests {
             };
             match ev {
                 sys::KFI_CONNREQ => {
-                    let req = cm_entry(&buf);
+                    let req = take_req(&buf)?;
                     let data = &buf[CM..len];
                     if data == b"done" {
-                        // SAFETY: An open listener and its request.
-                        let ret = unsafe {
-                            sys::kfi_reject(pep.as_ptr(), (*req.info).handle, core::ptr::null(), 0)
-                        };
+                        let ret = rc(pep.reject(req.info(), &[]));
                         assert_eq!(ret, 0);
                         done = true;
                     } else {
                         assert!(data.starts_with(b"garbage-"));
-                        let ep = endpoint(&n, req.info, &c)?;
-                        // SAFETY: An open endpoint made for the request.
-                        let ret = unsafe { sys::kfi_accept(ep.as_ptr(), core::ptr::null(), 0) };
+                        let ep = endpoint_for(&n, &req, &c)?;
+                        let ret = rc(ep.accept(&[]));
                         assert_eq!(ret, 0);
                         eps.push(ep, GFP_KERNEL)?;
                     }
-                    // SAFETY: The request's info is ours to free.
-                    unsafe { sys::kfi_freeinfo(req.info) };
+                    // The request's info is freed.
+                    drop(req);
                 }
                 sys::KFI_CONNECTED => {}
                 _ => {
@@ -889,11 +845,8 @@ mod msg_tests {
         let rk = kvec_mut(&mut r);
         // SAFETY: Open endpoints; the buffers outlive the completions.
         unsafe {
-            assert_eq!(sys::kfi_recvmsg(sep.as_ptr(), &msg(&rk, 1, 0), 0), 0);
-            assert_eq!(
-                sys::kfi_sendmsg(cep.as_ptr(), &msg(&kvec(b"still ok"), 2, 0), 0),
-                0
-            );
+            assert_eq!(rc(sep.recvmsg(&msg(&rk, 1, 0), 0)), 0);
+            assert_eq!(rc(cep.sendmsg(&msg(&kvec(b"still ok"), 2, 0), 0)), 0);
         }
         let mut e = sys::kfi_cq_data_entry::default();
         assert_eq!(sread(&cq3, &mut e), 1);
@@ -914,15 +867,12 @@ mod msg_tests {
         let pep = listen(&n)?;
         let c = cq(&n)?;
         let cep = endpoint(&n, n.dst.first(), &c)?;
-        // SAFETY: An open, bound endpoint.
-        let ret =
-            unsafe { sys::kfi_connect(cep.as_ptr(), core::ptr::null(), core::ptr::null(), 0) };
+        let ret = rc(cep.connect(&[]));
         assert_eq!(ret, 0);
         let (ev, buf, _) = event(&n)?;
         assert_eq!(ev, sys::KFI_CONNREQ);
-        let req = cm_entry(&buf);
-        // SAFETY: The request's info is ours to free; it stays unanswered.
-        unsafe { sys::kfi_freeinfo(req.info) };
+        // The request's info is freed; it stays unanswered.
+        drop(take_req(&buf)?);
         let err = eq_error(&n)?;
         assert_eq!((err.fid, err.err), (cep.fid(), -ETIMEDOUT.to_errno()));
         drop(cep);
@@ -953,8 +903,8 @@ mod msg_tests {
         let t = kvec(&src);
         // SAFETY: Open endpoints; the buffers outlive the completions.
         unsafe {
-            assert_eq!(sys::kfi_recvmsg(sep.as_ptr(), &msg(&r, 1, 0), 0), 0);
-            assert_eq!(sys::kfi_sendmsg(cep.as_ptr(), &msg(&t, 2, 0), 0), 0);
+            assert_eq!(rc(sep.recvmsg(&msg(&r, 1, 0), 0)), 0);
+            assert_eq!(rc(cep.sendmsg(&msg(&t, 2, 0), 0)), 0);
         }
         let mut e = sys::kfi_cq_data_entry::default();
         assert_eq!(sread(&scq, &mut e), 1);

@@ -37,9 +37,7 @@ impl Owned<sys::kfid_fabric> {
     pub(crate) fn open_domain(&self, info: &sys::kfi_info) -> Result<Owned<sys::kfid_domain>> {
         let info = core::ptr::from_ref(info).cast_mut();
         // SAFETY: An open fabric; `info` is only read.
-        Owned::open(|o| unsafe {
-            sys::kfi_domain(self.as_ptr(), info, o, core::ptr::null_mut())
-        })
+        Owned::open(|o| unsafe { sys::kfi_domain(self.as_ptr(), info, o, core::ptr::null_mut()) })
     }
 
     /// An event queue with attributes `attr`.
@@ -77,9 +75,7 @@ impl Owned<sys::kfid_domain> {
     pub(crate) fn open_ep(&self, info: &sys::kfi_info) -> Result<Owned<sys::kfid_ep>> {
         let info = core::ptr::from_ref(info).cast_mut();
         // SAFETY: An open domain; `info` is only read.
-        Owned::open(|o| unsafe {
-            sys::kfi_endpoint(self.as_ptr(), info, o, core::ptr::null_mut())
-        })
+        Owned::open(|o| unsafe { sys::kfi_endpoint(self.as_ptr(), info, o, core::ptr::null_mut()) })
     }
 
     /// An address vector with attributes `attr`.
@@ -92,8 +88,9 @@ impl Owned<sys::kfid_domain> {
         })
     }
 
-    /// Registers `len` bytes at `buf` with `access`, requested key `key`
-    /// and `flags` (`KFI_RMA_PMEM`).
+    /// Registers `len` bytes at `buf` with `access`, peers naming its
+    /// first byte `offset` (with `KFI_MR_VIRT_ADDR`: its address), requested
+    /// key `key` and `flags` (`KFI_RMA_PMEM`).
     ///
     /// # Safety
     ///
@@ -104,6 +101,7 @@ impl Owned<sys::kfid_domain> {
         buf: *mut u8,
         len: usize,
         access: u64,
+        offset: u64,
         key: u64,
         flags: u64,
     ) -> Result<Owned<sys::kfid_mr>> {
@@ -115,7 +113,7 @@ impl Owned<sys::kfid_domain> {
                 buf.cast(),
                 len,
                 access,
-                0,
+                offset,
                 key,
                 flags,
                 o,

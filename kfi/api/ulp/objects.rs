@@ -175,21 +175,23 @@ impl<'f> Domain<'f> {
         access: u64,
         flags: u64,
     ) -> Result<Mr<'a>> {
-        // SAFETY: An open domain; `buf` is borrowed for as long as the
-        // region lives.
-        let obj = Owned::open(|o| unsafe {
-            sys::kfi_mr_reg(
-                self.obj.as_ptr(),
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-                access,
-                0,
-                0,
-                flags,
-                o,
-                core::ptr::null_mut(),
-            )
-        })?;
+        self.obj.register(buf, access, 0, flags)
+    }
+}
+
+impl Owned<sys::kfid_domain> {
+    /// Registers `buf` with `access` and `flags`, peers naming its first
+    /// byte `offset`; the region borrows `buf` until it is dropped.
+    pub(crate) fn register<'a>(
+        &self,
+        buf: &'a mut [u8],
+        access: u64,
+        offset: u64,
+        flags: u64,
+    ) -> Result<Mr<'a>> {
+        // SAFETY: `buf` is borrowed for as long as the region lives.
+        let obj =
+            unsafe { self.register_raw(buf.as_mut_ptr(), buf.len(), access, offset, 0, flags) }?;
         Ok(Mr {
             obj,
             _buf: Borrow::new(),
