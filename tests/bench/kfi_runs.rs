@@ -9,11 +9,10 @@
 //! names a posted, not yet completed operation of a kind the side expects,
 //! its length is the operation's size and its flags are its kind's.
 
-use core::marker::PhantomData;
-use kernel::{error::to_result, prelude::*, sync::Arc};
+use kernel::{prelude::*, sync::Arc};
 
 use crate::{
-    kfi::{kfabric::Owned, kfi_sys as sys},
+    kfi::{kfabric::Owned, kfi_sys as sys, ulp::Mr},
     net::*,
     run::{cpu_now, span_ns, Back, Bufs, Cpus, Grave, Lat, Sample, Shape, Time},
     spawn::spawn,
@@ -198,8 +197,7 @@ fn cq_error(cq: &Owned<sys::kfid_cq>, n: isize) -> Error {
         };
     }
     let mut err = sys::kfi_cq_err_entry::default();
-    // SAFETY: An open CQ; `err` is writable.
-    if unsafe { sys::kfi_cq_readerr(cq.as_ptr(), &mut err, 0) } != 1 {
+    if cq.readerr(&mut err) != 1 {
         return EIO;
     }
     pr_err!(
@@ -219,9 +217,9 @@ fn cq_error(cq: &Owned<sys::kfid_cq>, n: isize) -> Error {
 /// or the endpoint is closed.
 unsafe fn post_recv(ep: &Owned<sys::kfid_ep>, buf: &mut [u8], ctx: usize) -> Result {
     let v = kvec_mut(buf);
-    // SAFETY: An open endpoint; the message is read during the call, the
-    // buffer kept by the caller.
-    to_result(unsafe { sys::kfi_recvmsg(ep.as_ptr(), &msg(&v, ctx, 0), 0) })
+    // SAFETY: The message is read during the call, the buffer kept by the
+    // caller.
+    unsafe { ep.recvmsg(&msg(&v, ctx, 0), 0) }
 }
 
 /// Sends `buf` with context `ctx` and `flags`.
@@ -233,7 +231,7 @@ unsafe fn post_recv(ep: &Owned<sys::kfid_ep>, buf: &mut [u8], ctx: usize) -> Res
 unsafe fn post_send(ep: &Owned<sys::kfid_ep>, buf: &[u8], ctx: usize, flags: u64) -> Result {
     let v = kvec(buf);
     // SAFETY: As for `post_recv`.
-    to_result(unsafe { sys::kfi_sendmsg(ep.as_ptr(), &msg(&v, ctx, 0), flags) })
+    unsafe { ep.sendmsg(&msg(&v, ctx, 0), flags) }
 }
 
 /// Posts an RMA write of `local` (or a read into it) at `addr` of the
@@ -262,48 +260,21 @@ unsafe fn post_rma(
         rma_iov: &r,
         rma_iov_count: 1,
     };
-    // SAFETY: An open endpoint; the descriptors are read during the call,
-    // the buffer kept by the caller.
-    to_result(unsafe {
+    // SAFETY: The descriptors are read during the call, the buffer kept by
+    // the caller.
+    unsafe {
         if kind == Kind::Read {
-            sys::kfi_readmsg(ep.as_ptr(), &m, 0)
+            ep.readmsg(&m, 0)
         } else {
-            sys::kfi_writemsg(ep.as_ptr(), &m, 0)
+            ep.writemsg(&m, 0)
         }
-    })
+    }
 }
 
 /// A registered buffer, borrowed for as long as the region is open
 /// (closing it waits for the peer's accesses in progress).
-struct Region<'a> {
-    _mr: Owned<sys::kfid_mr>,
-    key: u64,
-    _buf: PhantomData<&'a mut [u8]>,
-}
-
-fn register<'a>(n: &Net, buf: &'a mut [u8], access: u64) -> Result<Region<'a>> {
-    // SAFETY: An open domain; `buf` stays borrowed until the region is
-    // closed (dropped).
-    let mr = Owned::open(|o| unsafe {
-        sys::kfi_mr_reg(
-            n.domain.as_ptr(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-            access,
-            0,
-            0,
-            0,
-            o,
-            core::ptr::null_mut(),
-        )
-    })?;
-    // SAFETY: An open region.
-    let key = unsafe { (*mr.as_ptr()).key };
-    Ok(Region {
-        _mr: mr,
-        key,
-        _buf: PhantomData,
-    })
+fn register<'a>(n: &Net, buf: &'a mut [u8], access: u64) -> Result<Mr<'a>> {
+    n.domain.register(buf, access, 0, 0)
 }
 
 /// The two tracks of a side: (kind, silent) each.
@@ -588,7 +559,7 @@ fn rma(p: &Pair, kind: Kind, sh: Shape, b: &mut Bufs, ops: &mut Track) -> Result
                     kind,
                     sh.op_mut(local, i)?,
                     at,
-                    region.key,
+                    region.key(),
                     kind.context(i),
                 )
             }?;

@@ -8,45 +8,14 @@
 use core::ffi::CStr;
 use kernel::{bindings, prelude::*};
 
-use super::kfi::{kfabric::*, kfi_sys as sys};
+use super::kfi::{
+    kfabric::*,
+    kfi_sys as sys,
+    ulp::{open_fabric, ConnReq, Hints},
+};
 
 pub(crate) const WAIT_MS: i32 = 20000;
 pub(crate) const CM: usize = size_of::<sys::kfi_eq_cm_entry>();
-
-/// Hints that select one provider by name.
-pub(crate) struct Hints(*mut sys::kfi_info);
-
-impl Hints {
-    pub(crate) fn sockets() -> Result<Self> {
-        Self::named(c"sockets")
-    }
-
-    pub(crate) fn named(prov: &CStr) -> Result<Self> {
-        // SAFETY: No arguments.
-        let p = unsafe { sys::kfi_allocinfo() };
-        if p.is_null() {
-            return Err(ENOMEM);
-        }
-        let h = Self(p);
-        // SAFETY: An entry of kfabric.ko's; the name is copied.
-        kernel::error::to_result(unsafe {
-            sys::kfi_info_set(p, sys::KFI_INFO_PROV_NAME, prov.as_char_ptr().cast(), 0)
-        })?;
-        Ok(h)
-    }
-
-    pub(crate) fn get(&self) -> &sys::kfi_info {
-        // SAFETY: A valid entry owned by `self`.
-        unsafe { &*self.0 }
-    }
-}
-
-impl Drop for Hints {
-    fn drop(&mut self) {
-        // SAFETY: Made by kfi_allocinfo, freed once.
-        unsafe { sys::kfi_freeinfo(self.0) };
-    }
-}
 
 /// One fabric, domain and EQ for a test or demo.
 /// Fields drop in order: children before the fabric.
@@ -89,28 +58,20 @@ pub(crate) fn net_typed(
     ns: *mut bindings::net,
     ep_type: u32,
 ) -> Result<Net> {
-    let h = Hints::named(prov)?;
-    // SAFETY: The hints' own attributes.
+    let mut h = Hints::provider(prov)?;
+    let hi = h.get();
+    // SAFETY: The hints' own attributes, allocated with the entry.
     unsafe {
-        (*h.get().domain_attr).net = ns;
-        (*h.get().ep_attr).type_ = ep_type;
+        (*hi.domain_attr).net = ns;
+        (*hi.ep_attr).type_ = ep_type;
     }
-    let src = getinfo_at(host, port, sys::KFI_SOURCE, Some(h.get()))?;
-    let dst = getinfo_at(host, port, 0, Some(h.get()))?;
-    let fi = src.first();
-    // SAFETY: A valid entry.
-    let fabric =
-        Owned::open(|o| unsafe { sys::kfi_fabric((*fi).fabric_attr, o, core::ptr::null_mut()) })?;
-    // SAFETY: Open fabric, valid entry.
-    let domain =
-        Owned::open(|o| unsafe { sys::kfi_domain(fabric.as_ptr(), fi, o, core::ptr::null_mut()) })?;
-    let mut a = sys::kfi_eq_attr {
+    let src = h.getinfo(host, port, sys::KFI_SOURCE)?;
+    let dst = h.getinfo(host, port, 0)?;
+    let fabric = open_fabric(src.entry())?;
+    let domain = fabric.open_domain(src.entry())?;
+    let eq = fabric.open_eq(&sys::kfi_eq_attr {
         size: 16,
         ..Default::default()
-    };
-    // SAFETY: Open fabric, valid attributes.
-    let eq = Owned::open(|o| unsafe {
-        sys::kfi_eq_open(fabric.as_ptr(), &mut a, o, core::ptr::null_mut())
     })?;
     Ok(Net {
         eq,
@@ -132,14 +93,10 @@ pub(crate) fn cq_sized(n: &Net, size: usize) -> Result<Owned<sys::kfid_cq>> {
 
 /// A CQ of `size` entries in `format`.
 pub(crate) fn cq_format(n: &Net, size: usize, format: u32) -> Result<Owned<sys::kfid_cq>> {
-    let mut a = sys::kfi_cq_attr {
+    n.domain.open_cq(&sys::kfi_cq_attr {
         size,
         format,
         ..Default::default()
-    };
-    // SAFETY: Open domain, valid attributes.
-    Owned::open(|o| unsafe {
-        sys::kfi_cq_open(n.domain.as_ptr(), &mut a, o, core::ptr::null_mut())
     })
 }
 
@@ -149,7 +106,7 @@ pub(crate) fn endpoint(
     info: *mut sys::kfi_info,
     cq: &Owned<sys::kfid_cq>,
 ) -> Result<Owned<sys::kfid_ep>> {
-    endpoint_with(n, info, cq, n.eq.fid())
+    endpoint_with(n, info, cq, &n.eq)
 }
 
 /// An RDM endpoint of `n` on its source address, bound to `cq` both ways
@@ -159,44 +116,28 @@ pub(crate) fn rdm_endpoint(
     cq: &Owned<sys::kfid_cq>,
     av: &Owned<sys::kfid_av>,
 ) -> Result<Owned<sys::kfid_ep>> {
-    endpoint_with(n, n.src.first(), cq, av.fid())
+    endpoint_with(n, n.src.first(), cq, av)
 }
 
 /// An enabled endpoint for `info`, bound to `cq` both ways and to `with`
 /// (an EQ or an AV, open).
-fn endpoint_with(
+fn endpoint_with<T: KfiObject>(
     n: &Net,
     info: *mut sys::kfi_info,
     cq: &Owned<sys::kfid_cq>,
-    with: *mut sys::kfid,
+    with: &Owned<T>,
 ) -> Result<Owned<sys::kfid_ep>> {
-    // SAFETY: Open domain, valid entry.
-    let ep = Owned::open(|o| unsafe {
-        sys::kfi_endpoint(n.domain.as_ptr(), info, o, core::ptr::null_mut())
-    })?;
-    // SAFETY: Open objects.
-    unsafe {
-        kernel::error::to_result(sys::kfi_ep_bind(
-            ep.as_ptr(),
-            cq.fid(),
-            sys::KFI_TRANSMIT | sys::KFI_RECV,
-        ))?;
-        kernel::error::to_result(sys::kfi_ep_bind(ep.as_ptr(), with, 0))?;
-        kernel::error::to_result(sys::kfi_enable(ep.as_ptr()))?;
-    }
+    // SAFETY: `info` is a valid entry (a getinfo list's or a request's).
+    let ep = n.domain.open_ep(unsafe { info.as_ref() }.ok_or(EINVAL)?)?;
+    ep.bind(cq, sys::KFI_TRANSMIT | sys::KFI_RECV)?;
+    ep.bind(with, 0)?;
+    ep.enable()?;
     Ok(ep)
 }
 
 pub(crate) fn listen(n: &Net) -> Result<Owned<sys::kfid_pep>> {
-    // SAFETY: Open fabric, valid entry.
-    let pep = Owned::open(|o| unsafe {
-        sys::kfi_passive_ep(n.fabric.as_ptr(), n.src.first(), o, core::ptr::null_mut())
-    })?;
-    // SAFETY: Open objects.
-    unsafe {
-        kernel::error::to_result(sys::kfi_pep_bind(pep.as_ptr(), n.eq.fid(), 0))?;
-        kernel::error::to_result(sys::kfi_listen(pep.as_ptr()))?;
-    }
+    let pep = n.fabric.open_pep(n.src.entry())?;
+    pep.listen_on(&n.eq)?;
     Ok(pep)
 }
 
@@ -204,17 +145,7 @@ pub(crate) fn listen(n: &Net) -> Result<Owned<sys::kfid_pep>> {
 pub(crate) fn event(n: &Net) -> Result<(u32, [u8; CM + 256], usize)> {
     let mut buf = [0u8; CM + 256];
     let mut ev = 0u32;
-    // SAFETY: Open EQ; `buf` is large enough for any event.
-    let r = unsafe {
-        sys::kfi_eq_sread(
-            n.eq.as_ptr(),
-            &mut ev,
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-            WAIT_MS,
-            0,
-        )
-    };
+    let r = n.eq.read_event(&mut ev, &mut buf, Some(WAIT_MS));
     if r < 0 {
         return Err(Error::from_errno(r as i32));
     }
@@ -244,17 +175,44 @@ pub(crate) fn kvec(b: &[u8]) -> bindings::kvec {
     }
 }
 
+/// The C return value of `r`: 0 or a negative errno.
+pub(crate) fn rc(r: Result) -> core::ffi::c_int {
+    r.err().map_or(0, |e| e.to_errno())
+}
+
 pub(crate) fn sread(cq: &Owned<sys::kfid_cq>, e: &mut sys::kfi_cq_data_entry) -> isize {
-    // SAFETY: Open CQ of DATA format, one entry of room.
-    unsafe {
-        sys::kfi_cq_sread(
-            cq.as_ptr(),
-            core::ptr::from_mut(e).cast(),
-            1,
-            core::ptr::null(),
-            WAIT_MS,
-        )
-    }
+    cq.sread_data(e, WAIT_MS)
+}
+
+/// The connection request of a `KFI_CONNREQ` event's bytes `buf` (read
+/// from the EQ by [`event`]), owned: its entry is freed when dropped.
+pub(crate) fn take_req(buf: &[u8]) -> Result<ConnReq> {
+    // SAFETY: The event was read by `event` without KFI_PEEK and its
+    // bytes are handed over once (the caller's buffer is not reused).
+    unsafe { ConnReq::adopt(cm_entry(buf).info) }.ok_or(EPROTO)
+}
+
+/// An endpoint of `n` for the request `req`, bound to `cq` and the EQ.
+pub(crate) fn endpoint_for(
+    n: &Net,
+    req: &ConnReq,
+    cq: &Owned<sys::kfid_cq>,
+) -> Result<Owned<sys::kfid_ep>> {
+    endpoint_with(n, core::ptr::from_ref(req.info()).cast_mut(), cq, &n.eq)
+}
+
+/// Accepts the request of the `KFI_CONNREQ` event bytes `buf` (read by
+/// [`event`]) on a new endpoint of `n` bound to `cq`, with no private data.
+pub(crate) fn accept_req(
+    n: &Net,
+    buf: &[u8],
+    cq: &Owned<sys::kfid_cq>,
+) -> Result<Owned<sys::kfid_ep>> {
+    let req = take_req(buf)?;
+    let ep = endpoint_for(n, &req, cq)?;
+    drop(req);
+    ep.accept(&[])?;
+    Ok(ep)
 }
 
 /// A client endpoint connected to a server endpoint through the listener
@@ -277,21 +235,12 @@ pub(crate) fn connect_to(
     scq: &Owned<sys::kfid_cq>,
 ) -> Result<(Owned<sys::kfid_ep>, Owned<sys::kfid_ep>)> {
     let cep = endpoint(c, c.dst.first(), ccq)?;
-    // SAFETY: An open, bound endpoint.
-    let ret = unsafe { sys::kfi_connect(cep.as_ptr(), core::ptr::null(), core::ptr::null(), 0) };
-    kernel::error::to_result(ret)?;
+    cep.connect(&[])?;
     let (ev, buf, _) = event(s)?;
     if ev != sys::KFI_CONNREQ {
         return Err(EPROTO);
     }
-    let req = cm_entry(&buf);
-    let sep = endpoint(s, req.info, scq);
-    // SAFETY: The request's info is ours to free.
-    unsafe { sys::kfi_freeinfo(req.info) };
-    let sep = sep?;
-    // SAFETY: An open endpoint made for the request.
-    let ret = unsafe { sys::kfi_accept(sep.as_ptr(), core::ptr::null(), 0) };
-    kernel::error::to_result(ret)?;
+    let sep = accept_req(s, &buf, scq)?;
     // One event on each side (both on the one EQ when `c` is `s`).
     if event(s)?.0 != sys::KFI_CONNECTED || event(c)?.0 != sys::KFI_CONNECTED {
         return Err(EPROTO);
@@ -306,8 +255,7 @@ pub(crate) fn eq_error(n: &Net) -> Result<sys::kfi_eq_err_entry> {
         _ => return Err(EPROTO),
     }
     let mut err = sys::kfi_eq_err_entry::default();
-    // SAFETY: Open EQ, writable entry.
-    if unsafe { sys::kfi_eq_readerr(n.eq.as_ptr(), &mut err, 0) } != 1 {
+    if n.eq.readerr(&mut err) != 1 {
         return Err(EPROTO);
     }
     Ok(err)

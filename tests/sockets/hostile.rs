@@ -16,7 +16,7 @@ use kernel::{
     prelude::*,
     sync::Arc,
     time::{delay::fsleep, Delta, Instant, Monotonic},
-    workqueue::{self, impl_has_work, new_work, Work, WorkItem},
+    workqueue::{self, new_work},
 };
 
 use super::{
@@ -27,242 +27,7 @@ use super::{
     wire::{flags, Hdr, Op, RmaDesc, HDR_LEN, RMA_DESC_LEN},
 };
 
-/// Fails the case with a message unless `$c` holds.
-macro_rules! ensure {
-    ($c:expr, $($msg:tt)+) => {
-        if !$c {
-            pr_err!("kfi_sockets_hostile: {}\n", format_args!($($msg)+));
-            return Err(EBADE);
-        }
-    };
-}
-
-/// A work item that hangs up a raw peer after 15 s, unless told to stop
-/// waiting first (a work item of this module: the kernel crate's
-/// `try_spawn` shares one lockdep key among modules, which lockdep
-/// refuses).
-#[pin_data]
-struct Hangup {
-    sock: Arc<Socket>,
-    /// The test is done with it: stop waiting.
-    stop: AtomicBool,
-    /// It has ended.
-    done: AtomicBool,
-    #[pin]
-    work: Work<Hangup>,
-}
-
-impl_has_work! {
-    impl HasWork<Self> for Hangup { self.work }
-}
-
-impl WorkItem for Hangup {
-    type Pointer = Arc<Hangup>;
-
-    fn run(this: Arc<Hangup>) {
-        for _ in 0..1500 {
-            if this.stop.load(Ordering::Acquire) {
-                break;
-            }
-            fsleep(Delta::from_millis(10));
-        }
-        this.sock.shutdown();
-        this.done.store(true, Ordering::Release);
-    }
-}
-
-/// Waits up to `ms` for a completion: 1, or a negative errno
-/// (`-KFI_EAVAIL` for an error entry).
-fn sread_ms(cq: &Owned<sys::kfid_cq>, e: &mut sys::kfi_cq_data_entry, ms: i32) -> isize {
-    // SAFETY: Open CQ of DATA format, one entry of room.
-    unsafe {
-        sys::kfi_cq_sread(
-            cq.as_ptr(),
-            core::ptr::from_mut(e).cast(),
-            1,
-            core::ptr::null(),
-            ms,
-        )
-    }
-}
-
-/// Waits up to `ms` for an error completion and returns it.
-fn cq_error(cq: &Owned<sys::kfid_cq>, ms: i32) -> Result<sys::kfi_cq_err_entry> {
-    let mut e = sys::kfi_cq_data_entry::default();
-    let r = sread_ms(cq, &mut e, ms);
-    ensure!(
-        r == -(sys::KFI_EAVAIL as isize),
-        "expected an error completion, got {} (context {})",
-        r,
-        e.op_context as usize
-    );
-    let mut err = sys::kfi_cq_err_entry::default();
-    // SAFETY: Open CQ, writable entry.
-    let n = unsafe { sys::kfi_cq_readerr(cq.as_ptr(), &mut err, 0) };
-    ensure!(n == 1, "kfi_cq_readerr: {}", n);
-    Ok(err)
-}
-
-/// A raw listener on 127.0.0.1:`port`.
-fn raw_listener(port: u16) -> Result<Socket> {
-    let a = SockAddr::v4([127, 0, 0, 1], port);
-    let l = Socket::tcp(&a)?;
-    l.bind(&a)?;
-    l.listen(8)?;
-    Ok(l)
-}
-
-/// A kfabric client endpoint of `n` connected to the raw server `l`,
-/// which accepts it: (endpoint, the raw server's socket).
-fn kfi_client(
-    n: &Net,
-    c: &Owned<sys::kfid_cq>,
-    l: &Socket,
-) -> Result<(Owned<sys::kfid_ep>, Socket)> {
-    let ep = endpoint(n, n.dst.first(), c)?;
-    // SAFETY: An open, bound endpoint.
-    let ret = unsafe { sys::kfi_connect(ep.as_ptr(), core::ptr::null(), core::ptr::null(), 0) };
-    kernel::error::to_result(ret)?;
-    let s = l.accept(false)?;
-    frame::read_connreq(&s)?;
-    frame::accept(&s, &[])?;
-    let (ev, _, _) = event(n)?;
-    ensure!(ev == sys::KFI_CONNECTED, "client event {}", ev);
-    Ok((ep, s))
-}
-
-/// A raw client of the kfabric listener of `n` on 127.0.0.1:`port`; the
-/// test accepts it: (the raw socket, the server endpoint).
-fn raw_client(
-    n: &Net,
-    port: u16,
-    c: &Owned<sys::kfid_cq>,
-) -> Result<(Socket, Owned<sys::kfid_ep>)> {
-    let a = SockAddr::v4([127, 0, 0, 1], port);
-    let raw = Socket::tcp(&a)?;
-    frame::connect_start(&raw, &a, b"hostile")?;
-    let (ev, buf, _) = event(n)?;
-    ensure!(ev == sys::KFI_CONNREQ, "listener event {}", ev);
-    let req = cm_entry(&buf);
-    let sep = endpoint(n, req.info, c);
-    // SAFETY: The request's info is ours to free.
-    unsafe { sys::kfi_freeinfo(req.info) };
-    let sep = sep?;
-    // SAFETY: An open endpoint made for the request.
-    let ret = unsafe { sys::kfi_accept(sep.as_ptr(), core::ptr::null(), 0) };
-    kernel::error::to_result(ret)?;
-    let (ev, _, _) = event(n)?;
-    ensure!(ev == sys::KFI_CONNECTED, "server event {}", ev);
-    match frame::connect_finish(&raw)? {
-        frame::Answer::Accepted(_) => Ok((raw, sep)),
-        frame::Answer::Rejected(_) => Err(ECONNREFUSED),
-    }
-}
-
-/// Registers `buf` on the domain of `n` at remote address 0 with
-/// `access` (and `requested` as the key, if not 0).
-fn region(n: &Net, buf: &mut [u8], access: u64, requested: u64) -> Result<Owned<sys::kfid_mr>> {
-    // SAFETY: An open domain; callers close the region before `buf` goes.
-    Owned::open(|o| unsafe {
-        sys::kfi_mr_reg(
-            n.domain.as_ptr(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-            access,
-            0,
-            requested,
-            0,
-            o,
-            core::ptr::null_mut(),
-        )
-    })
-}
-
-fn key(mr: &Owned<sys::kfid_mr>) -> u64 {
-    // SAFETY: An open region.
-    unsafe { (*mr.as_ptr()).key }
-}
-
-/// Posts an RMA write of `buf` to `len` bytes at 0 of region `key`.
-fn post_write(ep: &Owned<sys::kfid_ep>, buf: &[u8], key: u64, ctx: usize) -> c_int {
-    let v = kvec(buf);
-    let remote = sys::kfi_rma_iov {
-        addr: 0,
-        len: buf.len(),
-        key,
-    };
-    let mut m = sys::kfi_msg_rma {
-        rma_iov: &remote,
-        rma_iov_count: 1,
-        ..Default::default()
-    };
-    m.msg.iov_type = sys::KFI_KVEC;
-    m.msg.__bindgen_anon_1.msg_iov = &v;
-    m.msg.iov_count = 1;
-    m.msg.context = ctx as *mut c_void;
-    // SAFETY: An open endpoint; callers keep `buf` until the completion.
-    unsafe { sys::kfi_writemsg(ep.as_ptr(), &m, 0) }
-}
-
-/// Reads and drops `len` bytes from `s`.
-fn drain(s: &Socket, mut len: usize) -> Result {
-    let mut sink = KVec::with_capacity(64 << 10, GFP_KERNEL)?;
-    sink.resize(64 << 10, 0u8, GFP_KERNEL)?;
-    while len > 0 {
-        let k = len.min(sink.len());
-        frame::recv_exact(s, &mut sink[..k])?;
-        len -= k;
-    }
-    Ok(())
-}
-
-/// An RDM endpoint of kfi_sockets on 127.0.0.1:`port` with its CQ and
-/// AV (4 entries). The fields drop in order: the endpoint first.
-struct RdmSide {
-    ep: Owned<sys::kfid_ep>,
-    c: Owned<sys::kfid_cq>,
-    av: Owned<sys::kfid_av>,
-    _n: Net,
-}
-
-fn rdm_side(port: &core::ffi::CStr) -> Result<RdmSide> {
-    let n = net_typed(
-        c"sockets",
-        c"127.0.0.1",
-        port,
-        core::ptr::null_mut(),
-        sys::KFI_EP_RDM,
-    )?;
-    let mut attr = sys::kfi_av_attr {
-        type_: sys::KFI_AV_TABLE,
-        count: 4,
-        ..Default::default()
-    };
-    // SAFETY: An open domain, valid attributes.
-    let av = Owned::open(|o| unsafe {
-        sys::kfi_av_open(n.domain.as_ptr(), &mut attr, o, core::ptr::null_mut())
-    })?;
-    let c = cq(&n)?;
-    let ep = rdm_endpoint(&n, &c, &av)?;
-    Ok(RdmSide { ep, c, av, _n: n })
-}
-
-/// Waits up to `ms` for bytes (or the end of the stream) on `s`, so
-/// that a read of an answer cannot hang a case on a provider that never
-/// answers.
-fn wait_readable(s: &Socket, ms: u64) -> bool {
-    for _ in 0..ms / 10 {
-        if s.readable() {
-            return true;
-        }
-        fsleep(Delta::from_millis(10));
-    }
-    s.readable()
-}
-
-/// kfi_sockets' default `rdm_max_peers` and `listen_backlog_max`.
-const RDM_MAX_PEERS: usize = 128;
-const LISTEN_BACKLOG_MAX: usize = 64;
+use super::hostile_peers::*;
 
 #[kunit_tests(kfi_sockets_hostile)]
 mod cases {
@@ -579,14 +344,13 @@ mod cases {
         let (ep, raw) = kfi_client(&n, &c, &l)?;
         let r = kvec_mut(&mut rbuf);
         // SAFETY: Open endpoint; the buffer outlives the endpoint.
-        let ret = unsafe { sys::kfi_recvmsg(ep.as_ptr(), &msg(&r, 1, 0), 0) };
+        let ret = unsafe { rc(ep.recvmsg(&msg(&r, 1, 0), 0)) };
         ensure!(ret == 0, "receive not posted: {}", ret);
         ensure!(post_write(&ep, &wbuf, 0x1234, 2) == 0, "write not posted");
         // The write reached the peer, which does not answer.
         let mut hb = [0u8; HDR_LEN];
         frame::recv_exact(&raw, &mut hb)?;
-        // SAFETY: An open endpoint.
-        let ret = unsafe { sys::kfi_shutdown(ep.as_ptr(), 0) };
+        let ret = rc(ep.shutdown());
         ensure!(ret == 0, "kfi_shutdown: {}", ret);
         let mut seen = 0;
         for _ in 0..2 {
@@ -621,11 +385,11 @@ mod cases {
         let (ep, raw) = kfi_client(&n, &c, &l)?;
         let t = kvec(&big);
         // SAFETY: Open endpoint; `big` outlives the endpoint.
-        let ret = unsafe { sys::kfi_sendmsg(ep.as_ptr(), &msg(&t, 1, 0), 0) };
+        let ret = unsafe { rc(ep.sendmsg(&msg(&t, 1, 0), 0)) };
         ensure!(ret == 0, "send not posted: {}", ret);
         let small = kvec(b"inject");
         // SAFETY: Open endpoint; an inject's buffer is copied at once.
-        let ret = unsafe { sys::kfi_sendmsg(ep.as_ptr(), &msg(&small, 2, 0), sys::KFI_INJECT) };
+        let ret = unsafe { rc(ep.sendmsg(&msg(&small, 2, 0), sys::KFI_INJECT)) };
         ensure!(ret == 0, "inject not posted: {}", ret);
         // Some of the send arrived; the peer resets the connection.
         let mut hb = [0u8; HDR_LEN];
@@ -653,9 +417,7 @@ mod cases {
         let c = cq_sized(&n, 64)?;
         for round in 0..8 {
             let ep = endpoint(&n, n.dst.first(), &c)?;
-            // SAFETY: An open, bound endpoint.
-            let ret =
-                unsafe { sys::kfi_connect(ep.as_ptr(), core::ptr::null(), core::ptr::null(), 0) };
+            let ret = rc(ep.connect(&[]));
             kernel::error::to_result(ret)?;
             let s = l.accept(false)?;
             frame::read_connreq(&s)?;
@@ -795,7 +557,7 @@ mod cases {
         let pep = listen(&n)?;
         let a = SockAddr::v4([127, 0, 0, 1], 7494);
         let mut raws = KVec::with_capacity(LISTEN_BACKLOG_MAX + 2, GFP_KERNEL)?;
-        let mut infos: KVec<*mut sys::kfi_info> =
+        let mut infos: KVec<crate::kfi::ulp::ConnReq> =
             KVec::with_capacity(LISTEN_BACKLOG_MAX, GFP_KERNEL)?;
         let outcome = (|| -> Result {
             for i in 0..LISTEN_BACKLOG_MAX {
@@ -804,7 +566,7 @@ mod cases {
                 raws.push(raw, GFP_KERNEL)?;
                 let (ev, buf, _) = event(&n)?;
                 ensure!(ev == sys::KFI_CONNREQ, "request {}: event {}", i, ev);
-                infos.push(cm_entry(&buf).info, GFP_KERNEL)?;
+                infos.push(take_req(&buf)?, GFP_KERNEL)?;
             }
             let extra = Socket::tcp(&a)?;
             frame::connect_start(&extra, &a, b"one too many")?;
@@ -823,24 +585,19 @@ mod cases {
             );
             drop(extra);
             // The ULP answers one: room for one more.
-            let first = *infos.first().ok_or(EINVAL)?;
-            // SAFETY: An open passive endpoint; the handle of a request it
-            // reported.
-            let ret =
-                unsafe { sys::kfi_reject(pep.as_ptr(), (*first).handle, core::ptr::null(), 0) };
+            let first = infos.first().ok_or(EINVAL)?;
+            let ret = rc(pep.reject(first.info(), &[]));
             ensure!(ret == 0, "kfi_reject: {}", ret);
             let next = Socket::tcp(&a)?;
             frame::connect_start(&next, &a, b"next")?;
             raws.push(next, GFP_KERNEL)?;
             let (ev, buf, _) = event(&n)?;
             ensure!(ev == sys::KFI_CONNREQ, "after a reject: event {}", ev);
-            infos.push(cm_entry(&buf).info, GFP_KERNEL)?;
+            infos.push(take_req(&buf)?, GFP_KERNEL)?;
             Ok(())
         })();
-        for i in infos.iter() {
-            // SAFETY: Infos of reported requests, ours to free, once.
-            unsafe { sys::kfi_freeinfo(*i) };
-        }
+        // The reported requests' infos are freed.
+        drop(infos);
         drop(raws);
         drop(pep);
         outcome
@@ -877,7 +634,7 @@ mod cases {
         );
         let rv = kvec_mut(&mut rbuf);
         // SAFETY: Open endpoint; the buffer outlives the endpoint.
-        let ret = unsafe { sys::kfi_recvmsg(ep.as_ptr(), &msg(&rv, 4, 0), 0) };
+        let ret = unsafe { rc(ep.recvmsg(&msg(&rv, 4, 0), 0)) };
         ensure!(ret == 0, "receive not posted: {}", ret);
         let r = sread_ms(&c, &mut e, 5000);
         ensure!(r == 1, "the held message was not received: {}", r);
@@ -903,21 +660,9 @@ mod cases {
 
     /// Inserts socket address `a` into `av`: its `kfi_addr_t`.
     fn av_insert(av: &Owned<sys::kfid_av>, a: &SockAddr) -> Result<u64> {
-        let mut fi_addr = u64::MAX;
-        // SAFETY: An open AV; one address of the domain's (sockaddr)
-        // format, valid for the call.
-        let n = unsafe {
-            sys::kfi_av_insert(
-                av.as_ptr(),
-                a.as_bytes().as_ptr().cast(),
-                1,
-                &mut fi_addr,
-                0,
-                core::ptr::null_mut(),
-            )
-        };
-        ensure!(n == 1, "kfi_av_insert: {}", n);
-        Ok(fi_addr)
+        let r = av.insert(a.as_bytes());
+        ensure!(r.is_ok(), "kfi_av_insert: {:?}", r);
+        r.map_err(|_| EINVAL)
     }
 
     /// Issue 10, bug 7: an RDM peer that takes the TCP connection but never
@@ -940,13 +685,13 @@ mod cases {
         m.addr = to_silent;
         let t = Instant::<Monotonic>::now();
         // SAFETY: Open endpoint; the buffer outlives the endpoint.
-        let ret = unsafe { sys::kfi_sendmsg(r.ep.as_ptr(), &m, 0) };
+        let ret = unsafe { rc(r.ep.sendmsg(&m, 0)) };
         ensure!(ret == 0, "send to the silent peer not posted: {}", ret);
         let pv = kvec(&payload);
         let mut m = msg(&pv, 2, 0);
         m.addr = to_good;
         // SAFETY: As above.
-        let ret = unsafe { sys::kfi_sendmsg(r.ep.as_ptr(), &m, 0) };
+        let ret = unsafe { rc(r.ep.sendmsg(&m, 0)) };
         ensure!(ret == 0, "send to the good peer not posted: {}", ret);
         let mut s = None;
         for _ in 0..500 {

@@ -102,20 +102,10 @@ fn ms_since(t: &Instant<Monotonic>) -> i64 {
 fn poll_event(n: &Net) -> Result<Option<u32>> {
     let mut buf = [0u8; CM + 256];
     let mut ev = 0u32;
-    // SAFETY: Open EQ; `buf` is large enough for any event.
-    let r = unsafe {
-        sys::kfi_eq_read(
-            n.eq.as_ptr(),
-            &mut ev,
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-            0,
-        )
-    };
+    let r = n.eq.read_event(&mut ev, &mut buf, None);
     if r == -(sys::KFI_EAVAIL as isize) {
         let mut err = sys::kfi_eq_err_entry::default();
-        // SAFETY: Open EQ, writable entry.
-        if unsafe { sys::kfi_eq_readerr(n.eq.as_ptr(), &mut err, 0) } != 1 {
+        if n.eq.readerr(&mut err) != 1 {
             return Err(EPROTO);
         }
         // Error entries carry positive errnos.
@@ -136,14 +126,7 @@ fn accepted_raw(
     frame::connect_start(&raw, &a, b"deadlines")?;
     let (ev, buf, _) = event(n)?;
     check!(ev == sys::KFI_CONNREQ, "listener event {}", ev);
-    let req = cm_entry(&buf);
-    let sep = endpoint(n, req.info, c);
-    // SAFETY: The request's info is ours to free.
-    unsafe { sys::kfi_freeinfo(req.info) };
-    let sep = sep?;
-    // SAFETY: An open endpoint made for the request.
-    let ret = unsafe { sys::kfi_accept(sep.as_ptr(), core::ptr::null(), 0) };
-    kernel::error::to_result(ret)?;
+    let sep = accept_req(n, &buf, c)?;
     let (ev, _, _) = event(n)?;
     check!(ev == sys::KFI_CONNECTED, "server event {}", ev);
     match frame::connect_finish(&raw)? {
@@ -155,9 +138,8 @@ fn accepted_raw(
 /// Posts a receive of `buf` with context `ctx` on `ep`.
 fn post_recv(ep: &Owned<sys::kfid_ep>, buf: &mut [u8], ctx: usize) -> Result {
     let v = kvec_mut(buf);
-    // SAFETY: Open endpoint; callers keep `buf` until the endpoint closes.
-    let ret = unsafe { sys::kfi_recvmsg(ep.as_ptr(), &msg(&v, ctx, 0), 0) };
-    kernel::error::to_result(ret)
+    // SAFETY: Callers keep `buf` until the endpoint closes.
+    unsafe { ep.recvmsg(&msg(&v, ctx, 0), 0) }
 }
 
 /// Posts a tagged receive of `buf` for `tag` with context `ctx`.
@@ -168,9 +150,8 @@ fn post_trecv(ep: &Owned<sys::kfid_ep>, buf: &mut [u8], tag: u64, ctx: usize) ->
         tag,
         ignore: 0,
     };
-    // SAFETY: Open endpoint; callers keep `buf` until the endpoint closes.
-    let ret = unsafe { sys::kfi_trecvmsg(ep.as_ptr(), &t, 0) };
-    kernel::error::to_result(ret)
+    // SAFETY: Callers keep `buf` until the endpoint closes.
+    unsafe { ep.trecvmsg(&t, 0) }
 }
 
 /// The next completion of `c` must be an error with errno `want` for
@@ -184,8 +165,7 @@ fn expect_cq_error(c: &Owned<sys::kfid_cq>, ctx: usize, want: Error) -> Result {
         r
     );
     let mut err = sys::kfi_cq_err_entry::default();
-    // SAFETY: Open CQ, writable entry.
-    let n = unsafe { sys::kfi_cq_readerr(c.as_ptr(), &mut err, 0) };
+    let n = c.readerr(&mut err);
     check!(n == 1, "kfi_cq_readerr: {}", n);
     check!(
         err.op_context as usize == ctx && err.err == -want.to_errno(),
@@ -494,14 +474,10 @@ mod cases {
             core::ptr::null_mut(),
             sys::KFI_EP_RDM,
         )?;
-        let mut attr = sys::kfi_av_attr {
+        let av = ns.domain.open_av(&sys::kfi_av_attr {
             type_: sys::KFI_AV_TABLE,
             count: 4,
             ..Default::default()
-        };
-        // SAFETY: An open domain, valid attributes.
-        let av = Owned::open(|o| unsafe {
-            sys::kfi_av_open(ns.domain.as_ptr(), &mut attr, o, core::ptr::null_mut())
         })?;
         let c = cq_sized(&ns, 128)?;
         let ep = rdm_endpoint(&ns, &c, &av)?;

@@ -91,8 +91,7 @@ pub(crate) fn in_time(t0: Instant<Monotonic>) -> bool {
 /// Reads and logs the error entry waiting on `n`'s EQ.
 fn eq_readerr(n: &Net) -> i32 {
     let mut err = sys::kfi_eq_err_entry::default();
-    // SAFETY: Open EQ, writable entry.
-    if unsafe { sys::kfi_eq_readerr(n.eq.as_ptr(), &mut err, 0) } != 1 {
+    if n.eq.readerr(&mut err) != 1 {
         return -1;
     }
     err.err
@@ -125,13 +124,7 @@ fn accept(case: i32, cq_size: usize) -> Result<Link> {
     if ev != sys::KFI_CONNREQ {
         return Err(EPROTO);
     }
-    let req = cm_entry(&buf);
-    let ep = endpoint(&n, req.info, &cq);
-    // SAFETY: The request's info is ours to free.
-    unsafe { sys::kfi_freeinfo(req.info) };
-    let ep = ep?;
-    // SAFETY: An open endpoint made for the request; no private data.
-    kernel::error::to_result(unsafe { sys::kfi_accept(ep.as_ptr(), core::ptr::null(), 0) })?;
+    let ep = accept_req(&n, &buf, &cq)?;
     if next_event(&n, t0)?.0 != sys::KFI_CONNECTED {
         return Err(EPROTO);
     }
@@ -152,9 +145,7 @@ fn connect(case: i32, cq_size: usize) -> Result<Link> {
     let t0 = Instant::<Monotonic>::now();
     loop {
         let ep = endpoint(&n, n.dst.first(), &cq)?;
-        // SAFETY: An open, bound endpoint; no private data.
-        let r = unsafe { sys::kfi_connect(ep.as_ptr(), core::ptr::null(), core::ptr::null(), 0) };
-        kernel::error::to_result(r)?;
+        ep.connect(&[])?;
         match next_event(&n, t0) {
             Ok((ev, _)) if ev == sys::KFI_CONNECTED => {
                 return Ok(Link {
@@ -199,8 +190,7 @@ pub(crate) fn next_completion(
             1 => return Ok(e),
             n if n == -(sys::KFI_EAVAIL as isize) => {
                 let mut err = sys::kfi_cq_err_entry::default();
-                // SAFETY: Open CQ, writable entry.
-                unsafe { sys::kfi_cq_readerr(cq.as_ptr(), &mut err, 0) };
+                cq.readerr(&mut err);
                 pr_err!(
                     "kfi_twohost: completion of {} failed: {}\n",
                     err.op_context as usize,
@@ -225,8 +215,7 @@ pub(crate) fn complete_err(cq: &Owned<sys::kfid_cq>) -> Result<sys::kfi_cq_err_e
             1 => return Err(EPROTO),
             n if n == -(sys::KFI_EAVAIL as isize) => {
                 let mut err = sys::kfi_cq_err_entry::default();
-                // SAFETY: Open CQ, writable entry.
-                if unsafe { sys::kfi_cq_readerr(cq.as_ptr(), &mut err, 0) } != 1 {
+                if cq.readerr(&mut err) != 1 {
                     return Err(EPROTO);
                 }
                 return Ok(err);
@@ -264,13 +253,13 @@ pub(crate) fn complete<const N: usize>(
 pub(crate) fn post_recv(l: &Link, buf: &mut [u8], ctx: usize) -> Result {
     let v = kvec_mut(buf);
     // SAFETY: An open endpoint; callers keep `buf` until completion.
-    kernel::error::to_result(unsafe { sys::kfi_recvmsg(l.ep.as_ptr(), &msg(&v, ctx, 0), 0) })
+    unsafe { l.ep.recvmsg(&msg(&v, ctx, 0), 0) }
 }
 
 pub(crate) fn post_send(l: &Link, buf: &[u8], ctx: usize, data: u64, flags: u64) -> Result {
     let v = kvec(buf);
     // SAFETY: An open endpoint; callers keep `buf` until completion.
-    kernel::error::to_result(unsafe { sys::kfi_sendmsg(l.ep.as_ptr(), &msg(&v, ctx, data), flags) })
+    unsafe { l.ep.sendmsg(&msg(&v, ctx, data), flags) }
 }
 
 /// Posts an RMA write (`read` false) or read of `local` at `addr` of
@@ -297,32 +286,23 @@ pub(crate) fn post_rma(
     m.msg = msg(local, ctx, 0);
     // SAFETY: An open endpoint; callers keep the buffer until the
     // completion; `remote` is read during the call.
-    kernel::error::to_result(unsafe {
+    unsafe {
         if read {
-            sys::kfi_readmsg(l.ep.as_ptr(), &m, flags)
+            l.ep.readmsg(&m, flags)
         } else {
-            sys::kfi_writemsg(l.ep.as_ptr(), &m, flags)
+            l.ep.writemsg(&m, flags)
         }
-    })
+    }
 }
 
 /// Registers `buf` on `l`'s domain at remote address `base`.
 pub(crate) fn mr(l: &Link, buf: &mut [u8], access: u64, base: u64) -> Result<Owned<sys::kfid_mr>> {
     // SAFETY: An open domain; `buf` outlives the region (callers drop
     // the region first).
-    Owned::open(|o| unsafe {
-        sys::kfi_mr_reg(
-            l.n.domain.as_ptr(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-            access,
-            base,
-            0,
-            0,
-            o,
-            core::ptr::null_mut(),
-        )
-    })
+    unsafe {
+        l.n.domain
+            .register_raw(buf.as_mut_ptr(), buf.len(), access, base, 0, 0)
+    }
 }
 
 pub(crate) fn key(mr: &Owned<sys::kfid_mr>) -> u64 {

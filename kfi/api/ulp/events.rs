@@ -42,6 +42,19 @@ pub(crate) struct ConnReq {
 }
 
 impl ConnReq {
+    /// Takes ownership of a request's entry read from an EQ by hand
+    /// ([`Owned::read_event`](super::super::kfabric::Owned)); `None` if
+    /// `info` is NULL.
+    ///
+    /// # Safety
+    ///
+    /// `info` is NULL or the entry of a `KFI_CONNREQ` event read without
+    /// `KFI_PEEK`, not freed and not adopted before.
+    pub(crate) unsafe fn adopt(info: *mut sys::kfi_info) -> Option<Self> {
+        // INVARIANT: the caller hands its entry over.
+        NonNull::new(info).map(|info| Self { info })
+    }
+
     /// The request's entry: open the accepting endpoint with it.
     pub(crate) fn info(&self) -> &sys::kfi_info {
         // SAFETY: Owned and valid (type invariant).

@@ -32,9 +32,12 @@
 mod cntr;
 mod completion;
 mod events;
+mod handle;
+mod handle_post;
 mod hints;
 mod objects;
 mod post;
+mod sockaddr;
 mod unsignaled;
 
 // Each crate that includes kfi/api uses a part of this API, if any.
@@ -44,6 +47,8 @@ pub(crate) use cntr::Cntr;
 pub(crate) use completion::{Completion, CqError};
 #[allow(unused_imports)]
 pub(crate) use events::{CmEvent, ConnReq, PrivateData};
+#[allow(unused_imports)]
+pub(crate) use handle::open_fabric;
 #[allow(unused_imports)]
 pub(crate) use hints::Hints;
 #[allow(unused_imports)]

@@ -175,21 +175,23 @@ impl<'f> Domain<'f> {
         access: u64,
         flags: u64,
     ) -> Result<Mr<'a>> {
-        // SAFETY: An open domain; `buf` is borrowed for as long as the
-        // region lives.
-        let obj = Owned::open(|o| unsafe {
-            sys::kfi_mr_reg(
-                self.obj.as_ptr(),
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-                access,
-                0,
-                0,
-                flags,
-                o,
-                core::ptr::null_mut(),
-            )
-        })?;
+        self.obj.register(buf, access, 0, flags)
+    }
+}
+
+impl Owned<sys::kfid_domain> {
+    /// Registers `buf` with `access` and `flags`, peers naming its first
+    /// byte `offset`; the region borrows `buf` until it is dropped.
+    pub(crate) fn register<'a>(
+        &self,
+        buf: &'a mut [u8],
+        access: u64,
+        offset: u64,
+        flags: u64,
+    ) -> Result<Mr<'a>> {
+        // SAFETY: `buf` is borrowed for as long as the region lives.
+        let obj =
+            unsafe { self.register_raw(buf.as_mut_ptr(), buf.len(), access, offset, 0, flags) }?;
         Ok(Mr {
             obj,
             _buf: Borrow::new(),
@@ -248,19 +250,7 @@ impl<'a> Endpoint<'a> {
     /// Connects to `addr` (a socket address in the domain's format) rather
     /// than the info's destination, with `data`.
     pub(crate) fn connect_to(&self, addr: &[u8], data: &[u8]) -> Result {
-        use kernel::bindings::{sockaddr_in, sockaddr_in6, AF_INET, AF_INET6};
-        let family = addr
-            .get(..2)
-            .map(|f| u32::from(u16::from_ne_bytes([f[0], f[1]])))
-            .ok_or(EINVAL)?;
-        let need = match family {
-            AF_INET => size_of::<sockaddr_in>(),
-            AF_INET6 => size_of::<sockaddr_in6>(),
-            _ => return Err(EINVAL),
-        };
-        if addr.len() < need {
-            return Err(EINVAL);
-        }
+        super::sockaddr::checked_len(addr)?;
         // SAFETY: An open endpoint; `addr` holds the whole socket address
         // its family names (checked above), and `data` is read during the
         // call.

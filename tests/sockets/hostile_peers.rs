@@ -1,0 +1,236 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The hostile suites' peers and checks: raw kernel-socket peers of a
+//! kfabric endpoint (listeners, clients, a hang-up timer), the kfabric
+//! side's regions, RDM side and completion checks, and `ensure!`, which
+//! fails a case with a message instead of asserting (so that a failing
+//! case still closes its objects).
+
+use core::sync::atomic::{AtomicBool, Ordering};
+use kernel::{
+    prelude::*,
+    sync::Arc,
+    time::{delay::fsleep, Delta},
+    workqueue::{impl_has_work, Work, WorkItem},
+};
+
+use super::{
+    frame,
+    kfi::{kfabric::Owned, kfi_sys as sys},
+    ksock::{SockAddr, Socket},
+    net::*,
+};
+
+/// Fails the case with a message unless `$c` holds.
+macro_rules! ensure {
+    ($c:expr, $($msg:tt)+) => {
+        if !$c {
+            pr_err!("kfi_sockets_hostile: {}\n", format_args!($($msg)+));
+            return Err(EBADE);
+        }
+    };
+}
+pub(crate) use ensure;
+
+/// A work item that hangs up a raw peer after 15 s, unless told to stop
+/// waiting first (a work item of this module: the kernel crate's
+/// `try_spawn` shares one lockdep key among modules, which lockdep
+/// refuses).
+#[pin_data]
+pub(crate) struct Hangup {
+    pub(crate) sock: Arc<Socket>,
+    /// The test is done with it: stop waiting.
+    pub(crate) stop: AtomicBool,
+    /// It has ended.
+    pub(crate) done: AtomicBool,
+    #[pin]
+    pub(crate) work: Work<Hangup>,
+}
+
+impl_has_work! {
+    impl HasWork<Self> for Hangup { self.work }
+}
+
+impl WorkItem for Hangup {
+    type Pointer = Arc<Hangup>;
+
+    fn run(this: Arc<Hangup>) {
+        for _ in 0..1500 {
+            if this.stop.load(Ordering::Acquire) {
+                break;
+            }
+            fsleep(Delta::from_millis(10));
+        }
+        this.sock.shutdown();
+        this.done.store(true, Ordering::Release);
+    }
+}
+
+/// Waits up to `ms` for a completion: 1, or a negative errno
+/// (`-KFI_EAVAIL` for an error entry).
+pub(crate) fn sread_ms(cq: &Owned<sys::kfid_cq>, e: &mut sys::kfi_cq_data_entry, ms: i32) -> isize {
+    cq.sread_data(e, ms)
+}
+
+/// Waits up to `ms` for an error completion and returns it.
+pub(crate) fn cq_error(cq: &Owned<sys::kfid_cq>, ms: i32) -> Result<sys::kfi_cq_err_entry> {
+    let mut e = sys::kfi_cq_data_entry::default();
+    let r = sread_ms(cq, &mut e, ms);
+    ensure!(
+        r == -(sys::KFI_EAVAIL as isize),
+        "expected an error completion, got {} (context {})",
+        r,
+        e.op_context as usize
+    );
+    let mut err = sys::kfi_cq_err_entry::default();
+    let n = cq.readerr(&mut err);
+    ensure!(n == 1, "kfi_cq_readerr: {}", n);
+    Ok(err)
+}
+
+/// A raw listener on 127.0.0.1:`port`.
+pub(crate) fn raw_listener(port: u16) -> Result<Socket> {
+    let a = SockAddr::v4([127, 0, 0, 1], port);
+    let l = Socket::tcp(&a)?;
+    l.bind(&a)?;
+    l.listen(8)?;
+    Ok(l)
+}
+
+/// A kfabric client endpoint of `n` connected to the raw server `l`,
+/// which accepts it: (endpoint, the raw server's socket).
+pub(crate) fn kfi_client(
+    n: &Net,
+    c: &Owned<sys::kfid_cq>,
+    l: &Socket,
+) -> Result<(Owned<sys::kfid_ep>, Socket)> {
+    let ep = endpoint(n, n.dst.first(), c)?;
+    let ret = rc(ep.connect(&[]));
+    kernel::error::to_result(ret)?;
+    let s = l.accept(false)?;
+    frame::read_connreq(&s)?;
+    frame::accept(&s, &[])?;
+    let (ev, _, _) = event(n)?;
+    ensure!(ev == sys::KFI_CONNECTED, "client event {}", ev);
+    Ok((ep, s))
+}
+
+/// A raw client of the kfabric listener of `n` on 127.0.0.1:`port`; the
+/// test accepts it: (the raw socket, the server endpoint).
+pub(crate) fn raw_client(
+    n: &Net,
+    port: u16,
+    c: &Owned<sys::kfid_cq>,
+) -> Result<(Socket, Owned<sys::kfid_ep>)> {
+    let a = SockAddr::v4([127, 0, 0, 1], port);
+    let raw = Socket::tcp(&a)?;
+    frame::connect_start(&raw, &a, b"hostile")?;
+    let (ev, buf, _) = event(n)?;
+    ensure!(ev == sys::KFI_CONNREQ, "listener event {}", ev);
+    let sep = endpoint_for(n, &take_req(&buf)?, c)?;
+    let ret = rc(sep.accept(&[]));
+    kernel::error::to_result(ret)?;
+    let (ev, _, _) = event(n)?;
+    ensure!(ev == sys::KFI_CONNECTED, "server event {}", ev);
+    match frame::connect_finish(&raw)? {
+        frame::Answer::Accepted(_) => Ok((raw, sep)),
+        frame::Answer::Rejected(_) => Err(ECONNREFUSED),
+    }
+}
+
+/// Registers `buf` on the domain of `n` at remote address 0 with
+/// `access` (and `requested` as the key, if not 0).
+pub(crate) fn region(
+    n: &Net,
+    buf: &mut [u8],
+    access: u64,
+    requested: u64,
+) -> Result<Owned<sys::kfid_mr>> {
+    // SAFETY: Callers close the region before `buf` goes.
+    unsafe {
+        n.domain
+            .register_raw(buf.as_mut_ptr(), buf.len(), access, 0, requested, 0)
+    }
+}
+
+pub(crate) fn key(mr: &Owned<sys::kfid_mr>) -> u64 {
+    // SAFETY: An open region.
+    unsafe { (*mr.as_ptr()).key }
+}
+
+/// Posts an RMA write of `buf` to `len` bytes at 0 of region `key`.
+pub(crate) fn post_write(ep: &Owned<sys::kfid_ep>, buf: &[u8], key: u64, ctx: usize) -> c_int {
+    let v = kvec(buf);
+    let remote = sys::kfi_rma_iov {
+        addr: 0,
+        len: buf.len(),
+        key,
+    };
+    let mut m = sys::kfi_msg_rma {
+        rma_iov: &remote,
+        rma_iov_count: 1,
+        ..Default::default()
+    };
+    m.msg.iov_type = sys::KFI_KVEC;
+    m.msg.__bindgen_anon_1.msg_iov = &v;
+    m.msg.iov_count = 1;
+    m.msg.context = ctx as *mut c_void;
+    // SAFETY: An open endpoint; callers keep `buf` until the completion.
+    unsafe { rc(ep.writemsg(&m, 0)) }
+}
+
+/// Reads and drops `len` bytes from `s`.
+pub(crate) fn drain(s: &Socket, mut len: usize) -> Result {
+    let mut sink = KVec::with_capacity(64 << 10, GFP_KERNEL)?;
+    sink.resize(64 << 10, 0u8, GFP_KERNEL)?;
+    while len > 0 {
+        let k = len.min(sink.len());
+        frame::recv_exact(s, &mut sink[..k])?;
+        len -= k;
+    }
+    Ok(())
+}
+
+/// An RDM endpoint of kfi_sockets on 127.0.0.1:`port` with its CQ and
+/// AV (4 entries). The fields drop in order: the endpoint first.
+pub(crate) struct RdmSide {
+    pub(crate) ep: Owned<sys::kfid_ep>,
+    pub(crate) c: Owned<sys::kfid_cq>,
+    pub(crate) av: Owned<sys::kfid_av>,
+    pub(crate) _n: Net,
+}
+
+pub(crate) fn rdm_side(port: &core::ffi::CStr) -> Result<RdmSide> {
+    let n = net_typed(
+        c"sockets",
+        c"127.0.0.1",
+        port,
+        core::ptr::null_mut(),
+        sys::KFI_EP_RDM,
+    )?;
+    let av = n.domain.open_av(&sys::kfi_av_attr {
+        type_: sys::KFI_AV_TABLE,
+        count: 4,
+        ..Default::default()
+    })?;
+    let c = cq(&n)?;
+    let ep = rdm_endpoint(&n, &c, &av)?;
+    Ok(RdmSide { ep, c, av, _n: n })
+}
+
+/// Waits up to `ms` for bytes (or the end of the stream) on `s`, so
+/// that a read of an answer cannot hang a case on a provider that never
+/// answers.
+pub(crate) fn wait_readable(s: &Socket, ms: u64) -> bool {
+    for _ in 0..ms / 10 {
+        if s.readable() {
+            return true;
+        }
+        fsleep(Delta::from_millis(10));
+    }
+    s.readable()
+}
+
+/// kfi_sockets' default `rdm_max_peers` and `listen_backlog_max`.
+pub(crate) const RDM_MAX_PEERS: usize = 128;
+pub(crate) const LISTEN_BACKLOG_MAX: usize = 64;
