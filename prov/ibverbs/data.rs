@@ -26,7 +26,6 @@ use kernel::{
     new_spinlock_irq,
     prelude::*,
     sync::{Arc, SpinLockIrq},
-    workqueue,
 };
 
 use crate::{
@@ -276,17 +275,7 @@ impl DataPath {
         let Some(c) = st.owner.clone() else {
             return;
         };
-        c.error_work(true);
-        let w = c.clone();
-        let r = workqueue::system().try_spawn(GFP_ATOMIC, move || {
-            w.protocol_error();
-            w.error_work(false);
-        });
-        if r.is_err() {
-            // No memory: the ULP learns of it when its operations stall
-            // or at the peer's hang-up; nothing of the peer is taken.
-            c.error_work(false);
-        }
+        c.queue_protocol_error();
     }
 
     /// Sets the CQs operations complete to (at `kfi_enable`).

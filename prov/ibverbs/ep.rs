@@ -14,6 +14,7 @@ use kernel::{
     new_mutex,
     prelude::*,
     sync::{Arc, Mutex},
+    workqueue::{self, impl_has_work, new_work, Work, WorkItem},
 };
 
 use crate::{
@@ -102,6 +103,24 @@ pub(crate) struct Conn {
     /// Protocol-error workers queued or running (the close waits for
     /// them).
     err_work: AtomicUsize,
+    /// The protocol-error worker: an item of this module's own (the
+    /// kernel crate's `try_spawn` shares one lockdep key among modules,
+    /// which lockdep refuses).
+    #[pin]
+    err_item: Work<Conn>,
+}
+
+impl_has_work! {
+    impl HasWork<Self> for Conn { self.err_item }
+}
+
+impl WorkItem for Conn {
+    type Pointer = Arc<Conn>;
+
+    fn run(this: Arc<Conn>) {
+        this.protocol_error();
+        this.error_work(false);
+    }
 }
 
 impl Conn {
@@ -118,6 +137,15 @@ impl Conn {
         let s = self.state.lock();
         if let Some(id) = s.id.as_ref() {
             id.disconnect();
+        }
+    }
+
+    /// Queues the protocol-error worker (once: a queued one does the
+    /// work). Any context but hard interrupt.
+    pub(crate) fn queue_protocol_error(self: &Arc<Self>) {
+        self.error_work(true);
+        if workqueue::system().enqueue(self.clone()).is_err() {
+            self.error_work(false);
         }
     }
 
@@ -357,6 +385,7 @@ impl IbEndpoint {
                     param: KVec::new(),
                 }),
                 err_work: AtomicUsize::new(0),
+                err_item <- new_work!("kfi_ibverbs::protocol_error"),
             }),
             GFP_KERNEL,
         )?;
