@@ -23,6 +23,7 @@ mod debugfs;
 mod debugfs_getinfo;
 mod exports;
 mod info;
+mod mr_io;
 mod object;
 mod queues;
 mod registry;

@@ -125,11 +125,23 @@ struct kfi_ops_fabric {
  * struct kfi_ops_mr - memory registration of a domain
  * @size: sizeof(struct kfi_ops_mr) as the provider was built
  * @regattr: registers the buffers of @attr; @flags may hold KFI_RMA_PMEM
+ * @alloc: makes an unmapped region for per-I/O mapping (kfi_mr_alloc());
+ *	process context
+ * @map: maps the checked buffers of @map into a region of @alloc with a
+ *	fresh key, stored in @mr->key (kfi_mr_map()); any context but hard
+ *	interrupt, must not sleep or allocate
+ * @unmap: invalidates the mapping (kfi_mr_unmap()); same context rules
+ *
+ * A provider sets &struct kfid_mr.ops of its regions to this table.
  */
 struct kfi_ops_mr {
 	size_t size;
 	int (*regattr)(struct kfid_domain *domain, const struct kfi_mr_attr *attr,
 		       u64 flags, struct kfid_mr **mr);
+	int (*alloc)(struct kfid_domain *domain, size_t max_segs, u64 access,
+		     u64 flags, struct kfid_mr **mr);
+	int (*map)(struct kfid_mr *mr, const struct kfi_mr_map *map);
+	int (*unmap)(struct kfid_mr *mr);
 };
 
 /**

@@ -8,6 +8,7 @@
 //! memory stays valid until the operation that names it completes (or, for
 //! a registered region, until the region is closed). Any context.
 
+use core::borrow::Borrow;
 use kernel::prelude::*;
 
 use crate::kfi::{kfi_sys as sys, toolkit::segments::Segments};
@@ -104,9 +105,13 @@ pub(crate) unsafe fn slice<'a>(b: &Buf) -> &'a mut [u8] {
 /// # Safety
 ///
 /// As for [`slice`], for each of `bufs`.
-pub(crate) unsafe fn scatter(bufs: &[Buf], src: &[u8]) -> usize {
+pub(crate) unsafe fn scatter(
+    bufs: impl IntoIterator<Item = impl Borrow<Buf>>,
+    src: &[u8],
+) -> usize {
     let mut at = 0;
     for b in bufs {
+        let b = b.borrow();
         let n = b.len.min(src.len() - at);
         // SAFETY: As required.
         let dst = unsafe { slice(b) };
@@ -121,9 +126,13 @@ pub(crate) unsafe fn scatter(bufs: &[Buf], src: &[u8]) -> usize {
 /// # Safety
 ///
 /// As for [`slice`], for each of `bufs`.
-pub(crate) unsafe fn gather(bufs: &[Buf], dst: &mut [u8]) -> usize {
+pub(crate) unsafe fn gather(
+    bufs: impl IntoIterator<Item = impl Borrow<Buf>>,
+    dst: &mut [u8],
+) -> usize {
     let mut at = 0;
     for b in bufs {
+        let b = b.borrow();
         let n = b.len.min(dst.len() - at);
         // SAFETY: As required.
         dst[at..at + n].copy_from_slice(&unsafe { slice(b) }[..n]);

@@ -290,6 +290,18 @@ impl provider::Domain for SockDomain {
     fn mr_reg(&self, attr: &sys::kfi_mr_attr, flags: u64) -> Result<Region<mr::MrHandle>> {
         self.mrs.register(attr, flags)
     }
+
+    fn mr_alloc(&self, max_segs: usize, access: u64, flags: u64) -> Result<Region<mr::MrHandle>> {
+        self.mrs.alloc(max_segs, access, flags)
+    }
+
+    fn mr_map(region: &mr::MrHandle, map: &sys::kfi_mr_map) -> Result<u64> {
+        region.map(map)
+    }
+
+    fn mr_unmap(region: &mr::MrHandle) -> Result {
+        region.unmap()
+    }
 }
 
 /// An endpoint of either type.

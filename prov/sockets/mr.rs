@@ -9,14 +9,21 @@
 //! its key at once (new accesses fail) and then waits until the accesses in
 //! progress end, so no peer writes into memory the ULP got back; a peer
 //! that holds an access longer than the grace (`mr_close_grace_ms`) has
-//! its connection aborted. Keys the table picks are random. Lookups scan a
-//! short list under a spinlock: any context but hard interrupt.
+//! its connection aborted. Keys the table picks are random.
+//!
+//! Regions of `kfi_mr_alloc` are mapped and unmapped per I/O: their buffer
+//! slots are allocated once, so [`MrTable::map`] and [`MrTable::unmap`]
+//! only fill slots and swap keys under the table's lock, allocating
+//! nothing; each mapping gets a fresh random key, and an unmapped region
+//! has key 0, which never matches. An access refers to the region's
+//! buffers in place, so it may cross any number of them. Lookups scan the
+//! list under a spinlock (interrupts off): any context but hard interrupt.
 
 use core::ffi::c_void;
 use kernel::{
-    new_condvar, new_spinlock,
+    new_condvar, new_spinlock, new_spinlock_irq,
     prelude::*,
-    sync::{Arc, CondVar, CondVarTimeoutResult, SpinLock},
+    sync::{Arc, CondVar, CondVarTimeoutResult, SpinLock, SpinLockIrq},
     time::msecs_to_jiffies,
 };
 
@@ -39,13 +46,23 @@ extern "C" {
 
 /// One registration.
 struct Entry {
+    /// Names the region for its handle; never changes.
+    id: u64,
+    /// What peers present: random, never 0; 0 while a per-I/O region is
+    /// unmapped.
     key: u64,
     /// The remote address of the region's first byte.
     offset: u64,
     len: u64,
     access: u64,
     pmem: bool,
+    /// The region's buffers are `pieces[..n]`. A per-I/O region keeps all
+    /// its slots, so mapping allocates nothing. Not changed while `busy`
+    /// (accesses point into it).
     pieces: KVec<Buf>,
+    n: usize,
+    /// Made by `kfi_mr_alloc`: mapped and unmapped per I/O.
+    per_io: bool,
     /// Accesses in progress.
     busy: usize,
     /// The sockets of the connections that hold them (one per access):
@@ -57,6 +74,31 @@ struct Entry {
 
 struct Inner {
     entries: KVec<Entry>,
+    next_id: u64,
+}
+
+impl Inner {
+    /// A random key no region has (never 0, so that a zeroed or unmapped
+    /// key never hits).
+    fn fresh_key(&self) -> Result<u64> {
+        (0..KEY_TRIES)
+            .map(|_| random_key())
+            .find(|&k| k != 0 && !self.entries.iter().any(|e| e.key == k))
+            .ok_or(EBUSY)
+    }
+
+    fn entry(&mut self, id: u64) -> Option<&mut Entry> {
+        self.entries.iter_mut().find(|e| e.id == id)
+    }
+
+    /// Adds `e` under a new id; returns the id.
+    fn add(&mut self, mut e: Entry) -> Result<u64> {
+        e.id = self.next_id;
+        self.next_id = self.next_id.wrapping_add(1);
+        let id = e.id;
+        self.entries.push(e, GFP_ATOMIC)?;
+        Ok(id)
+    }
 }
 
 /// Tries at finding a free random key before giving up (a collision of
@@ -75,7 +117,7 @@ fn random_key() -> u64 {
 #[pin_data]
 pub(crate) struct MrTable {
     #[pin]
-    inner: SpinLock<Inner>,
+    inner: SpinLockIrq<Inner>,
     /// Woken when an access ends.
     #[pin]
     idle: CondVar,
@@ -87,7 +129,7 @@ pub(crate) struct MrTable {
 /// The provider's data of a registered region: closing it unregisters.
 pub(crate) struct MrHandle {
     table: Arc<MrTable>,
-    key: u64,
+    id: u64,
 }
 
 impl MrTable {
@@ -95,8 +137,9 @@ impl MrTable {
     pub(crate) fn new() -> Result<Arc<Self>> {
         Arc::pin_init(
             try_pin_init!(Self {
-                inner <- new_spinlock!(Inner {
+                inner <- new_spinlock_irq!(Inner {
                     entries: KVec::new(),
+                    next_id: 1,
                 }),
                 idle <- new_condvar!(),
                 atomics <- new_spinlock!(()),
@@ -126,6 +169,7 @@ impl MrTable {
         unsafe { bufs::fill(attr.iov_type, list.cast(), attr.iov_count, &mut pieces) }?;
         let len = bufs::total(&pieces) as u64;
         attr.offset.checked_add(len).ok_or(EINVAL)?;
+        let n = pieces.len();
         let mut inner = self.inner.lock();
         inner.entries.reserve(1, GFP_ATOMIC)?;
         let key = if attr.requested_key != 0 {
@@ -134,34 +178,118 @@ impl MrTable {
             }
             attr.requested_key
         } else {
-            // Never 0, so that a zeroed key never hits.
-            (0..KEY_TRIES)
-                .map(|_| random_key())
-                .find(|&k| k != 0 && !inner.entries.iter().any(|e| e.key == k))
-                .ok_or(EBUSY)?
+            inner.fresh_key()?
         };
-        inner.entries.push(
-            Entry {
-                key,
-                offset: attr.offset,
-                len,
-                access: attr.access,
-                pmem: flags & sys::KFI_RMA_PMEM != 0,
-                pieces,
-                busy: 0,
-                holders: KVec::new(),
-                dead: false,
-            },
-            GFP_ATOMIC,
-        )?;
+        let id = inner.add(Entry {
+            id: 0,
+            key,
+            offset: attr.offset,
+            len,
+            access: attr.access,
+            pmem: flags & sys::KFI_RMA_PMEM != 0,
+            pieces,
+            n,
+            per_io: false,
+            busy: 0,
+            holders: KVec::new(),
+            dead: false,
+        })?;
         Ok(Region {
             data: MrHandle {
                 table: self.clone(),
-                key,
+                id,
             },
             key,
             desc: core::ptr::null_mut(),
         })
+    }
+
+    /// `kfi_mr_alloc`: a per-I/O region with `max_segs` buffer slots and
+    /// the rights `access` (`KFI_RMA_PMEM` in `flags` for persistent
+    /// memory), unmapped. Process context.
+    pub(crate) fn alloc(
+        self: &Arc<Self>,
+        max_segs: usize,
+        access: u64,
+        flags: u64,
+    ) -> Result<Region<MrHandle>> {
+        let mut pieces = KVec::with_capacity(max_segs, GFP_KERNEL)?;
+        pieces.resize(max_segs, Buf::default(), GFP_KERNEL)?;
+        let mut inner = self.inner.lock();
+        inner.entries.reserve(1, GFP_ATOMIC)?;
+        let id = inner.add(Entry {
+            id: 0,
+            key: 0,
+            offset: 0,
+            len: 0,
+            access,
+            pmem: flags & sys::KFI_RMA_PMEM != 0,
+            pieces,
+            n: 0,
+            per_io: true,
+            busy: 0,
+            holders: KVec::new(),
+            dead: false,
+        })?;
+        Ok(Region {
+            data: MrHandle {
+                table: self.clone(),
+                id,
+            },
+            key: 0,
+            desc: core::ptr::null_mut(),
+        })
+    }
+
+    /// `kfi_mr_map`: gives the unmapped per-I/O region of `h` the buffers
+    /// of `m` (checked by kfabric.ko) and a fresh key, which it returns.
+    /// `EINVAL`: not a per-I/O region, or more buffers than its slots;
+    /// `EBUSY`: mapped, or its last mapping still drains. Any context but
+    /// hard interrupt; allocates nothing.
+    pub(crate) fn map(&self, h: &MrHandle, m: &sys::kfi_mr_map) -> Result<u64> {
+        let mut inner = self.inner.lock();
+        let key = inner.fresh_key()?;
+        let e = inner.entry(h.id).ok_or(EINVAL)?;
+        if !e.per_io {
+            return Err(EINVAL);
+        }
+        if e.key != 0 || e.dead || e.busy != 0 {
+            return Err(EBUSY);
+        }
+        // SAFETY: All union members are pointers to a list of `iov_count`
+        // entries of the type `iov_type` names (checked by kfabric.ko).
+        let list = unsafe { m.__bindgen_anon_1.mr_iov };
+        // SAFETY: As above. No access uses `pieces` (`busy` is 0).
+        let n = unsafe { bufs::fill(m.iov_type, list.cast(), m.iov_count, &mut e.pieces) }?;
+        let len = bufs::total(&e.pieces[..n]) as u64;
+        m.offset.checked_add(len).ok_or(EINVAL)?;
+        e.n = n;
+        e.len = len;
+        e.offset = m.offset;
+        e.key = key;
+        Ok(key)
+    }
+
+    /// `kfi_mr_unmap`: the mapping's key stops working now; `Ok` if no
+    /// access is in progress (the region is unmapped, its buffers the
+    /// ULP's), else `EBUSY` (call again: accesses end within their frame
+    /// deadline). `EINVAL`: not a mapped per-I/O region. Any context but
+    /// hard interrupt.
+    pub(crate) fn unmap(&self, h: &MrHandle) -> Result {
+        let mut inner = self.inner.lock();
+        let e = inner.entry(h.id).ok_or(EINVAL)?;
+        if !e.per_io || e.key == 0 {
+            return Err(EINVAL);
+        }
+        e.dead = true;
+        if e.busy != 0 {
+            return Err(EBUSY);
+        }
+        e.key = 0;
+        e.dead = false;
+        e.n = 0;
+        e.len = 0;
+        Ok(())
     }
 
     /// Checks a peer's access of `len` bytes at remote address `addr` of
@@ -176,6 +304,9 @@ impl MrTable {
         need: u64,
         holder: &Arc<Socket>,
     ) -> Result<Access> {
+        if key == 0 {
+            return Err(ENOKEY);
+        }
         let mut inner = self.inner.lock();
         let e = inner
             .entries
@@ -190,28 +321,34 @@ impl MrTable {
         if e.access & need != need {
             return Err(EACCES);
         }
-        let mut pieces = [Buf::default(); MR_RANGE_MAX];
-        let n = range(&e.pieces, start as usize, len as usize, &mut pieces)?;
+        let pieces = e.pieces.get(..e.n).ok_or(EINVAL)?;
+        let (from, skip) = first_piece(pieces, start as usize);
         e.holders.push(holder.clone(), GFP_ATOMIC)?;
         e.busy += 1;
+        // INVARIANT: `pieces[from..]` is the region's from the range's
+        // first byte on; `busy` now counts this access, so the region
+        // keeps its buffers unchanged until it is dropped.
         Ok(Access {
             table: self.clone(),
-            key,
+            id: e.id,
             holder: holder.clone(),
             pmem: e.pmem,
-            pieces,
-            n,
+            // SAFETY: `from <= pieces.len()` (`first_piece`).
+            first: unsafe { pieces.as_ptr().add(from) },
+            count: pieces.len() - from,
+            skip,
+            len: len as usize,
         })
     }
 
-    /// Unregisters `key`: no new access from now on; the accesses in
-    /// progress get `mr_close_grace_ms` to end, then the connections that
-    /// hold them are aborted (their sockets shut down, so their work items
-    /// stop waiting on the peer and let go). Process context.
-    fn unregister(&self, key: u64) {
-        let busy = |inner: &Inner| inner.entries.iter().any(|e| e.key == key && e.busy > 0);
+    /// Unregisters region `id`: no new access from now on; the accesses
+    /// in progress get `mr_close_grace_ms` to end, then the connections
+    /// that hold them are aborted (their sockets shut down, so their work
+    /// items stop waiting on the peer and let go). Process context.
+    fn unregister(&self, id: u64) {
+        let busy = |inner: &Inner| inner.entries.iter().any(|e| e.id == id && e.busy > 0);
         let mut inner = self.inner.lock();
-        let Some(e) = inner.entries.iter_mut().find(|e| e.key == key) else {
+        let Some(e) = inner.entry(id) else {
             return;
         };
         e.dead = true;
@@ -225,11 +362,7 @@ impl MrTable {
             };
         }
         if busy(&inner) {
-            let holders = inner
-                .entries
-                .iter_mut()
-                .find(|e| e.key == key)
-                .map(|e| core::mem::take(&mut e.holders));
+            let holders = inner.entry(id).map(|e| core::mem::take(&mut e.holders));
             drop(inner);
             for s in holders.iter().flatten() {
                 s.shutdown();
@@ -242,7 +375,7 @@ impl MrTable {
                 self.idle.wait(&mut inner);
             }
         }
-        let gone = match inner.entries.iter().position(|e| e.key == key) {
+        let gone = match inner.entries.iter().position(|e| e.id == id) {
             Some(i) => inner.entries.remove(i).ok(),
             None => None,
         };
@@ -250,17 +383,13 @@ impl MrTable {
         drop(gone);
     }
 
-    fn release(&self, key: u64, holder: &Arc<Socket>) {
+    fn release(&self, id: u64, holder: &Arc<Socket>) {
         let mut inner = self.inner.lock();
-        let gone = inner
-            .entries
-            .iter_mut()
-            .find(|e| e.key == key)
-            .and_then(|e| {
-                e.busy = e.busy.saturating_sub(1);
-                let i = e.holders.iter().position(|h| Arc::ptr_eq(h, holder))?;
-                e.holders.remove(i).ok()
-            });
+        let gone = inner.entry(id).and_then(|e| {
+            e.busy = e.busy.saturating_sub(1);
+            let i = e.holders.iter().position(|h| Arc::ptr_eq(h, holder))?;
+            e.holders.remove(i).ok()
+        });
         drop(inner);
         // Not the last reference (the access holds one): no release here.
         drop(gone);
@@ -274,68 +403,99 @@ impl MrTable {
     }
 }
 
-impl Drop for MrHandle {
-    fn drop(&mut self) {
-        self.table.unregister(self.key);
+impl MrHandle {
+    /// `kfi_mr_map` of this region ([`MrTable::map`]).
+    pub(crate) fn map(&self, m: &sys::kfi_mr_map) -> Result<u64> {
+        self.table.map(self, m)
+    }
+
+    /// `kfi_mr_unmap` of this region ([`MrTable::unmap`]).
+    pub(crate) fn unmap(&self) -> Result {
+        self.table.unmap(self)
     }
 }
 
-/// Most region buffers one checked range may cross.
-pub(crate) const MR_RANGE_MAX: usize = 8;
-
-/// The buffers of `pieces` that cover `len` bytes from `start`, trimmed.
-/// `E2BIG` if more than `out` holds.
-fn range(pieces: &[Buf], start: usize, len: usize, out: &mut [Buf]) -> Result<usize> {
-    let (mut skip, mut left, mut n) = (start, len, 0);
-    for p in pieces {
-        if left == 0 {
-            break;
-        }
-        if skip >= p.len {
-            skip -= p.len;
-            continue;
-        }
-        let take = (p.len - skip).min(left);
-        *out.get_mut(n).ok_or(E2BIG)? = Buf {
-            base: p.base + skip,
-            len: take,
-        };
-        n += 1;
-        left -= take;
-        skip = 0;
+impl Drop for MrHandle {
+    fn drop(&mut self) {
+        self.table.unregister(self.id);
     }
-    Ok(n)
+}
+
+/// The index of the buffer of `pieces` that holds byte `start` of the
+/// region, and the offset of that byte in it (`(pieces.len(), 0)` at the
+/// end).
+fn first_piece(pieces: &[Buf], start: usize) -> (usize, usize) {
+    let mut skip = start;
+    for (i, p) in pieces.iter().enumerate() {
+        if skip < p.len {
+            return (i, skip);
+        }
+        skip -= p.len;
+    }
+    (pieces.len(), 0)
 }
 
 /// A checked range of a region, in use: the region cannot be unregistered
-/// until this is dropped.
+/// or remapped until this is dropped.
 ///
 /// # Invariants
 ///
-/// `pieces[..n]` lie inside region `key` of `table`, whose `busy` count
-/// this access holds, with `holder` (the socket of the connection that
-/// uses it) in the region's `holders`.
+/// `first` points to `count` buffers of region `id` of `table`, the first
+/// of which holds the range's first byte at offset `skip`; the range's
+/// `len` bytes lie inside them. This access holds one of the region's
+/// `busy` counts, with `holder` (the socket of the connection that uses
+/// it) in the region's `holders`, so the buffers stay allocated and
+/// unchanged while it lives.
 pub(crate) struct Access {
     table: Arc<MrTable>,
-    key: u64,
+    id: u64,
     holder: Arc<Socket>,
     pmem: bool,
-    pieces: [Buf; MR_RANGE_MAX],
-    n: usize,
+    first: *const Buf,
+    count: usize,
+    skip: usize,
+    len: usize,
 }
 
+// SAFETY: `first` is only read, and the buffers it points to stay valid and
+// unchanged while the access lives (type invariant), from any thread.
+unsafe impl Send for Access {}
+// SAFETY: As for `Send`: shared use only reads.
+unsafe impl Sync for Access {}
+
 impl Access {
-    /// The range's buffers, in order.
-    pub(crate) fn bufs(&self) -> &[Buf] {
-        &self.pieces[..self.n]
+    /// The range's buffers, in order, trimmed to the range.
+    pub(crate) fn bufs(&self) -> impl Iterator<Item = Buf> + '_ {
+        // SAFETY: `count` buffers at `first`, valid and unchanged while
+        // `self` lives (type invariant).
+        let pieces = unsafe { core::slice::from_raw_parts(self.first, self.count) };
+        let (mut skip, mut left) = (self.skip, self.len);
+        pieces.iter().map_while(move |p| {
+            if left == 0 {
+                return None;
+            }
+            let take = p.len.saturating_sub(skip).min(left);
+            let b = Buf {
+                base: p.base.wrapping_add(skip),
+                len: take,
+            };
+            left -= take;
+            skip = 0;
+            Some(b)
+        })
+    }
+
+    /// The range's length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.len
     }
 
     /// The persistence step of commit completion: persistent-memory
     /// regions are written back to the persistence domain; plain RAM gets
     /// a full barrier (it has no persistence domain to reach).
     pub(crate) fn commit(&self) {
-        for b in self.bufs() {
-            if self.pmem {
+        if self.pmem {
+            for b in self.bufs() {
                 // SAFETY: A range of a registered region (type invariant).
                 unsafe { kfi_sockets_persist(b.base as *mut c_void, b.len) };
             }
@@ -347,6 +507,6 @@ impl Access {
 
 impl Drop for Access {
     fn drop(&mut self) {
-        self.table.release(self.key, &self.holder);
+        self.table.release(self.id, &self.holder);
     }
 }

@@ -18,6 +18,7 @@
 //! its deadline (`ETIMEDOUT`, see [`frame_deadline`]): a peer that stops
 //! inside a frame holds a worker for a bounded time only.
 
+use core::borrow::Borrow;
 use kernel::{prelude::*, sync::Arc, sync::CondVarTimeoutResult};
 
 use crate::{
@@ -327,9 +328,14 @@ impl Rx<'_> {
     /// # Safety
     ///
     /// `bufs` are a live operation's or region's buffers.
-    unsafe fn place(&mut self, bufs: &[Buf], len: usize) -> Result<(usize, usize)> {
+    unsafe fn place(
+        &mut self,
+        bufs: impl IntoIterator<Item = impl Borrow<Buf>>,
+        len: usize,
+    ) -> Result<(usize, usize)> {
         let mut left = len;
         for b in bufs {
+            let b = b.borrow();
             let n = b.len.min(left);
             // SAFETY: As required.
             frame::recv_exact(self.sock, &mut unsafe { slice(b) }[..n])?;
@@ -571,7 +577,7 @@ impl Rx<'_> {
         };
         for a in acc.iter() {
             // SAFETY: Checked ranges of registered regions, held by `a`.
-            unsafe { self.place(a.bufs(), bufs::total(a.bufs())) }?;
+            unsafe { self.place(a.bufs(), a.len()) }?;
         }
         if h.flags & flags::COMMIT_COMPLETE != 0 {
             for a in acc.iter() {

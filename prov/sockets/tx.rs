@@ -49,7 +49,7 @@ impl Job {
     /// an atomic's operands do not count).
     fn payload_len(&self) -> u64 {
         let n = match self {
-            Job::Resp(r) => r.reads.iter().map(|a| bufs::total(a.bufs())).sum(),
+            Job::Resp(r) => r.reads.iter().map(|a| a.len()).sum(),
             Job::Op(op, ..) if op.kind == Kind::Read || op.kind == Kind::Atomic => 0,
             Job::Op(op, ..) => op.inject.unwrap_or_else(|| bufs::total(&op.bufs[..op.n])),
         };
@@ -290,7 +290,7 @@ fn send_resp(sock: &Socket, r: &Resp) -> Result {
                 for b in a.bufs() {
                     // SAFETY: A checked range of a registered region, held
                     // by `a` until the response is sent.
-                    parts.push(unsafe { slice(b) }, GFP_KERNEL)?;
+                    parts.push(unsafe { slice(&b) }, GFP_KERNEL)?;
                 }
             }
             frame::send_frame(sock, &h, &[], &parts)

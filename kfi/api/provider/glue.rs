@@ -11,7 +11,7 @@ use super::{
     super::kfi_sys as sys,
     object::{addr_buf, bytes, data, fid_ops, hand_out, header, opt_str},
     refs::{AvRef, Bound, CntrRef, CqRef, EqRef, FidRef},
-    traits::{AtomicKind, Domain, Endpoint, Fabric, PassiveEndpoint, Provider},
+    traits::{AtomicKind, Domain, Endpoint, Fabric, PassiveEndpoint, Provider, Region},
 };
 
 /// The ops tables of the objects of provider `P`.
@@ -59,6 +59,21 @@ impl<P: Provider> Tables<P> {
         size: size_of::<sys::kfi_ops_mr>(),
         regattr: if <DomainOf<P>>::HAS_MR_REG {
             Some(Self::mr_reg)
+        } else {
+            None
+        },
+        alloc: if <DomainOf<P>>::HAS_MR_ALLOC {
+            Some(Self::mr_alloc)
+        } else {
+            None
+        },
+        map: if <DomainOf<P>>::HAS_MR_MAP {
+            Some(Self::mr_map)
+        } else {
+            None
+        },
+        unmap: if <DomainOf<P>>::HAS_MR_UNMAP {
+            Some(Self::mr_unmap)
         } else {
             None
         },
@@ -368,13 +383,73 @@ impl<P: Provider> Tables<P> {
         from_result(|| {
             // SAFETY: An open domain of `P`; valid attributes.
             let r = unsafe { data::<_, DomainOf<P>>(domain).mr_reg(&*attr, flags) }?;
-            let hdr = sys::kfid_mr {
-                fid: header(&Self::MR_FID),
-                mem_desc: r.desc,
-                key: r.key,
-            };
             // SAFETY: `out` is valid for writes.
-            unsafe { hand_out(hdr, r.data, out) }
+            unsafe { Self::hand_out_region(r, out) }
+        })
+    }
+
+    /// Hands out a region of `P` with its header.
+    ///
+    /// # Safety
+    ///
+    /// `out` is valid for writes.
+    unsafe fn hand_out_region(
+        r: Region<RegionOf<P>>,
+        out: *mut *mut sys::kfid_mr,
+    ) -> Result<c_int> {
+        let hdr = sys::kfid_mr {
+            fid: header(&Self::MR_FID),
+            mem_desc: r.desc,
+            key: r.key,
+            ops: &Self::MR,
+        };
+        // SAFETY: `out` is valid for writes (requirement).
+        unsafe { hand_out(hdr, r.data, out) }
+    }
+
+    /// # Safety
+    ///
+    /// kfabric.ko's contract: an open domain of `P`, checked arguments.
+    unsafe extern "C" fn mr_alloc(
+        domain: *mut sys::kfid_domain,
+        max_segs: usize,
+        access: u64,
+        flags: u64,
+        out: *mut *mut sys::kfid_mr,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: An open domain of `P`.
+            let r = unsafe { data::<_, DomainOf<P>>(domain).mr_alloc(max_segs, access, flags) }?;
+            // SAFETY: `out` is valid for writes.
+            unsafe { Self::hand_out_region(r, out) }
+        })
+    }
+
+    /// # Safety
+    ///
+    /// kfabric.ko's contract: an open region of `P`, a checked list; calls
+    /// on one region do not race (the ULP's contract).
+    unsafe extern "C" fn mr_map(mr: *mut sys::kfid_mr, map: *const sys::kfi_mr_map) -> c_int {
+        from_result(|| {
+            // SAFETY: An open region of `P`; a valid, checked list.
+            let key = unsafe { <DomainOf<P>>::mr_map(data::<_, RegionOf<P>>(mr), &*map) }?;
+            // SAFETY: An open region; its owner does not race this call.
+            unsafe { (*mr).key = key };
+            Ok(0)
+        })
+    }
+
+    /// # Safety
+    ///
+    /// kfabric.ko's contract: an open region of `P`; calls on one region
+    /// do not race (the ULP's contract).
+    unsafe extern "C" fn mr_unmap(mr: *mut sys::kfid_mr) -> c_int {
+        from_result(|| {
+            // SAFETY: An open region of `P`.
+            unsafe { <DomainOf<P>>::mr_unmap(data::<_, RegionOf<P>>(mr)) }?;
+            // SAFETY: As above; the dead key is not shown any more.
+            unsafe { (*mr).key = 0 };
+            Ok(0)
         })
     }
 

@@ -91,6 +91,32 @@ pub(crate) trait Domain: Send + Sync + Sized + 'static {
     fn mr_reg(&self, _attr: &sys::kfi_mr_attr, _flags: u64) -> Result<Region<Self::Region>> {
         build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
     }
+
+    /// Makes an unmapped region for per-I/O mapping (`kfi_mr_alloc`;
+    /// kfabric.ko checked `max_segs`, `access` and `flags`); its key is 0
+    /// until mapped. Process context.
+    fn mr_alloc(
+        &self,
+        _max_segs: usize,
+        _access: u64,
+        _flags: u64,
+    ) -> Result<Region<Self::Region>> {
+        build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Maps the buffers of `map` (checked by kfabric.ko) into `region`;
+    /// returns the mapping's fresh key. `EINVAL` for a region not made by
+    /// `mr_alloc`. Any context but hard interrupt: must neither sleep nor
+    /// allocate.
+    fn mr_map(_region: &Self::Region, _map: &sys::kfi_mr_map) -> Result<u64> {
+        build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Invalidates `region`'s mapping: `Ok` once no peer access uses its
+    /// buffers, `EBUSY` while one still does. Contexts as for `mr_map`.
+    fn mr_unmap(_region: &Self::Region) -> Result {
+        build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
 }
 
 /// What kfabric.ko checks operations of an endpoint against.
