@@ -287,8 +287,9 @@ int kfi_enable(struct kfid_ep *ep);
  * @context: the context the receive (or tagged receive) was posted with
  *
  * The receive completes once, as an error entry with -ECANCELED, before
- * this returns; its buffer is the caller's again. Sends, RMA and atomics
- * cannot be taken back once posted.
+ * this returns; its buffer is the caller's again. A send, RMA or atomic
+ * the provider still queues (kfi_sockets, MSG endpoints) is taken back the
+ * same way; one already on the wire is -ENOENT.
  *
  * Context: any but hard interrupt; never sleeps.
  * Return: 0; -ENOENT when no such receive waits (completed, being filled,

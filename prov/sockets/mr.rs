@@ -33,8 +33,8 @@ use crate::{
     ksock::Socket,
 };
 
-/// Most buffers of one registration.
-pub(crate) const MR_IOV_MAX: usize = 64;
+/// Most buffers of one registration: a bio's worth, as for mappings.
+pub(crate) const MR_IOV_MAX: usize = sys::KFI_MR_MAP_SEGS_MAX as usize;
 
 extern "C" {
     /// `kfi_sockets_mem.c`: writes `len` bytes at `addr` back to the
