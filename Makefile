@@ -12,7 +12,8 @@
 #                       normal and the debug kernel
 #   make check VARIANTS=normal   only the normal kernel (quicker)
 #   make modules        build the modules (CLIPPY=1 runs clippy too)
-#   make clippy         build with clippy, warnings are errors
+#   make clippy         build with clippy, warnings are errors, and fail on
+#                       kfi/api code that no module uses
 #   make rustfmtcheck   check the Rust formatting; 'make rustfmt' fixes it
 #   make kernel         only set up the toolchain and build the kernel
 #   make rust-analyzer  write rust-project.json for an editor
@@ -28,7 +29,7 @@ export KDIR
 all: modules
 
 help:
-	@sed -n '3,20p' Makefile
+	@sed -n '3,21p' Makefile
 
 kernel:
 	@scripts/kernel.sh build $(VARIANT) >/dev/null
@@ -38,6 +39,7 @@ modules:
 
 clippy:
 	@scripts/modules.sh $(VARIANT) CLIPPY=1 KRUSTFLAGS=-Dwarnings >/dev/null
+	@scripts/api-dead-code.sh $(VARIANT)
 
 check:
 	@scripts/check.sh $(VARIANTS)

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # check.sh VARIANT...: every test of kfabric (what 'make check' runs).
-#  - static checks: rustfmt, and a clippy build with warnings as errors;
+#  - static checks: rustfmt, a clippy build with warnings as errors, and
+#    kfi/api code that no module uses (scripts/api-dead-code.sh);
 #  - per kernel VARIANT (normal, debug): build the modules (warnings are
 #    errors), boot the VM, run the module end-to-end checks and the KUnit
 #    suites, scan the guest log (and kmemleak on the debug kernel);
@@ -44,6 +45,7 @@ step "modules (${variants[0]} kernel)" "$KFABRIC_TOP/scripts/modules.sh" "${vari
 static_case rustfmt "$KFABRIC_TOP/scripts/rustfmt.sh" --check
 static_case clippy "$KFABRIC_TOP/scripts/modules.sh" "${variants[0]}" CLIPPY=1 \
 	KRUSTFLAGS=-Dwarnings KCFLAGS=-Werror
+static_case api-dead-code "$KFABRIC_TOP/scripts/api-dead-code.sh" "${variants[0]}"
 echo "    1..$n" >> "$static_ktap"
 
 for v in "${variants[@]}"; do

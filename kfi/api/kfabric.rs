@@ -33,16 +33,6 @@ pub(crate) type FabricOpenFn = unsafe extern "C" fn(
     *mut c_void,
 ) -> c_int;
 
-/// The signature of a provider's getinfo entry point.
-pub(crate) type GetinfoFn = unsafe extern "C" fn(
-    u32,
-    *const c_char,
-    *const c_char,
-    u64,
-    *const sys::kfi_info,
-    *mut *mut sys::kfi_info,
-) -> c_int;
-
 /// A provider description kept in a `static`.
 ///
 /// # Invariants
@@ -69,23 +59,6 @@ impl StaticProvider {
             version,
             owner: core::ptr::null_mut(),
             getinfo: None,
-            fabric,
-        }))
-    }
-
-    /// Describes a provider that also lists what it offers (`getinfo`).
-    #[allow(clippy::disallowed_methods)]
-    pub(crate) const fn with_getinfo(
-        name: &'static CStr,
-        version: u32,
-        getinfo: GetinfoFn,
-        fabric: Option<FabricOpenFn>,
-    ) -> Self {
-        Self(UnsafeCell::new(sys::kfi_provider {
-            name: name.as_ptr().cast(),
-            version,
-            owner: core::ptr::null_mut(),
-            getinfo: Some(getinfo),
             fabric,
         }))
     }

@@ -57,10 +57,6 @@ impl<S: Clone + Default> Ring<S> {
 
     /// Takes out the oldest slot that `pred` accepts; the slots after it
     /// move up, so the order of the rest is kept. O(len).
-    #[allow(
-        dead_code,
-        reason = "kfi_sockets' cancel uses it, kfabric.ko's queues do not"
-    )]
     pub(crate) fn take_where(&mut self, pred: impl Fn(&S) -> bool) -> Option<S> {
         let n = (0..self.len).find(|&n| self.slots.get(self.wrap(n)).is_some_and(&pred))?;
         let taken = self.slots.get(self.wrap(n))?.clone();

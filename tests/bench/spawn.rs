@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The benchmark's threads: a closure run as a work item on the unbound
-//! system workqueue, whose result the caller waits for.
+//! The benchmark's threads: a closure run as a work item (of this module,
+//! [`task`]) on the unbound system workqueue, whose result the caller
+//! waits for.
 //!
 //! Every side of every run (raw and kfi alike) is such a work item, so both
 //! get the scheduler placement of kfi_sockets' own progress work, which is
@@ -15,6 +16,8 @@ use kernel::{
     sync::{Arc, CondVar, Mutex},
     workqueue,
 };
+
+use crate::kfi::toolkit::task;
 
 /// Where a work item leaves its result.
 #[pin_data]
@@ -42,7 +45,7 @@ where
         GFP_KERNEL,
     )?;
     let theirs = slot.clone();
-    workqueue::system_unbound().try_spawn(GFP_KERNEL, move || {
+    task::spawn(workqueue::system_unbound(), move || {
         let v = f();
         *theirs.value.lock() = Some(v);
         theirs.cv.notify_all();

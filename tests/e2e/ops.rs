@@ -17,6 +17,7 @@ mod e2e_ops {
             kfi_sys as sys,
             ulp::{CmEvent, Cq, CqError, Domain, Endpoint, Eq, Fabric, Hints},
         },
+        pattern::pattern,
         port, provider, server_net, server_node, skip,
     };
     use kernel::{
@@ -117,17 +118,6 @@ mod e2e_ops {
             };
         }
         Ok(sep)
-    }
-
-    /// `len` bytes of a pattern that differs per `seed`.
-    fn pattern(len: usize, seed: u8) -> Result<KVVec<u8>> {
-        let mut v = KVVec::with_capacity(len, GFP_KERNEL)?;
-        let mut x = u32::from(seed) | 1;
-        for _ in 0..len {
-            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
-            v.push((x >> 16) as u8, GFP_KERNEL)?;
-        }
-        Ok(v)
     }
 
     /// The contexts of successes (in order) and of failures, with their

@@ -11,12 +11,10 @@
 //! still closes its objects (a failed assertion would end the test thread
 //! with its endpoints and buffers in use).
 
-use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::{
     prelude::*,
     sync::Arc,
     time::{delay::fsleep, Delta, Instant, Monotonic},
-    workqueue::{self, new_work},
 };
 
 use super::{
@@ -476,26 +474,15 @@ mod cases {
         raw.send(&[&h.encode(), &d.encode(), &part])?;
         // The target is in the middle of the write's payload.
         fsleep(Delta::from_millis(500));
-        let sock = raw.clone();
-        let state = Arc::pin_init(
-            try_pin_init!(Hangup {
-                sock,
-                stop: AtomicBool::new(false),
-                done: AtomicBool::new(false),
-                work <- new_work!("kfi_sockets_hostile::hangup"),
-            }),
-            GFP_KERNEL,
-        )?;
-        if workqueue::system_long().enqueue(state.clone()).is_err() {
-            return Err(EBUSY);
-        }
+        let mut socks = KVec::new();
+        socks.push(raw.clone(), GFP_KERNEL)?;
+        let hangup = Hangup::start(socks, 15_000)?;
         let t = Instant::<Monotonic>::now();
         drop(mr);
         let took = t.elapsed().as_millis();
-        state.stop.store(true, Ordering::Release);
-        while !state.done.load(Ordering::Acquire) {
-            fsleep(Delta::from_millis(10));
-        }
+        hangup.stop();
+        // The peer hangs up now, as it would have later.
+        raw.shutdown();
         ensure!(took < 10_000, "closing the region took {} ms", took);
         // The peer's connection was aborted.
         let mut b = [0u8; HDR_LEN];

@@ -12,17 +12,16 @@
 //! Checks return an error instead of asserting, so that a failing case
 //! still closes its objects.
 
-use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::{
     bindings,
     prelude::*,
     sync::Arc,
     time::{delay::fsleep, Delta, Instant, Monotonic},
-    workqueue::{self, impl_has_work, new_work, Work, WorkItem},
 };
 
 use super::{
     frame,
+    hostile_peers::Hangup,
     kfi::{kfabric::Owned, kfi_sys as sys},
     ksock::{SockAddr, Socket},
     net::*,
@@ -45,52 +44,6 @@ const HANDSHAKE_TIMEOUT_MS: i64 = 10000;
 const HANDSHAKE_MAX: usize = 16;
 /// Tagged messages an RDM endpoint holds (a connection a quarter).
 const UNEXP_MAX: usize = 64;
-
-/// Shuts raw peers' sockets down after 12 s unless stopped first, so a
-/// case run against a provider that never lets go ends instead of hanging
-/// (a work item of this module on the per-CPU system queue).
-#[pin_data]
-struct Watchdog {
-    socks: KVec<Arc<Socket>>,
-    stop: AtomicBool,
-    #[pin]
-    work: Work<Watchdog>,
-}
-
-impl_has_work! {
-    impl HasWork<Self> for Watchdog { self.work }
-}
-
-impl WorkItem for Watchdog {
-    type Pointer = Arc<Watchdog>;
-
-    fn run(this: Arc<Watchdog>) {
-        for _ in 0..1200 {
-            if this.stop.load(Ordering::Acquire) {
-                return;
-            }
-            fsleep(Delta::from_millis(10));
-        }
-        for s in this.socks.iter() {
-            s.shutdown();
-        }
-    }
-}
-
-impl Watchdog {
-    fn start(socks: KVec<Arc<Socket>>) -> Result<Arc<Self>> {
-        let w = Arc::pin_init(
-            pin_init!(Watchdog {
-                socks,
-                stop: AtomicBool::new(false),
-                work <- new_work!("kfi_sockets_deadlines::Watchdog"),
-            }),
-            GFP_KERNEL,
-        )?;
-        let _ = workqueue::system().enqueue(w.clone());
-        Ok(w)
-    }
-}
 
 /// Milliseconds since `t`.
 fn ms_since(t: &Instant<Monotonic>) -> i64 {
@@ -324,7 +277,7 @@ mod cases {
         let raw = Arc::new(Socket::tcp(&a)?, GFP_KERNEL)?;
         let mut socks = KVec::new();
         socks.push(raw.clone(), GFP_KERNEL)?;
-        let dog = Watchdog::start(socks)?;
+        let dog = Hangup::start(socks, 12_000)?;
         let outcome = (|| -> Result {
             raw.connect(&a)?;
             let mut h = Hdr::new(Op::ConnReq, 0, 0);
@@ -355,7 +308,7 @@ mod cases {
             );
             still_serving(&n, 7502, &c)
         })();
-        dog.stop.store(true, Ordering::Release);
+        dog.stop();
         drop(raw);
         drop(pep);
         outcome
@@ -440,13 +393,13 @@ mod cases {
             // Before the provider's deadlines, so an old provider's work
             // items still sleep in their frames.
             fsleep(Delta::from_millis(300));
-            let dog = Watchdog::start(socks)?;
+            let dog = Hangup::start(socks, 12_000)?;
             let t = Instant::<Monotonic>::now();
             // SAFETY: A system workqueue, always there; process context,
             // no lock held.
             unsafe { bindings::__flush_workqueue(bindings::system_unbound_wq) };
             let took = ms_since(&t);
-            dog.stop.store(true, Ordering::Release);
+            dog.stop();
             check!(
                 took < 1000,
                 "the system's unbound workqueue was held {} ms by stalled frames",
@@ -500,7 +453,7 @@ mod cases {
         let mut socks = KVec::new();
         socks.push(greedy.clone(), GFP_KERNEL)?;
         socks.push(other.clone(), GFP_KERNEL)?;
-        let dog = Watchdog::start(socks)?;
+        let dog = Hangup::start(socks, 12_000)?;
         let outcome = (|| -> Result {
             for i in 0..UNEXP_MAX {
                 let mut h = Hdr::new(Op::Tagged, i as u64 + 1, 0);
@@ -551,7 +504,7 @@ mod cases {
             }
             Ok(())
         })();
-        dog.stop.store(true, Ordering::Release);
+        dog.stop();
         drop(ep);
         drop(greedy);
         drop(other);

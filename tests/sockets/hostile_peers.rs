@@ -11,7 +11,7 @@ use kernel::{
     prelude::*,
     sync::Arc,
     time::{delay::fsleep, Delta},
-    workqueue::{impl_has_work, Work, WorkItem},
+    workqueue::{self, impl_has_work, new_work, Work, WorkItem},
 };
 
 use super::{
@@ -32,19 +32,22 @@ macro_rules! ensure {
 }
 pub(crate) use ensure;
 
-/// A work item that hangs up a raw peer after 15 s, unless told to stop
-/// waiting first (a work item of this module: the kernel crate's
-/// `try_spawn` shares one lockdep key among modules, which lockdep
+/// A work item that shuts raw peers' sockets down after a while unless
+/// stopped first, so that a case run against a provider that never lets
+/// go ends instead of hanging (a work item of this module: the kernel
+/// crate's `try_spawn` shares one lockdep key among modules, which lockdep
 /// refuses).
 #[pin_data]
 pub(crate) struct Hangup {
-    pub(crate) sock: Arc<Socket>,
-    /// The test is done with it: stop waiting.
-    pub(crate) stop: AtomicBool,
+    socks: KVec<Arc<Socket>>,
+    /// Ticks of 10 ms to wait.
+    ticks: u32,
+    /// The case is done with the peers: do not hang them up.
+    stop: AtomicBool,
     /// It has ended.
-    pub(crate) done: AtomicBool,
+    done: AtomicBool,
     #[pin]
-    pub(crate) work: Work<Hangup>,
+    work: Work<Hangup>,
 }
 
 impl_has_work! {
@@ -55,14 +58,50 @@ impl WorkItem for Hangup {
     type Pointer = Arc<Hangup>;
 
     fn run(this: Arc<Hangup>) {
-        for _ in 0..1500 {
-            if this.stop.load(Ordering::Acquire) {
+        let mut stopped = false;
+        for _ in 0..this.ticks {
+            stopped = this.stop.load(Ordering::Acquire);
+            if stopped {
                 break;
             }
             fsleep(Delta::from_millis(10));
         }
-        this.sock.shutdown();
+        if !stopped {
+            for s in this.socks.iter() {
+                s.shutdown();
+            }
+        }
         this.done.store(true, Ordering::Release);
+    }
+}
+
+impl Hangup {
+    /// Hangs up `socks` in `after_ms` unless [`Self::stop`] comes first
+    /// (on the long-running system queue: it sleeps meanwhile).
+    pub(crate) fn start(socks: KVec<Arc<Socket>>, after_ms: u32) -> Result<Arc<Self>> {
+        let h = Arc::pin_init(
+            pin_init!(Hangup {
+                socks,
+                ticks: after_ms / 10,
+                stop: AtomicBool::new(false),
+                done: AtomicBool::new(false),
+                work <- new_work!("kfi_sockets_hostile::Hangup"),
+            }),
+            GFP_KERNEL,
+        )?;
+        if workqueue::system_long().enqueue(h.clone()).is_err() {
+            return Err(EBUSY);
+        }
+        Ok(h)
+    }
+
+    /// Calls the hang-up off (if it has not happened yet) and waits until
+    /// the work item has ended.
+    pub(crate) fn stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        while !self.done.load(Ordering::Acquire) {
+            fsleep(Delta::from_millis(10));
+        }
     }
 }
 

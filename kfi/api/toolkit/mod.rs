@@ -7,6 +7,8 @@
 //!
 //! - [`workers`]: blocking work on the long-running system workqueue,
 //!   counted so that an object's close can wait for all of it;
+//! - [`task`]: a closure run once as a work item of the calling module
+//!   (the workers' and the benchmark's threads);
 //! - [`handles`]: the handle table behind `KFI_CONNREQ` handles, checked
 //!   and owned by the passive endpoint that received the request;
 //! - [`cm`]: connection events and error entries on an [`EqRef`];
@@ -26,4 +28,5 @@ pub(crate) mod completion;
 pub(crate) mod handles;
 pub(crate) mod segments;
 pub(crate) mod tags;
+pub(crate) mod task;
 pub(crate) mod workers;

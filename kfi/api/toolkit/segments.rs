@@ -44,16 +44,6 @@ impl Segment {
         self.len() == 0
     }
 
-    /// Whether the segment names no memory (a NULL address or page); the
-    /// data path rejects such a segment with bytes before a provider sees
-    /// it.
-    pub(crate) fn is_null(&self) -> bool {
-        match *self {
-            Self::Addr { addr, .. } => addr == 0,
-            Self::Page { page, .. } => page.is_null(),
-        }
-    }
-
     /// The kernel address of the segment's first byte (0 for a NULL
     /// segment or an unmapped highmem page; every page is lowmem on the
     /// 64-bit kernels kfabric builds for). Any context.

@@ -17,6 +17,8 @@ use kernel::{
     workqueue,
 };
 
+use super::task;
+
 /// The workers of one object, embedded (pinned) in what they work for.
 #[pin_data]
 pub(crate) struct Workers {
@@ -46,7 +48,7 @@ impl Workers {
         let w = of(owner);
         *w.count.lock() += 1;
         let mine = owner.clone();
-        let r = workqueue::system_long().try_spawn(GFP_KERNEL, move || {
+        let r = task::spawn(workqueue::system_long(), move || {
             f(&mine);
             let w = of(&mine);
             *w.count.lock() -= 1;

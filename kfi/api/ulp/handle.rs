@@ -144,6 +144,45 @@ impl Owned<sys::kfid_ep> {
         to_result(unsafe { sys::kfi_connect(self.as_ptr(), core::ptr::null(), p, n) })
     }
 
+    /// Connects to `addr` (a socket address in the domain's format) rather
+    /// than the info's destination, with private `data`.
+    pub(crate) fn connect_to(&self, addr: &[u8], data: &[u8]) -> Result {
+        super::sockaddr::checked_len(addr)?;
+        let (p, n) = bytes(data);
+        // SAFETY: An open endpoint; `addr` holds the whole socket address
+        // its family names (checked above); `data` is read during the call.
+        to_result(unsafe { sys::kfi_connect(self.as_ptr(), addr.as_ptr().cast(), p, n) })
+    }
+
+    /// Takes back the operation posted with `ctx` (a receive not filled
+    /// yet): it completes with `ECANCELED`; `ENOENT` if nothing waits.
+    pub(crate) fn cancel(&self, ctx: usize) -> Result {
+        // SAFETY: An open endpoint; the context is only compared.
+        to_result(unsafe { sys::kfi_cancel(self.fid(), ctx as *mut c_void) })
+    }
+
+    /// The local address, written to `buf`: its length.
+    pub(crate) fn getname(&self, buf: &mut [u8]) -> Result<usize> {
+        name_of(self.fid(), buf)
+    }
+
+    /// The peer's address, written to `buf`: its length.
+    pub(crate) fn getpeer(&self, buf: &mut [u8]) -> Result<usize> {
+        let mut len = buf.len();
+        // SAFETY: An open endpoint; `buf` is writable for `len` bytes.
+        to_result(unsafe { sys::kfi_getpeer(self.as_ptr(), buf.as_mut_ptr().cast(), &mut len) })?;
+        fitted(len, buf)
+    }
+
+    /// How many elements of `datatype` one atomic `op` may carry;
+    /// `EOPNOTSUPP` if the endpoint cannot apply it.
+    pub(crate) fn atomicvalid(&self, datatype: u32, op: u32) -> Result<usize> {
+        let mut count = 0;
+        // SAFETY: An open endpoint; a query that writes `count`.
+        to_result(unsafe { sys::kfi_atomicvalid(self.as_ptr(), datatype, op, &mut count) })?;
+        Ok(count)
+    }
+
     /// Accepts the request the endpoint was opened for, with `data`.
     pub(crate) fn accept(&self, data: &[u8]) -> Result {
         let (p, n) = bytes(data);
@@ -158,7 +197,32 @@ impl Owned<sys::kfid_ep> {
     }
 }
 
+/// The address of the endpoint or passive endpoint `fid`, written to
+/// `buf`: its length.
+fn name_of(fid: *mut sys::kfid, buf: &mut [u8]) -> Result<usize> {
+    let mut len = buf.len();
+    // SAFETY: `fid` is an open object's (the callers'); `buf` is writable
+    // for `len` bytes.
+    to_result(unsafe { sys::kfi_getname(fid, buf.as_mut_ptr().cast(), &mut len) })?;
+    fitted(len, buf)
+}
+
+/// An address length a call reported for `buf`: `ENOSPC` if it did not
+/// fit.
+fn fitted(len: usize, buf: &[u8]) -> Result<usize> {
+    if len > buf.len() {
+        return Err(ENOSPC);
+    }
+    Ok(len)
+}
+
 impl Owned<sys::kfid_pep> {
+    /// The address the passive endpoint listens on, written to `buf`: its
+    /// length.
+    pub(crate) fn getname(&self, buf: &mut [u8]) -> Result<usize> {
+        name_of(self.fid(), buf)
+    }
+
     /// Binds `eq` and listens.
     pub(crate) fn listen_on(&self, eq: &Owned<sys::kfid_eq>) -> Result {
         // SAFETY: Open objects; the core pins `eq` while it is bound.
@@ -206,20 +270,29 @@ impl Owned<sys::kfid_cq> {
     /// As [`Self::read_data`], waiting up to `timeout_ms`. Process context.
     pub(crate) fn sread_data(&self, out: &mut sys::kfi_cq_data_entry, timeout_ms: i32) -> isize {
         let mut e = sys::kfi_cq_tagged_entry::default();
-        // SAFETY: An open CQ; room for one entry of the largest format.
-        let n = unsafe {
-            sys::kfi_cq_sread(
-                self.as_ptr(),
-                (&raw mut e).cast(),
-                1,
-                core::ptr::null(),
-                timeout_ms,
-            )
-        };
+        let n = self.sread_tagged(&mut e, timeout_ms);
         if n == 1 {
             *out = Self::data_of(&e);
         }
         n
+    }
+
+    /// As [`Self::sread_data`], with the entry's tag (a CQ of any format).
+    pub(crate) fn sread_tagged(
+        &self,
+        out: &mut sys::kfi_cq_tagged_entry,
+        timeout_ms: i32,
+    ) -> isize {
+        // SAFETY: An open CQ; room for one entry of the largest format.
+        unsafe {
+            sys::kfi_cq_sread(
+                self.as_ptr(),
+                core::ptr::from_mut(out).cast(),
+                1,
+                core::ptr::null(),
+                timeout_ms,
+            )
+        }
     }
 
     /// Reads the error entry at the head into `err`: 1, or a negative
@@ -250,6 +323,14 @@ impl Owned<sys::kfid_eq> {
     pub(crate) fn readerr(&self, err: &mut sys::kfi_eq_err_entry) -> isize {
         // SAFETY: An open EQ; `err` is writable.
         unsafe { sys::kfi_eq_readerr(self.as_ptr(), err, 0) }
+    }
+}
+
+impl Owned<sys::kfid_mr> {
+    /// The key peers name the region by.
+    pub(crate) fn key(&self) -> u64 {
+        // SAFETY: An open region.
+        unsafe { (*self.as_ptr()).key }
     }
 }
 

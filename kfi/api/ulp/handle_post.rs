@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Posting the C ABI's message forms on an [`Owned`] endpoint: messages,
-//! tagged messages and RMA, each taking the C descriptor as built by the
-//! caller (any buffer type: kvec, bio_vec, scatterlist). Any context but
+//! tagged messages, RMA and atomics, each taking the C descriptor as built
+//! by the caller (any buffer type: kvec, bio_vec, scatterlist). Any context but
 //! hard interrupt.
 //!
 //! Every call is `unsafe` under the buffer contract of `post.rs`, and
@@ -72,5 +72,57 @@ impl Owned<sys::kfid_ep> {
     pub(crate) unsafe fn readmsg(&self, m: &sys::kfi_msg_rma, flags: u64) -> Result {
         // SAFETY: An open endpoint; `m` and its buffers as required.
         to_result(unsafe { sys::kfi_readmsg(self.as_ptr(), m, flags) })
+    }
+
+    /// `kfi_atomicmsg(m, flags)`: applies the operands of `m` to the
+    /// peer's region.
+    ///
+    /// # Safety
+    ///
+    /// The contract of this module, for the operands of `m`.
+    pub(crate) unsafe fn atomicmsg(&self, m: &sys::kfi_msg_atomic, flags: u64) -> Result {
+        // SAFETY: An open endpoint; `m` and its buffers as required.
+        to_result(unsafe { sys::kfi_atomicmsg(self.as_ptr(), m, flags) })
+    }
+
+    /// `kfi_fetch_atomicmsg(m, result, flags)`: as [`Self::atomicmsg`],
+    /// the old values written to `result`.
+    ///
+    /// # Safety
+    ///
+    /// The contract of this module, for the operands of `m` and `result`.
+    pub(crate) unsafe fn fetch_atomicmsg(
+        &self,
+        m: &sys::kfi_msg_atomic,
+        result: &mut sys::kfi_ioc,
+        flags: u64,
+    ) -> Result {
+        // SAFETY: An open endpoint; `m`, `result` and their buffers as
+        // required.
+        to_result(unsafe {
+            sys::kfi_fetch_atomicmsg(self.as_ptr(), m, result, core::ptr::null_mut(), 1, flags)
+        })
+    }
+
+    /// `kfi_compare_atomicmsg(m, compare, result, flags)`: a
+    /// compare-and-swap (`KFI_CSWAP` in `m`) against `compare`, the old
+    /// values written to `result`.
+    ///
+    /// # Safety
+    ///
+    /// The contract of this module, for the operands of `m`, `compare` and
+    /// `result`.
+    pub(crate) unsafe fn compare_atomicmsg(
+        &self,
+        m: &sys::kfi_msg_atomic,
+        compare: &sys::kfi_ioc,
+        result: &mut sys::kfi_ioc,
+        flags: u64,
+    ) -> Result {
+        let none = core::ptr::null_mut();
+        // SAFETY: As for `fetch_atomicmsg`, and for `compare`.
+        to_result(unsafe {
+            sys::kfi_compare_atomicmsg(self.as_ptr(), m, compare, none, 1, result, none, 1, flags)
+        })
     }
 }

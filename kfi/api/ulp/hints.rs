@@ -64,3 +64,33 @@ impl Drop for Hints {
         unsafe { sys::kfi_freeinfo(self.ptr.as_ptr()) };
     }
 }
+
+impl InfoList {
+    /// The source address of the first entry (empty if it has none).
+    pub(crate) fn src_addr(&self) -> &[u8] {
+        let e = self.entry();
+        // SAFETY: An entry of the list, owned by it: its address is
+        // `src_addrlen` bytes, allocated with the entry.
+        unsafe { addr_bytes(e.src_addr, e.src_addrlen) }
+    }
+
+    /// The destination address of the first entry (empty if it has none).
+    pub(crate) fn dest_addr(&self) -> &[u8] {
+        let e = self.entry();
+        // SAFETY: As for `src_addr`.
+        unsafe { addr_bytes(e.dest_addr, e.dest_addrlen) }
+    }
+}
+
+/// The `len` bytes at `addr` (NULL: none).
+///
+/// # Safety
+///
+/// `addr` is NULL or valid for reads of `len` bytes for `'a`.
+unsafe fn addr_bytes<'a>(addr: *mut c_void, len: usize) -> &'a [u8] {
+    if addr.is_null() {
+        return &[];
+    }
+    // SAFETY: Valid for `len` bytes (safety requirement).
+    unsafe { core::slice::from_raw_parts(addr.cast::<u8>(), len) }
+}

@@ -38,18 +38,6 @@ fn kvec(ptr: *const u8, len: usize) -> bindings::kvec {
 }
 
 impl Endpoint<'_> {
-    /// Sends `buf` with exactly `flags` (no `KFI_COMPLETION` added).
-    ///
-    /// # Safety
-    ///
-    /// The buffer contract of this module, for `buf`.
-    pub(super) unsafe fn send_flags(&self, buf: &[u8], ctx: usize, flags: u64) -> Result {
-        let v = kvec(buf.as_ptr(), buf.len());
-        // SAFETY: An open endpoint; `buf` stays valid until the completion
-        // (safety requirement).
-        to_result(unsafe { sys::kfi_sendmsg(self.obj.as_ptr(), &msg(&v, ctx, 0), flags) })
-    }
-
     /// Sends `buf` (`flags`: completion level, `KFI_INJECT`, ...); its
     /// completion carries `ctx`.
     ///
@@ -57,8 +45,16 @@ impl Endpoint<'_> {
     ///
     /// The buffer contract of this module, for `buf`.
     pub(crate) unsafe fn send(&self, buf: &[u8], ctx: usize, flags: u64) -> Result {
-        // SAFETY: The caller's contract.
-        unsafe { self.send_flags(buf, ctx, flags | sys::KFI_COMPLETION) }
+        let v = kvec(buf.as_ptr(), buf.len());
+        // SAFETY: An open endpoint; `buf` stays valid until the completion
+        // (safety requirement).
+        to_result(unsafe {
+            sys::kfi_sendmsg(
+                self.obj.as_ptr(),
+                &msg(&v, ctx, 0),
+                flags | sys::KFI_COMPLETION,
+            )
+        })
     }
 
     /// Sends `buf` with remote CQ data `data` (`KFI_REMOTE_CQ_DATA` is

@@ -16,17 +16,6 @@ use kernel::prelude::*;
 use super::Endpoint;
 
 impl Endpoint<'_> {
-    /// Sends `buf` without asking for a completion (`flags`: completion
-    /// level, `KFI_FENCE`, ...).
-    ///
-    /// # Safety
-    ///
-    /// The buffer contract of [`super::post`], for `buf`.
-    pub(crate) unsafe fn send_unsignaled(&self, buf: &[u8], ctx: usize, flags: u64) -> Result {
-        // SAFETY: The caller's contract.
-        unsafe { self.send_flags(buf, ctx, flags) }
-    }
-
     /// Writes `local` to `addr` of the peer's region `key` without asking
     /// for a completion.
     ///
