@@ -29,6 +29,7 @@ mod pattern;
 mod atomics;
 mod cm;
 mod msg;
+mod per_io;
 mod rdm;
 mod rma;
 mod sides;
@@ -136,7 +137,7 @@ fn port(n: i32, buf: &mut [u8; 8]) -> Result<&CStr> {
 /// The suite: each case is written in the file of its concept.
 #[kunit_tests(kfi_e2e)]
 mod e2e {
-    use super::{atomics, cm, msg, rdm, rma, tagged};
+    use super::{atomics, cm, msg, per_io, rdm, rma, tagged};
     use kernel::prelude::*;
 
     #[test]
@@ -167,6 +168,11 @@ mod e2e {
     #[test]
     fn rma_errors() -> Result {
         rma::rma_errors()
+    }
+
+    #[test]
+    fn per_io_mapping() -> Result {
+        per_io::per_io_mapping()
     }
 
     #[test]

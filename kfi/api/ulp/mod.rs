@@ -35,6 +35,7 @@ mod events;
 mod handle;
 mod handle_post;
 mod hints;
+mod mr_io;
 mod objects;
 mod post;
 mod sockaddr;
