@@ -168,6 +168,26 @@ def load_facts(out):
     return facts
 
 
+def cost(m):
+    """Median CPU cost of a row's repetitions (kernel time of all CPUs over
+    the whole sample) per MiB and per operation, its softirq share, and the
+    TCP counters summed over the repetitions; {} for samples without them."""
+    with_cost = [s for s in m.values() if "sys_ns" in s]
+    if not with_cost:
+        return {}
+    per_mib = [s["sys_ns"] / 1000.0 / (s["bytes"] * s["iters"] / float(1 << 20)) for s in with_cost]
+    per_op = [s["sys_ns"] / 1000.0 / s["iters"] for s in with_cost]
+    sys_total = sum(s["sys_ns"] for s in with_cost)
+    return {"cpu_us_per_mib": statistics.median(per_mib), "cpu_us_per_op": statistics.median(per_op),
+            "softirq_share": (sum(s["sirq_ns"] for s in with_cost) / sys_total) if sys_total else 0.0,
+            "tcp_retrans": sum(s.get("retrans", 0) for s in with_cost),
+            "tcp_delayed_acks": sum(s.get("delack", 0) for s in with_cost)}
+
+
+def cpu_col(r, key):
+    return "%9.1f" % r[key] if key in r else "%9s" % "-"
+
+
 def by_rep(samples, row, size, win=None):
     return {s["rep"]: s for s in samples
             if s["row"] == row and s["bytes"] == size and (win is None or s["win"] == win)}
@@ -252,6 +272,7 @@ def build_rows(samples):
                    "rtt_us_mean": stats([s["ns"] / s["iters"] / 1000.0 for s in m.values()]),
                    "verified": all(s["verified"] for s in m.values()),
                    "samples": sample_list(m, lambda s: s["p50"] / 1000.0)}
+            row.update(cost(m))
             if name != "raw_pingpong":
                 rb = ratio_block(m, raw, lambda s: s["p50"])
                 if rb:
@@ -275,7 +296,7 @@ def build_rows(samples):
                      "mxfers_per_s": statistics.median([s["iters"] * 1000.0 / s["ns"] for s in raw.values()]),
                      "usec_per_xfer": statistics.median([s["ns"] / s["iters"] / 1000.0 for s in raw.values()]),
                      "verified": all(s["verified"] for s in raw.values()),
-                     "samples": sample_list(raw, mbps)})
+                     "samples": sample_list(raw, mbps), **cost(raw)})
         for name, _ in KFI_ROWS:
             for win in sorted({s["win"] for s in samples if s["row"] == name}):
                 m = by_rep(samples, name, size, win)
@@ -289,6 +310,10 @@ def build_rows(samples):
                        "raw_mbps": statistics.median([mbps(s) for s in raw.values()]),
                        "verified": all(s["verified"] for s in m.values()),
                        "samples": sample_list(m, mbps)}
+                row.update(cost(m))
+                raw_cost = cost(raw)
+                if "cpu_us_per_mib" in row and raw_cost.get("cpu_us_per_mib"):
+                    row["cpu_ratio"] = row["cpu_us_per_mib"] / raw_cost["cpu_us_per_mib"]
                 rb = ratio_block(m, raw, mbps)
                 if rb:
                     row.update(rb)
@@ -345,15 +370,15 @@ def print_report(facts, config, status, rows, placement_rows):
     if pp:
         p("")
         p("ping-pong (round trip, usec)")
-        p("  %-22s %7s %6s %8s %8s %8s %8s %7s %-13s %-14s %s"
+        p("  %-22s %7s %6s %8s %8s %8s %8s %7s %-13s %-14s %9s %s"
           % ("row", "bytes", "iters", "p50min", "p50med", "p50p90", "p99med", "ratio", "spread", "target",
-             "verified"))
+             "cpu us/op", "verified"))
         for r in pp:
-            p("  %-22s %7s %6d %8.1f %8.1f %8.1f %8.1f %7s %-13s %-14s %s"
+            p("  %-22s %7s %6d %8.1f %8.1f %8.1f %8.1f %7s %-13s %-14s %s %s"
               % (r["op"], human(r["bytes"]), r["iters"], r["rtt_us_p50"]["min"], r["rtt_us_p50"]["median"],
                  r["rtt_us_p50"]["p90"], r["rtt_us_p99"]["median"],
                  "%.2fx" % r["ratio"] if "ratio" in r else "-", spread(r),
-                 r.get("verdict", ""), "yes" if r["verified"] else "NO"))
+                 r.get("verdict", ""), cpu_col(r, "cpu_us_per_op"), "yes" if r["verified"] else "NO"))
         for r in pp:
             if "ratio_vs_floor" in r:
                 p("  kfi_pingpong %s B: %.2fx the one-thread floor" % (human(r["bytes"]), r["ratio_vs_floor"]))
@@ -361,24 +386,38 @@ def print_report(facts, config, status, rows, placement_rows):
     raw = [r for r in rows if r["op"] == "raw_stream"]
     p("")
     p("raw_stream (two threads, blocking kernel_sendmsg/kernel_recvmsg, TCP_NODELAY)")
-    p("  %7s %6s %9s %9s %9s %10s %s" % ("bytes", "iters", "MB/s min", "median", "p90", "usec/xfer", "verified"))
+    p("  %7s %6s %9s %9s %9s %10s %9s %s" % ("bytes", "iters", "MB/s min", "median", "p90", "usec/xfer",
+                                             "cpu/MiB", "verified"))
     for r in raw:
-        p("  %7s %6d %9.0f %9.0f %9.0f %10.2f %s"
+        p("  %7s %6d %9.0f %9.0f %9.0f %10.2f %s %s"
           % (human(r["bytes"]), r["iters"], r["mbps"]["min"], r["mbps"]["median"], r["mbps"]["p90"],
-             r["usec_per_xfer"], "yes" if r["verified"] else "NO"))
+             r["usec_per_xfer"], cpu_col(r, "cpu_us_per_mib"), "yes" if r["verified"] else "NO"))
     for name, label in KFI_ROWS:
         for win in sorted({r["window"] for r in rows if r["op"] == name}):
             sel = [r for r in rows if r["op"] == name and r["window"] == win]
             p("")
             p("%s (%s), window %d" % (name, label, win))
-            p("  %7s %6s %9s %9s %9s %10s %9s %7s %-13s %-13s %s"
+            p("  %7s %6s %9s %9s %9s %10s %9s %7s %-13s %-13s %9s %7s %s"
               % ("bytes", "iters", "MB/s min", "median", "p90", "usec/xfer", "raw MB/s", "ratio", "spread",
-                 "target", "verified"))
+                 "target", "cpu/MiB", "cpu/raw", "verified"))
             for r in sel:
-                p("  %7s %6d %9.0f %9.0f %9.0f %10.2f %9.0f %6.2fx %-13s %-13s %s"
+                p("  %7s %6d %9.0f %9.0f %9.0f %10.2f %9.0f %6.2fx %-13s %-13s %s %7s %s"
                   % (human(r["bytes"]), r["iters"], r["mbps"]["min"], r["mbps"]["median"], r["mbps"]["p90"],
                      r["usec_per_xfer"], r["raw_mbps"], r.get("ratio", float("nan")), spread(r),
-                     r.get("verdict", ""), "yes" if r["verified"] else "NO"))
+                     r.get("verdict", ""), cpu_col(r, "cpu_us_per_mib"),
+                     "%.2fx" % r["cpu_ratio"] if "cpu_ratio" in r else "-",
+                     "yes" if r["verified"] else "NO"))
+
+    tcp = [r for r in rows if "tcp_retrans" in r]
+    if tcp:
+        p("")
+        p("cpu/MiB, cpu us/op: kernel CPU time of all vCPUs (system + softirq + irq) per MiB moved or per"
+          " operation, median over repetitions, whole sample (set-up included); cpu/raw = kfi over raw stream")
+        p("  TCP during the timed runs (nstat): %d segments retransmitted, %d delayed ACKs; softirq share of"
+          " the kernel time %.0f%% (raw stream) / %.0f%% (kfi rows)"
+          % (sum(r["tcp_retrans"] for r in tcp), sum(r["tcp_delayed_acks"] for r in tcp),
+             100 * statistics.median([r["softirq_share"] for r in tcp if r["op"] == "raw_stream"] or [0]),
+             100 * statistics.median([r["softirq_share"] for r in tcp if r["op"].startswith("kfi")] or [0])))
 
     # Printed for the two-sided rows of the targets; all are in the JSON.
     pl = [x for x in placement_rows if x["same_cpu_runs"] and x["two_cpu_runs"]

@@ -29,12 +29,14 @@ mod ksock;
 #[path = "../common/net.rs"]
 mod net;
 
+mod cost;
 mod kfi_runs;
 mod pattern;
 mod raw;
 mod run;
 mod spawn;
 
+use cost::Cost;
 use kfi_runs::Kind;
 use run::{Bufs, Grave, Sample, Shape, Time};
 
@@ -192,6 +194,7 @@ impl Bench {
         let total = sh.total()?;
         bufs.dst.get_mut(..total).ok_or(EINVAL)?.fill(0);
         let g = &mut self.grave;
+        let before = Cost::now();
         let (bufs, s) = match row {
             Row::RawPingpong => raw::pingpong(&self.raw, sh, bufs, g),
             Row::RawPingpongOneThread => raw::pingpong_one_thread(&self.raw, sh, bufs, g),
@@ -202,6 +205,7 @@ impl Bench {
             Row::Memcpy => Err(EINVAL),
         }
         .inspect_err(|e| pr_err!("bench: {} of {} B: {:?}\n", row.name(), sh.size, e))?;
+        let cost = Cost::now().since(before);
         let bad = bufs
             .dst
             .get(..total)
@@ -215,7 +219,7 @@ impl Bench {
             );
             self.bad += 1;
         }
-        print(row, sh, rep, &s, bad.is_none());
+        print(row, sh, rep, &s, &cost, bad.is_none());
         Ok(bufs)
     }
 
@@ -277,14 +281,31 @@ impl kernel::fmt::Display for Sides {
     }
 }
 
+/// What a run cost besides its time, as `sample` fields.
+struct Costs<'a>(&'a Cost);
+
+impl kernel::fmt::Display for Costs<'_> {
+    fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+        let c = self.0;
+        write!(
+            f,
+            "sys_ns={} sirq_ns={} retrans={} delack={}",
+            c.sys_ns, c.softirq_ns, c.retrans, c.delacks
+        )
+    }
+}
+
 /// `bench: sample row=.. bytes=.. win=.. rep=.. iters=.. ns=.. [p50=..
-/// p99=.. min=.. max=..] cpus=.. verified=..` (times in nanoseconds).
-fn print(row: Row, sh: Shape, rep: Option<usize>, s: &Sample, ok: bool) {
+/// p99=.. min=.. max=..] cpus=.. sys_ns=.. sirq_ns=.. retrans=.. delack=..
+/// verified=..` (times in nanoseconds; the costs are of the whole sample,
+/// its set-up included, over all CPUs).
+fn print(row: Row, sh: Shape, rep: Option<usize>, s: &Sample, cost: &Cost, ok: bool) {
     let rep = Rep(rep);
     let cpus = Sides(s.cpus);
+    let cost = Costs(cost);
     match s.lat {
         Some(l) => pr_info!(
-            "bench: sample row={} bytes={} win={} rep={} iters={} ns={} p50={} p99={} min={} max={} cpus={} verified={}\n",
+            "bench: sample row={} bytes={} win={} rep={} iters={} ns={} p50={} p99={} min={} max={} cpus={} {} verified={}\n",
             row.name(),
             sh.size,
             sh.win,
@@ -296,10 +317,11 @@ fn print(row: Row, sh: Shape, rep: Option<usize>, s: &Sample, ok: bool) {
             l.min,
             l.max,
             cpus,
+            cost,
             u8::from(ok)
         ),
         None => pr_info!(
-            "bench: sample row={} bytes={} win={} rep={} iters={} ns={} cpus={} verified={}\n",
+            "bench: sample row={} bytes={} win={} rep={} iters={} ns={} cpus={} {} verified={}\n",
             row.name(),
             sh.size,
             sh.win,
@@ -307,6 +329,7 @@ fn print(row: Row, sh: Shape, rep: Option<usize>, s: &Sample, ok: bool) {
             sh.iters,
             s.ns,
             cpus,
+            cost,
             u8::from(ok)
         ),
     }
@@ -326,19 +349,21 @@ fn memcpy_bound(reps: usize) -> Result {
         };
         // The first round (rep None) warms up.
         for rep in (0..=reps).map(|r| r.checked_sub(1)) {
+            let before = Cost::now();
             let t0 = Time::now();
             for _ in 0..copies {
                 dst.copy_from_slice(&src);
                 core::hint::black_box(&mut dst);
             }
             let ns = run::span_ns(t0, &[Time::now()]);
+            let cost = Cost::now().since(before);
             let ok = pattern::first_bad(&dst, MIN_SIZE).is_none();
             let s = Sample {
                 ns,
                 lat: None,
                 cpus: [None, None],
             };
-            print(Row::Memcpy, sh, rep, &s, ok);
+            print(Row::Memcpy, sh, rep, &s, &cost, ok);
         }
     }
     Ok(())
