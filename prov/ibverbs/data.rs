@@ -45,7 +45,7 @@ use crate::{
         provider::CqRef,
         toolkit::completion::{report, report_err, report_recv, CqEntry},
     },
-    rma::{Link, Rma, RmaOp, RMA_OPS, RMA_WRS},
+    rma::{Link, Rma, RmaOp, RESULTS_LEN, RMA_OPS, RMA_WRS},
 };
 
 /// Slots each way.
@@ -88,6 +88,8 @@ struct Slot {
 pub(crate) struct Ring {
     slots: KVec<Slot>,
     bufs: KVec<DmaBuf>,
+    /// The result slots of atomics, one element per RMA request.
+    results: DmaBuf,
     lkey: u32,
     dev: *mut sys::ib_device,
     /// Local pieces per RDMA write and read request.
@@ -315,12 +317,15 @@ impl DataPath {
                 bufs.push(unsafe { DmaBuf::new(dev, SLOT) }?, GFP_KERNEL)?;
             }
         }
+        // SAFETY: The caller's contract, passed on.
+        let results = unsafe { DmaBuf::new(dev, RESULTS_LEN) }?;
         // INVARIANT: The sizes above, never changed; `path` is `self`,
         // which the ring's owner keeps alive; the caller's contract.
         Ok(KBox::new(
             Ring {
                 slots,
                 bufs,
+                results,
                 lkey,
                 dev,
                 sges,
@@ -710,7 +715,7 @@ impl DataPath {
         if st.closed || !st.up || st.qp.is_null() {
             return Err(ENOTCONN);
         }
-        if op.local.total == 0 {
+        if op.is_empty() {
             report(st.tx_cq, &op.entry);
             return Ok(());
         }
@@ -734,6 +739,7 @@ impl DataPath {
             lkey: ring.lkey,
             write_sges: ring.sges.0,
             read_sges: ring.sges.1,
+            results: &ring.results,
         };
         let State {
             rma,
@@ -768,14 +774,11 @@ impl DataPath {
         let mut st = self.st.lock();
         // The request's pieces were mapped for the ring's device, which
         // outlives the drain that completes the last request.
-        let dev = if st.ring.is_null() {
-            core::ptr::null_mut()
-        } else {
-            // SAFETY: Set at attach, live until the drain is done.
-            unsafe { (*st.ring).dev }
-        };
+        // SAFETY: Set at attach, live until the drain is done.
+        let ring = unsafe { st.ring.as_ref() };
+        let dev = ring.map_or(core::ptr::null_mut(), |r| r.dev);
         let cq = st.tx_cq;
-        st.rma.done(index, d, dev, cq);
+        st.rma.done(index, d, dev, ring.map(|r| &r.results), cq);
         Self::pump_rma(&mut st);
     }
 

@@ -116,6 +116,25 @@ impl Buffers {
         Ok(b)
     }
 
+    /// The buffers of an atomic's operand list: `size`-byte elements.
+    pub(crate) fn of_iocs(iocs: &[ksys::kfi_ioc], size: usize) -> Result<Self> {
+        let mut b = Self::default();
+        for v in iocs {
+            let len = v.count.checked_mul(size).ok_or(EINVAL)?;
+            if len == 0 {
+                continue;
+            }
+            let slot = b.segs.get_mut(b.n).ok_or(EINVAL)?;
+            *slot = (v.addr as usize, len);
+            if slot.0 == 0 {
+                return Err(EFAULT);
+            }
+            b.n += 1;
+            b.total = b.total.checked_add(len).ok_or(EMSGSIZE)?;
+        }
+        Ok(b)
+    }
+
     /// The address of the first buffer (0 if none).
     pub(crate) fn first(&self) -> usize {
         self.segs[0].0
