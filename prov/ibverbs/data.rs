@@ -32,7 +32,7 @@ use crate::{
     ep::Conn,
     frame::{
         read_header, tampered, write_header, write_header_magic, Buffers, Header, FRAME_MAX,
-        F_CQ_DATA, F_DATA, F_KNOWN, F_MORE, F_RMA_DATA, HDR, SLOT,
+        F_ACKED, F_ACK_REQ, F_CQ_DATA, F_DATA, F_KNOWN, F_MORE, F_RMA_DATA, HDR, SLOT,
     },
     ib::{
         device::Limits,
@@ -109,6 +109,23 @@ struct Op {
     entry: CqEntry,
     /// Report its completion (not for injects).
     report: bool,
+    /// Report it only once the peer acknowledged its placement
+    /// (delivery or commit completion).
+    delivery: bool,
+    /// Its place among the sends waiting for that (set when its last
+    /// frame is posted).
+    seq: u64,
+}
+
+/// A send for delivery completion whose last frame is posted: it
+/// completes once that frame's request did (`sent`) and the peer
+/// acknowledged the message (`acked`).
+#[derive(Clone, Copy)]
+struct Awaiting {
+    seq: u64,
+    entry: CqEntry,
+    sent: bool,
+    acked: bool,
 }
 
 /// A send with frames still to go.
@@ -163,6 +180,13 @@ struct State {
     /// Receive slots holding a frame no receive was posted for, oldest
     /// first.
     held: KVec<(usize, Header)>,
+    /// Sends for delivery completion posted whole, oldest first (at most
+    /// [`TX_MAX`]), and the number of the next.
+    awaiting: KVec<Awaiting>,
+    next_seq: u64,
+    /// The peer's messages flagged [`F_ACK_REQ`] placed but not yet
+    /// acknowledged.
+    acks_due: u64,
     /// RMA operations.
     rma: Rma,
     /// The connection is up: sends may go.
@@ -229,6 +253,7 @@ impl DataPath {
         let rma = Rma::new()?;
         let posted = KVec::with_capacity(RECV_MAX, GFP_KERNEL)?;
         let held = KVec::with_capacity(SLOTS, GFP_KERNEL)?;
+        let awaiting = KVec::with_capacity(TX_MAX, GFP_KERNEL)?;
         Arc::pin_init(
             pin_init!(Self {
                 st <- new_spinlock_irq!(State {
@@ -244,6 +269,9 @@ impl DataPath {
                     posted,
                     filling: None,
                     held,
+                    awaiting,
+                    next_seq: 0,
+                    acks_due: 0,
                     rma,
                     up: false,
                     closed: false,
@@ -393,6 +421,13 @@ impl DataPath {
             report_err(cq, &p.op.entry, ECANCELED);
         }
         st.pending.clear();
+        // Sends never acknowledged now; a request of theirs still in
+        // flight flushes and finds them gone.
+        for a in st.awaiting.iter() {
+            report_err(cq, &a.entry, ECANCELED);
+        }
+        st.awaiting.clear();
+        st.acks_due = 0;
         st.rma.cancel(cq);
     }
 
@@ -434,6 +469,9 @@ impl DataPath {
                     ..Default::default()
                 },
                 report: !inject,
+                delivery: !inject
+                    && flags & (ksys::KFI_DELIVERY_COMPLETE | ksys::KFI_COMMIT_COMPLETE) != 0,
+                seq: 0,
             },
             bufs,
             sent: 0,
@@ -450,6 +488,12 @@ impl DataPath {
         }
         // The room above TX_MAX is for the remote CQ data of writes.
         if st.pending.len() >= TX_MAX {
+            return Err(EAGAIN);
+        }
+        // At most TX_MAX sends wait for the peer's acknowledgement.
+        if p.op.delivery
+            && st.awaiting.len() + st.pending.iter().filter(|q| q.op.delivery).count() >= TX_MAX
+        {
             return Err(EAGAIN);
         }
         if inject {
@@ -503,7 +547,8 @@ impl DataPath {
         // SAFETY: The ring is live while `qp` is set (attach's contract).
         let ring = unsafe { &*st.ring };
         let buf = &ring.bufs[SLOTS + slot];
-        let (flags, magic) = tampered(F_DATA | p.flags | if last { 0 } else { F_MORE });
+        let ack = if last && p.op.delivery { F_ACK_REQ } else { 0 };
+        let (flags, magic) = tampered(F_DATA | p.flags | ack | if last { 0 } else { F_MORE });
         let h = Header {
             flags,
             credits,
@@ -517,7 +562,9 @@ impl DataPath {
             write_header_magic(buf.addr(), &h, magic);
             p.bufs.gather(p.sent, len, buf.addr().add(HDR));
         }
-        st.ops[slot] = if last { Some(p.op) } else { None };
+        let mut op = p.op;
+        op.seq = st.next_seq;
+        st.ops[slot] = if last { Some(op) } else { None };
         let sge = buf.sge(HDR + len, ring.lkey);
         let cqe = (&raw const ring.slots[SLOTS + slot].cqe).cast_mut();
         // SAFETY: `qp` is live (attach's contract); the slot and its
@@ -527,6 +574,18 @@ impl DataPath {
                 st.credits -= 1;
                 st.to_return -= credits;
                 p.sent += len;
+                if ack != 0 {
+                    let a = Awaiting {
+                        seq: op.seq,
+                        entry: op.entry,
+                        sent: false,
+                        acked: false,
+                    };
+                    // Cannot fail: `send` keeps TX_MAX sends for delivery
+                    // at most.
+                    let _ = st.awaiting.push_within_capacity(a);
+                    st.next_seq = st.next_seq.wrapping_add(1);
+                }
                 Ok(last)
             }
             Err(e) => {
@@ -618,6 +677,40 @@ impl DataPath {
             f.p.entry.data = h.data;
         }
         report_recv(st.rx_cq, &f.p.entry, f.total - f.placed);
+        if h.flags & F_ACK_REQ != 0 {
+            // Placed: the sender's delivery completion may go.
+            st.acks_due = st.acks_due.saturating_add(1);
+        }
+    }
+
+    /// The peer acknowledged the placement of `n` of our messages, oldest
+    /// first; more than wait for it is a protocol error.
+    fn acked(st: &mut State, n: u64) {
+        let mut left = n;
+        for a in st.awaiting.iter_mut().filter(|a| !a.acked) {
+            if left == 0 {
+                break;
+            }
+            a.acked = true;
+            left -= 1;
+        }
+        if left > 0 || n == 0 {
+            Self::protocol_error(st, "acknowledgement of no message");
+            return;
+        }
+        Self::complete_delivered(st);
+    }
+
+    /// Completes the sends for delivery that are sent and acknowledged,
+    /// oldest first.
+    fn complete_delivered(st: &mut State) {
+        while let Some(a) = st.awaiting.first().copied() {
+            if !(a.sent && a.acked) {
+                return;
+            }
+            let _ = st.awaiting.remove(0);
+            report(st.tx_cq, &a.entry);
+        }
     }
 
     /// Gives receive slot `index` back to the device and counts the credit.
@@ -649,6 +742,15 @@ impl DataPath {
             Self::protocol_error(&mut st, "unknown frame flags");
             return;
         }
+        // An acknowledgement is a header only; a request for one is on
+        // the last frame of a message.
+        let bad_ack = h.flags & F_ACKED != 0 && (h.flags != F_ACKED || h.len != 0);
+        let bad_req =
+            h.flags & F_ACK_REQ != 0 && h.flags & (F_DATA | F_MORE | F_RMA_DATA) != F_DATA;
+        if bad_ack || bad_req {
+            Self::protocol_error(&mut st, "bad acknowledgement flags");
+            return;
+        }
         st.credits = st.credits.saturating_add(h.credits).min(SLOTS);
         if h.flags & F_RMA_DATA != 0 {
             // Only the header of a write's remote CQ data, between
@@ -672,9 +774,15 @@ impl DataPath {
             }
             Self::repost(&mut st, ring, index);
         } else if h.flags & F_DATA == 0 {
-            if h.len != 0 || h.flags != 0 {
+            if h.len != 0 || (h.flags != 0 && h.flags != F_ACKED) {
                 Self::protocol_error(&mut st, "bad credit frame");
                 return;
+            }
+            if h.flags == F_ACKED {
+                Self::acked(&mut st, h.data);
+                if st.broken {
+                    return;
+                }
             }
             Self::repost(&mut st, ring, index);
         } else if h.flags & F_MORE != 0 && h.len != FRAME_MAX {
@@ -697,7 +805,18 @@ impl DataPath {
         let mut st = self.st.lock();
         let op = st.ops.get_mut(slot).and_then(Option::take);
         let _ = st.free.push_within_capacity(slot);
-        if let Some(op) = op.filter(|o| o.report) {
+        if let Some(op) = op.filter(|o| o.report && o.delivery) {
+            // Gone already when the connection ended meanwhile.
+            if let Some(i) = st.awaiting.iter().position(|a| a.seq == op.seq) {
+                if d.ok {
+                    st.awaiting[i].sent = true;
+                    Self::complete_delivered(&mut st);
+                } else {
+                    let _ = st.awaiting.remove(i);
+                    report_err(st.tx_cq, &op.entry, if d.flushed { ECANCELED } else { EIO });
+                }
+            }
+        } else if let Some(op) = op.filter(|o| o.report) {
             if d.ok {
                 report(st.tx_cq, &op.entry);
             } else {
@@ -756,6 +875,8 @@ impl DataPath {
                     op: Op {
                         entry: CqEntry::default(),
                         report: false,
+                        delivery: false,
+                        seq: 0,
                     },
                     bufs: Buffers::default(),
                     sent: 0,
@@ -794,9 +915,13 @@ impl DataPath {
         unsafe { fr.post(st.qp, access) }
     }
 
-    /// Sends a header-only frame when half the peer's credits are due.
+    /// Sends a header-only frame when half the peer's credits are due
+    /// (on the credit kept for that), or acknowledgements (on a credit to
+    /// spare, as a message frame); it carries both.
     fn return_credits(st: &mut State) {
-        if st.qp.is_null() || st.to_return < SLOTS / 2 || st.credits == 0 {
+        let credits_due = st.to_return >= SLOTS / 2 && st.credits >= 1;
+        let acks_due = st.acks_due > 0 && st.credits >= 2;
+        if st.qp.is_null() || st.broken || !(credits_due || acks_due) {
             return;
         }
         let Some(slot) = st.free.pop() else {
@@ -806,11 +931,12 @@ impl DataPath {
         let ring = unsafe { &*st.ring };
         let credits = st.to_return.min(u16::MAX.into());
         let buf = &ring.bufs[SLOTS + slot];
+        let acks = st.acks_due;
         let h = Header {
-            flags: 0,
+            flags: if acks > 0 { F_ACKED } else { 0 },
             credits,
             len: 0,
-            data: 0,
+            data: acks,
         };
         // SAFETY: A free send slot, ours under the lock.
         unsafe { write_header(buf.addr(), &h) };
@@ -820,6 +946,7 @@ impl DataPath {
         if unsafe { dma::post_send(st.qp, sge, cqe) }.is_ok() {
             st.credits -= 1;
             st.to_return -= credits;
+            st.acks_due = 0;
         } else {
             let _ = st.free.push_within_capacity(slot);
         }

@@ -73,9 +73,14 @@ pub(crate) fn atomic_valid(l: &Limits, kind: AtomicKind, datatype: u32, op: u32)
 }
 
 /// Operation flags they support (messages are copied, so any send may be
-/// an inject; its completion is the transmit's).
-pub(crate) const OP_FLAGS: u64 =
-    ksys::KFI_INJECT | ksys::KFI_REMOTE_CQ_DATA | ksys::KFI_TRANSMIT_COMPLETE;
+/// an inject; its completion is the transmit's). Delivery and commit
+/// completion: a send's once the peer acknowledged its placement, a
+/// write's once a flushing read after it returned (see `rma.rs`).
+pub(crate) const OP_FLAGS: u64 = ksys::KFI_INJECT
+    | ksys::KFI_REMOTE_CQ_DATA
+    | ksys::KFI_TRANSMIT_COMPLETE
+    | ksys::KFI_DELIVERY_COMPLETE
+    | ksys::KFI_COMMIT_COMPLETE;
 
 /// Where a connection is.
 #[derive(Clone, Copy, PartialEq, Eq)]

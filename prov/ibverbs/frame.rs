@@ -33,8 +33,16 @@ pub(crate) const F_MORE: u8 = 4;
 /// Not a message: the remote CQ data of an RDMA write that came before.
 pub(crate) const F_RMA_DATA: u8 = 8;
 
+/// The last frame of a message whose sender waits until it is placed
+/// (delivery completion): the receiver acknowledges it once its receive
+/// completed.
+pub(crate) const F_ACK_REQ: u8 = 16;
+/// A header-only frame acknowledging (`data`) messages flagged
+/// [`F_ACK_REQ`], oldest first.
+pub(crate) const F_ACKED: u8 = 32;
+
 /// Every flag a frame may carry; any other bit is a protocol error.
-pub(crate) const F_KNOWN: u8 = F_DATA | F_CQ_DATA | F_MORE | F_RMA_DATA;
+pub(crate) const F_KNOWN: u8 = F_DATA | F_CQ_DATA | F_MORE | F_RMA_DATA | F_ACK_REQ | F_ACKED;
 
 /// Test-only tampering (`kfi_ibverbs_test_tamper`): flags set and
 /// cleared, a replacement magic (0: none), and how many data frames

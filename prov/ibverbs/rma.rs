@@ -273,7 +273,7 @@ impl Rma {
                 let posted = if op.posted < op.total() {
                     Self::post_one(&mut op, oi, wi, link, cqe(wi))
                 } else {
-                    Self::post_flush(&mut op, oi, link, cqe(wi))
+                    Self::post_flush(&mut op, oi, wi, link, cqe(wi))
                 };
                 match posted {
                     Ok(wr) => {
@@ -299,14 +299,24 @@ impl Rma {
         }
     }
 
-    /// Posts the zero-length read that flushes a write's requests: the
-    /// target answers it once they are placed.
-    fn post_flush(op: &mut RmaOp, oi: usize, link: &Link<'_>, cqe: *mut sys::ib_cqe) -> Result<Wr> {
+    /// Posts the zero-length read that flushes a write's requests, as
+    /// request `wi`: the target answers it once they are placed. (Its one
+    /// local entry, empty, is request `wi`'s result slot: iWARP reads
+    /// need one.)
+    fn post_flush(
+        op: &mut RmaOp,
+        oi: usize,
+        wi: usize,
+        link: &Link<'_>,
+        cqe: *mut sys::ib_cqe,
+    ) -> Result<Wr> {
         let r = op.remote[0];
-        let mut wr = Wr::new(oi, true);
-        // SAFETY: A live QP (the link exists only while it does); no local
-        // memory; `cqe` lives in the ring, which outlives the QP's drain.
-        unsafe { dma::post_rdma(link.qp, true, &mut wr.sges[..0], r.addr, r.key, cqe) }?;
+        let mut sge = [link.results.sge_at(wi * ELEM, 0, link.lkey)];
+        // SAFETY: A live QP (the link exists only while it does); the
+        // entry is empty, in the ring's mapped result slots; `cqe` lives
+        // in the ring, which outlives the QP's drain.
+        unsafe { dma::post_rdma(link.qp, true, &mut sge, r.addr, r.key, cqe) }?;
+        let wr = Wr::new(oi, true);
         op.flush_posted = true;
         Ok(wr)
     }
