@@ -662,7 +662,8 @@ impl IbEndpoint {
         // SAFETY: The caller's contract: one remote entry.
         let target = unsafe { *m.rma_iov };
         let count = target.count;
-        if count == 0 || count > ATOMIC_MAX {
+        // The device works on aligned 64-bit words only.
+        if count == 0 || count > ATOMIC_MAX || target.addr % ELEM as u64 != 0 {
             return Err(EINVAL);
         }
         let len = count * ELEM;
