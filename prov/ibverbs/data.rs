@@ -23,9 +23,16 @@
 //! any context but hard interrupt.
 
 use kernel::{
-    new_spinlock_irq,
+    impl_has_hr_timer, new_spinlock_irq,
     prelude::*,
-    sync::{Arc, SpinLockIrq},
+    sync::{Arc, ArcBorrow, SpinLockIrq},
+    time::{
+        hrtimer::{
+            ArcHrTimerHandle, HrTimer, HrTimerCallback, HrTimerCallbackContext, HrTimerPointer,
+            HrTimerRestart, RelativeSoftMode,
+        },
+        Delta, Instant, Monotonic,
+    },
 };
 
 use crate::{
@@ -63,6 +70,12 @@ pub(crate) fn max_msg(l: &Limits) -> usize {
 
 /// Most sends waiting for credits.
 pub(crate) const TX_MAX: usize = SLOTS;
+/// How long sends may wait for credits the peer does not return (its ULP
+/// posts no receive, or it stopped): then the connection ends with
+/// `ETIMEDOUT`.
+pub(crate) const CREDIT_WAIT_MS: i64 = 5000;
+/// How often a connection's watchdog looks at its waiting sends.
+const WATCH_MS: i64 = 250;
 /// Most receives the ULP may have posted.
 pub(crate) const RECV_MAX: usize = 64;
 
@@ -199,6 +212,12 @@ struct State {
     /// The longest message a receive takes (the advertised
     /// `max_msg_size`); a longer one is a protocol error.
     max_msg: usize,
+    /// Since when the oldest waiting send has not moved (no credit or
+    /// free slot for its next frame).
+    stalled_since: Option<Instant<Monotonic>>,
+    /// Why the connection is being ended (`broken`): `EPROTO` or
+    /// `ETIMEDOUT`.
+    end_reason: Error,
     /// The endpoint, to end the connection on a protocol error (set while
     /// it is open; its close takes it back).
     owner: Option<Arc<Conn>>,
@@ -210,7 +229,32 @@ struct State {
 pub(crate) struct DataPath {
     #[pin]
     st: SpinLockIrq<State>,
+    /// The watchdog of sends waiting for credits (see [`Watch`]).
+    #[pin]
+    timer: HrTimer<DataPath>,
 }
+
+impl_has_hr_timer! {
+    impl HasHrTimer<Self> for DataPath {
+        mode: RelativeSoftMode<Monotonic>,
+        field: self.timer
+    }
+}
+
+impl HrTimerCallback for DataPath {
+    type Pointer<'a> = Arc<Self>;
+
+    fn run(this: ArcBorrow<'_, Self>, mut ctx: HrTimerCallbackContext<'_, Self>) -> HrTimerRestart {
+        this.watch();
+        ctx.forward_now(Delta::from_millis(WATCH_MS));
+        HrTimerRestart::Restart
+    }
+}
+
+/// A connection's running watchdog (softirq context, every `WATCH_MS`):
+/// dropping it stops it (waiting for a run in progress; process
+/// context).
+pub(crate) struct Watch(#[allow(dead_code)] ArcHrTimerHandle<DataPath>);
 
 // SAFETY: The raw pointers in the state are only used under its lock,
 // with the lifetimes the ring's owner guarantees (see `attach`).
@@ -277,8 +321,11 @@ impl DataPath {
                     closed: false,
                     broken: false,
                     max_msg,
+                    stalled_since: None,
+                    end_reason: EPROTO,
                     owner: None,
                 }),
+                timer <- HrTimer::new(),
             }),
             GFP_KERNEL,
         )
@@ -298,14 +345,51 @@ impl DataPath {
         if st.broken {
             return;
         }
+        pr_warn!("protocol error from the peer ({why}): connection ended\n");
+        Self::end(st, EPROTO);
+    }
+
+    /// Ends the connection for `reason` as [`Self::protocol_error`] does.
+    fn end(st: &mut State, reason: Error) {
+        if st.broken {
+            return;
+        }
         st.broken = true;
         st.up = false;
         st.held.clear();
-        pr_warn!("protocol error from the peer ({why}): connection ended\n");
+        st.end_reason = reason;
         let Some(c) = st.owner.clone() else {
             return;
         };
         c.queue_protocol_error();
+    }
+
+    /// Why the connection is being ended (the error entry the worker
+    /// posts): `EPROTO`, or `ETIMEDOUT` for credits never returned.
+    pub(crate) fn end_reason(&self) -> Error {
+        self.st.lock().end_reason
+    }
+
+    /// Starts the watchdog of sends waiting for credits (when the
+    /// connection comes up). Process context.
+    pub(crate) fn start_watch(self: &Arc<Self>) -> Watch {
+        Watch(self.clone().start(Delta::from_millis(WATCH_MS)))
+    }
+
+    /// The watchdog's look: sends that have waited for credits longer
+    /// than [`CREDIT_WAIT_MS`] end the connection with `ETIMEDOUT`.
+    /// Softirq context.
+    fn watch(&self) {
+        let mut st = self.st.lock();
+        let Some(since) = st.stalled_since else {
+            return;
+        };
+        if st.broken || !st.up || since.elapsed().as_millis() < CREDIT_WAIT_MS {
+            return;
+        }
+        st.stalled_since = None;
+        pr_warn!("the peer returned no credits for {CREDIT_WAIT_MS} ms: connection ended\n");
+        Self::end(&mut st, ETIMEDOUT);
     }
 
     /// Sets the CQs operations complete to (at `kfi_enable`).
@@ -417,10 +501,17 @@ impl DataPath {
         }
         st.posted.clear();
         let cq = st.tx_cq;
+        // Sends that waited for credits in vain say so.
+        let why = if st.broken && st.end_reason == ETIMEDOUT {
+            ETIMEDOUT
+        } else {
+            ECANCELED
+        };
         for p in st.pending.iter().filter(|p| p.op.report) {
-            report_err(cq, &p.op.entry, ECANCELED);
+            report_err(cq, &p.op.entry, why);
         }
         st.pending.clear();
+        st.stalled_since = None;
         // Sends never acknowledged now; a request of theirs still in
         // flight flushes and finds them gone.
         for a in st.awaiting.iter() {
@@ -514,12 +605,15 @@ impl DataPath {
     }
 
     /// Posts the frames of waiting sends that the credits allow, oldest
-    /// first. A send that cannot be posted fails.
+    /// first. A send that cannot be posted fails. Notes since when the
+    /// oldest one waits for credits.
     fn pump(st: &mut State) {
+        let mut moved = false;
         while Self::can_post(st) {
             let Some(mut p) = st.pending.first().copied() else {
-                return;
+                break;
             };
+            moved = true;
             let done = match Self::post_frame(st, &mut p) {
                 Ok(last) => last,
                 Err(e) => {
@@ -534,6 +628,11 @@ impl DataPath {
             } else if let Some(head) = st.pending.first_mut() {
                 *head = p;
             }
+        }
+        if st.pending.is_empty() {
+            st.stalled_since = None;
+        } else if moved || st.stalled_since.is_none() {
+            st.stalled_since = Some(Instant::now());
         }
     }
 

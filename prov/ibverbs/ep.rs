@@ -18,7 +18,7 @@ use kernel::{
 };
 
 use crate::{
-    data::{self, DataPath, Ring},
+    data::{self, DataPath, Ring, Watch},
     domain::DomShared,
     frame::{self, Buffers},
     ib::{addr::Addr, cm, cm::CmId, device::Limits, frmr::FastReg, verbs::Cq},
@@ -99,6 +99,9 @@ enum Phase {
 /// The device resources of a connection, dropped after its QP: the
 /// ring, then the CQs (fields drop in order).
 struct Queues {
+    /// The watchdog of sends waiting for credits, once connected: stopped
+    /// first.
+    watch: Option<Watch>,
     ring: KBox<Ring>,
     _send: Cq,
     _recv: Cq,
@@ -188,9 +191,10 @@ impl Conn {
     }
 
     /// The peer broke the protocol (the data path stopped taking its
-    /// frames): the connection ends, its receives and waiting sends are
-    /// canceled, and the EQ gets an `EPROTO` error entry. Process context
-    /// (a worker queued by the data path).
+    /// frames), or returned no credits in time: the connection ends, its
+    /// receives and waiting sends are canceled, and the EQ gets an
+    /// `EPROTO` (or `ETIMEDOUT`) error entry. Process context (a worker
+    /// queued by the data path).
     pub(crate) fn protocol_error(&self) {
         let mut s = self.state.lock();
         if s.phase == Phase::Closed {
@@ -201,7 +205,8 @@ impl Conn {
             id.disconnect();
         }
         self.dp.cancel(false);
-        self.fail(&mut s, EPROTO, &[]);
+        let why = self.dp.end_reason();
+        self.fail(&mut s, why, &[]);
     }
 
     /// Creates the QP (and its CQs) on the identifier's device, which
@@ -237,6 +242,7 @@ impl Conn {
         )?;
         let qp = id.qp();
         let q = s.queues.insert(Queues {
+            watch: None,
             ring,
             _send: send,
             _recv: recv,
@@ -328,6 +334,9 @@ impl cm::Handler for Conn {
                 if s.phase == Phase::Connecting {
                     s.phase = Phase::Connected;
                     self.dp.set_up(true);
+                    if let Some(q) = s.queues.as_mut() {
+                        q.watch = Some(self.dp.start_watch());
+                    }
                     if let (Some(eq), Some(fid)) = (s.eq, s.fid) {
                         let _ = eq.post_connected(fid, data);
                     }

@@ -17,7 +17,8 @@
 //! ends, a short frame inside a message, a flood of remote CQ data, a
 //! bad magic, unknown flags, an acknowledgement on a data frame; each
 //! ends the connection with `EPROTO`), atomics as the device has them
-//! (rxe) or refused (siw), delivery completion of sends and writes, and
+//! (rxe) or refused (siw), delivery completion of sends and writes, the
+//! deadline on credits a peer does not return, and
 //! the device's removal in the middle of traffic (the last case: it
 //! deletes the device with the rdma tool).
 
@@ -827,6 +828,70 @@ mod tests {
             // SAFETY: The buffer is static.
             unsafe { cep.send(b"acked!!!", 2, 0)? };
             expect_eproto(eq, sep)
+        })
+    }
+
+    /// Credits a peer returns late but within the bound (its ULP posts
+    /// receives after 2 s) are fine; credits it never returns end the
+    /// connection after the provider's 5 s bound with `ETIMEDOUT` on the
+    /// EQ, and the sends that waited for them fail with it.
+    #[test]
+    fn credits_never_returned_end_the_connection_in_time() -> Result {
+        const N: usize = 40;
+        hostile_pair(c"7632", 128, |cep, sep, ccq, scq, eq| {
+            let msg = pattern(FRAME_MAX, 12)?;
+            // 40 one-frame messages: 31 fit the peer's slots (one credit
+            // is kept), the rest wait.
+            for i in 0..N {
+                // SAFETY: `msg` outlives every completion read below.
+                unsafe { cep.send(&msg, i, 0)? };
+            }
+            kernel::time::delay::fsleep(kernel::time::Delta::from_millis(2000));
+            let mut bufs = KVVec::new();
+            for _ in 0..N {
+                bufs.push([0u8; FRAME_MAX], GFP_KERNEL)?;
+            }
+            for (i, b) in bufs.iter_mut().enumerate() {
+                // SAFETY: `bufs` outlives the completions read below.
+                unsafe { sep.recv(b, 100 + i)? };
+            }
+            for i in 0..N {
+                assert_eq!(scq.sread(WAIT_MS).map_err(|e| e.errno())?.context, 100 + i);
+            }
+            for _ in 0..N {
+                ccq.sread(WAIT_MS).map_err(|e| e.errno())?;
+            }
+            assert!(bufs.iter().all(|b| b[..] == msg[..]));
+            assert!(eq.sread(0).is_err());
+            // Now the peer takes nothing any more.
+            let t0 = kernel::time::Instant::<kernel::time::Monotonic>::now();
+            for i in 0..N {
+                // SAFETY: As above.
+                unsafe { cep.send(&msg, 200 + i, 0)? };
+            }
+            loop {
+                match eq.sread(WAIT_MS)? {
+                    CmEvent::Failed { fid, err, .. } if cep.is(fid) => {
+                        assert_eq!(err, ETIMEDOUT);
+                        break;
+                    }
+                    CmEvent::Shutdown { .. } | CmEvent::Failed { .. } => {}
+                    _ => return Err(EPROTO),
+                }
+            }
+            let ms = t0.elapsed().as_millis();
+            assert!((4500..15_000).contains(&ms));
+            let (mut ok, mut timed_out) = (0, 0);
+            for _ in 0..N {
+                match ccq.sread(WAIT_MS) {
+                    Ok(_) => ok += 1,
+                    Err(CqError::Failed { err, .. }) if err == ETIMEDOUT => timed_out += 1,
+                    Err(CqError::Failed { err, .. }) => assert_eq!(err, ECANCELED),
+                    Err(CqError::Queue(e)) => return Err(e),
+                }
+            }
+            assert!(ok < N && timed_out > 0);
+            Ok(())
         })
     }
 
