@@ -687,9 +687,9 @@ impl IbEndpoint {
             // `len` bytes during the call; `bytes` holds them.
             unsafe { b.gather(0, len, bytes.as_mut_ptr()) };
             let mut v = [0u64; ATOMIC_MAX];
-            for (x, e) in v.iter_mut().zip(bytes.chunks_exact(ELEM)) {
+            for (i, x) in v.iter_mut().enumerate() {
                 let mut w = [0u8; ELEM];
-                w.copy_from_slice(e);
+                w.copy_from_slice(bytes.get(i * ELEM..(i + 1) * ELEM).ok_or(EINVAL)?);
                 *x = u64::from_ne_bytes(w);
             }
             Ok(v)
