@@ -23,16 +23,23 @@
 //! any context but hard interrupt.
 
 use kernel::{
-    new_spinlock_irq,
+    impl_has_hr_timer, new_spinlock_irq,
     prelude::*,
-    sync::{Arc, SpinLockIrq},
+    sync::{Arc, ArcBorrow, SpinLockIrq},
+    time::{
+        hrtimer::{
+            ArcHrTimerHandle, HrTimer, HrTimerCallback, HrTimerCallbackContext, HrTimerPointer,
+            HrTimerRestart, RelativeSoftMode,
+        },
+        Delta, Instant, Monotonic,
+    },
 };
 
 use crate::{
     ep::Conn,
     frame::{
         read_header, tampered, write_header, write_header_magic, Buffers, Header, FRAME_MAX,
-        F_CQ_DATA, F_DATA, F_KNOWN, F_MORE, F_RMA_DATA, HDR, SLOT,
+        F_ACKED, F_ACK_REQ, F_CQ_DATA, F_DATA, F_KNOWN, F_MORE, F_RMA_DATA, HDR, SLOT,
     },
     ib::{
         device::Limits,
@@ -45,7 +52,7 @@ use crate::{
         provider::CqRef,
         toolkit::completion::{report, report_err, report_recv, CqEntry},
     },
-    rma::{Link, Rma, RmaOp, RMA_OPS, RMA_WRS},
+    rma::{Link, Rma, RmaOp, RESULTS_LEN, RMA_OPS, RMA_WRS},
 };
 
 /// Slots each way.
@@ -63,6 +70,12 @@ pub(crate) fn max_msg(l: &Limits) -> usize {
 
 /// Most sends waiting for credits.
 pub(crate) const TX_MAX: usize = SLOTS;
+/// How long sends may wait for credits the peer does not return (its ULP
+/// posts no receive, or it stopped): then the connection ends with
+/// `ETIMEDOUT`.
+pub(crate) const CREDIT_WAIT_MS: i64 = 5000;
+/// How often a connection's watchdog looks at its waiting sends.
+const WATCH_MS: i64 = 250;
 /// Most receives the ULP may have posted.
 pub(crate) const RECV_MAX: usize = 64;
 
@@ -88,6 +101,8 @@ struct Slot {
 pub(crate) struct Ring {
     slots: KVec<Slot>,
     bufs: KVec<DmaBuf>,
+    /// The result slots of atomics, one element per RMA request.
+    results: DmaBuf,
     lkey: u32,
     dev: *mut sys::ib_device,
     /// Local pieces per RDMA write and read request.
@@ -107,6 +122,23 @@ struct Op {
     entry: CqEntry,
     /// Report its completion (not for injects).
     report: bool,
+    /// Report it only once the peer acknowledged its placement
+    /// (delivery or commit completion).
+    delivery: bool,
+    /// Its place among the sends waiting for that (set when its last
+    /// frame is posted).
+    seq: u64,
+}
+
+/// A send for delivery completion whose last frame is posted: it
+/// completes once that frame's request did (`sent`) and the peer
+/// acknowledged the message (`acked`).
+#[derive(Clone, Copy)]
+struct Awaiting {
+    seq: u64,
+    entry: CqEntry,
+    sent: bool,
+    acked: bool,
 }
 
 /// A send with frames still to go.
@@ -161,6 +193,13 @@ struct State {
     /// Receive slots holding a frame no receive was posted for, oldest
     /// first.
     held: KVec<(usize, Header)>,
+    /// Sends for delivery completion posted whole, oldest first (at most
+    /// [`TX_MAX`]), and the number of the next.
+    awaiting: KVec<Awaiting>,
+    next_seq: u64,
+    /// The peer's messages flagged [`F_ACK_REQ`] placed but not yet
+    /// acknowledged.
+    acks_due: u64,
     /// RMA operations.
     rma: Rma,
     /// The connection is up: sends may go.
@@ -173,6 +212,12 @@ struct State {
     /// The longest message a receive takes (the advertised
     /// `max_msg_size`); a longer one is a protocol error.
     max_msg: usize,
+    /// Since when the oldest waiting send has not moved (no credit or
+    /// free slot for its next frame).
+    stalled_since: Option<Instant<Monotonic>>,
+    /// Why the connection is being ended (`broken`): `EPROTO` or
+    /// `ETIMEDOUT`.
+    end_reason: Error,
     /// The endpoint, to end the connection on a protocol error (set while
     /// it is open; its close takes it back).
     owner: Option<Arc<Conn>>,
@@ -184,7 +229,32 @@ struct State {
 pub(crate) struct DataPath {
     #[pin]
     st: SpinLockIrq<State>,
+    /// The watchdog of sends waiting for credits (see [`Watch`]).
+    #[pin]
+    timer: HrTimer<DataPath>,
 }
+
+impl_has_hr_timer! {
+    impl HasHrTimer<Self> for DataPath {
+        mode: RelativeSoftMode<Monotonic>,
+        field: self.timer
+    }
+}
+
+impl HrTimerCallback for DataPath {
+    type Pointer<'a> = Arc<Self>;
+
+    fn run(this: ArcBorrow<'_, Self>, mut ctx: HrTimerCallbackContext<'_, Self>) -> HrTimerRestart {
+        this.watch();
+        ctx.forward_now(Delta::from_millis(WATCH_MS));
+        HrTimerRestart::Restart
+    }
+}
+
+/// A connection's running watchdog (softirq context, every `WATCH_MS`):
+/// dropping it stops it (waiting for a run in progress; process
+/// context).
+pub(crate) struct Watch(#[allow(dead_code)] ArcHrTimerHandle<DataPath>);
 
 // SAFETY: The raw pointers in the state are only used under its lock,
 // with the lifetimes the ring's owner guarantees (see `attach`).
@@ -227,6 +297,7 @@ impl DataPath {
         let rma = Rma::new()?;
         let posted = KVec::with_capacity(RECV_MAX, GFP_KERNEL)?;
         let held = KVec::with_capacity(SLOTS, GFP_KERNEL)?;
+        let awaiting = KVec::with_capacity(TX_MAX, GFP_KERNEL)?;
         Arc::pin_init(
             pin_init!(Self {
                 st <- new_spinlock_irq!(State {
@@ -242,13 +313,19 @@ impl DataPath {
                     posted,
                     filling: None,
                     held,
+                    awaiting,
+                    next_seq: 0,
+                    acks_due: 0,
                     rma,
                     up: false,
                     closed: false,
                     broken: false,
                     max_msg,
+                    stalled_since: None,
+                    end_reason: EPROTO,
                     owner: None,
                 }),
+                timer <- HrTimer::new(),
             }),
             GFP_KERNEL,
         )
@@ -268,14 +345,51 @@ impl DataPath {
         if st.broken {
             return;
         }
+        pr_warn!("protocol error from the peer ({why}): connection ended\n");
+        Self::end(st, EPROTO);
+    }
+
+    /// Ends the connection for `reason` as [`Self::protocol_error`] does.
+    fn end(st: &mut State, reason: Error) {
+        if st.broken {
+            return;
+        }
         st.broken = true;
         st.up = false;
         st.held.clear();
-        pr_warn!("protocol error from the peer ({why}): connection ended\n");
+        st.end_reason = reason;
         let Some(c) = st.owner.clone() else {
             return;
         };
         c.queue_protocol_error();
+    }
+
+    /// Why the connection is being ended (the error entry the worker
+    /// posts): `EPROTO`, or `ETIMEDOUT` for credits never returned.
+    pub(crate) fn end_reason(&self) -> Error {
+        self.st.lock().end_reason
+    }
+
+    /// Starts the watchdog of sends waiting for credits (when the
+    /// connection comes up). Process context.
+    pub(crate) fn start_watch(self: &Arc<Self>) -> Watch {
+        Watch(self.clone().start(Delta::from_millis(WATCH_MS)))
+    }
+
+    /// The watchdog's look: sends that have waited for credits longer
+    /// than [`CREDIT_WAIT_MS`] end the connection with `ETIMEDOUT`.
+    /// Softirq context.
+    fn watch(&self) {
+        let mut st = self.st.lock();
+        let Some(since) = st.stalled_since else {
+            return;
+        };
+        if st.broken || !st.up || since.elapsed().as_millis() < CREDIT_WAIT_MS {
+            return;
+        }
+        st.stalled_since = None;
+        pr_warn!("the peer returned no credits for {CREDIT_WAIT_MS} ms: connection ended\n");
+        Self::end(&mut st, ETIMEDOUT);
     }
 
     /// Sets the CQs operations complete to (at `kfi_enable`).
@@ -315,12 +429,15 @@ impl DataPath {
                 bufs.push(unsafe { DmaBuf::new(dev, SLOT) }?, GFP_KERNEL)?;
             }
         }
+        // SAFETY: The caller's contract, passed on.
+        let results = unsafe { DmaBuf::new(dev, RESULTS_LEN) }?;
         // INVARIANT: The sizes above, never changed; `path` is `self`,
         // which the ring's owner keeps alive; the caller's contract.
         Ok(KBox::new(
             Ring {
                 slots,
                 bufs,
+                results,
                 lkey,
                 dev,
                 sges,
@@ -384,10 +501,24 @@ impl DataPath {
         }
         st.posted.clear();
         let cq = st.tx_cq;
+        // Sends that waited for credits in vain say so.
+        let why = if st.broken && st.end_reason == ETIMEDOUT {
+            ETIMEDOUT
+        } else {
+            ECANCELED
+        };
         for p in st.pending.iter().filter(|p| p.op.report) {
-            report_err(cq, &p.op.entry, ECANCELED);
+            report_err(cq, &p.op.entry, why);
         }
         st.pending.clear();
+        st.stalled_since = None;
+        // Sends never acknowledged now; a request of theirs still in
+        // flight flushes and finds them gone.
+        for a in st.awaiting.iter() {
+            report_err(cq, &a.entry, ECANCELED);
+        }
+        st.awaiting.clear();
+        st.acks_due = 0;
         st.rma.cancel(cq);
     }
 
@@ -429,6 +560,9 @@ impl DataPath {
                     ..Default::default()
                 },
                 report: !inject,
+                delivery: !inject
+                    && flags & (ksys::KFI_DELIVERY_COMPLETE | ksys::KFI_COMMIT_COMPLETE) != 0,
+                seq: 0,
             },
             bufs,
             sent: 0,
@@ -445,6 +579,12 @@ impl DataPath {
         }
         // The room above TX_MAX is for the remote CQ data of writes.
         if st.pending.len() >= TX_MAX {
+            return Err(EAGAIN);
+        }
+        // At most TX_MAX sends wait for the peer's acknowledgement.
+        if p.op.delivery
+            && st.awaiting.len() + st.pending.iter().filter(|q| q.op.delivery).count() >= TX_MAX
+        {
             return Err(EAGAIN);
         }
         if inject {
@@ -465,12 +605,15 @@ impl DataPath {
     }
 
     /// Posts the frames of waiting sends that the credits allow, oldest
-    /// first. A send that cannot be posted fails.
+    /// first. A send that cannot be posted fails. Notes since when the
+    /// oldest one waits for credits.
     fn pump(st: &mut State) {
+        let mut moved = false;
         while Self::can_post(st) {
             let Some(mut p) = st.pending.first().copied() else {
-                return;
+                break;
             };
+            moved = true;
             let done = match Self::post_frame(st, &mut p) {
                 Ok(last) => last,
                 Err(e) => {
@@ -486,6 +629,11 @@ impl DataPath {
                 *head = p;
             }
         }
+        if st.pending.is_empty() {
+            st.stalled_since = None;
+        } else if moved || st.stalled_since.is_none() {
+            st.stalled_since = Some(Instant::now());
+        }
     }
 
     /// Posts the next frame of `p`; whether it was the last. The caller
@@ -498,7 +646,8 @@ impl DataPath {
         // SAFETY: The ring is live while `qp` is set (attach's contract).
         let ring = unsafe { &*st.ring };
         let buf = &ring.bufs[SLOTS + slot];
-        let (flags, magic) = tampered(F_DATA | p.flags | if last { 0 } else { F_MORE });
+        let ack = if last && p.op.delivery { F_ACK_REQ } else { 0 };
+        let (flags, magic) = tampered(F_DATA | p.flags | ack | if last { 0 } else { F_MORE });
         let h = Header {
             flags,
             credits,
@@ -512,7 +661,9 @@ impl DataPath {
             write_header_magic(buf.addr(), &h, magic);
             p.bufs.gather(p.sent, len, buf.addr().add(HDR));
         }
-        st.ops[slot] = if last { Some(p.op) } else { None };
+        let mut op = p.op;
+        op.seq = st.next_seq;
+        st.ops[slot] = if last { Some(op) } else { None };
         let sge = buf.sge(HDR + len, ring.lkey);
         let cqe = (&raw const ring.slots[SLOTS + slot].cqe).cast_mut();
         // SAFETY: `qp` is live (attach's contract); the slot and its
@@ -522,6 +673,18 @@ impl DataPath {
                 st.credits -= 1;
                 st.to_return -= credits;
                 p.sent += len;
+                if ack != 0 {
+                    let a = Awaiting {
+                        seq: op.seq,
+                        entry: op.entry,
+                        sent: false,
+                        acked: false,
+                    };
+                    // Cannot fail: `send` keeps TX_MAX sends for delivery
+                    // at most.
+                    let _ = st.awaiting.push_within_capacity(a);
+                    st.next_seq = st.next_seq.wrapping_add(1);
+                }
                 Ok(last)
             }
             Err(e) => {
@@ -613,6 +776,40 @@ impl DataPath {
             f.p.entry.data = h.data;
         }
         report_recv(st.rx_cq, &f.p.entry, f.total - f.placed);
+        if h.flags & F_ACK_REQ != 0 {
+            // Placed: the sender's delivery completion may go.
+            st.acks_due = st.acks_due.saturating_add(1);
+        }
+    }
+
+    /// The peer acknowledged the placement of `n` of our messages, oldest
+    /// first; more than wait for it is a protocol error.
+    fn acked(st: &mut State, n: u64) {
+        let mut left = n;
+        for a in st.awaiting.iter_mut().filter(|a| !a.acked) {
+            if left == 0 {
+                break;
+            }
+            a.acked = true;
+            left -= 1;
+        }
+        if left > 0 || n == 0 {
+            Self::protocol_error(st, "acknowledgement of no message");
+            return;
+        }
+        Self::complete_delivered(st);
+    }
+
+    /// Completes the sends for delivery that are sent and acknowledged,
+    /// oldest first.
+    fn complete_delivered(st: &mut State) {
+        while let Some(a) = st.awaiting.first().copied() {
+            if !(a.sent && a.acked) {
+                return;
+            }
+            let _ = st.awaiting.remove(0);
+            report(st.tx_cq, &a.entry);
+        }
     }
 
     /// Gives receive slot `index` back to the device and counts the credit.
@@ -644,6 +841,15 @@ impl DataPath {
             Self::protocol_error(&mut st, "unknown frame flags");
             return;
         }
+        // An acknowledgement is a header only; a request for one is on
+        // the last frame of a message.
+        let bad_ack = h.flags & F_ACKED != 0 && (h.flags != F_ACKED || h.len != 0);
+        let bad_req =
+            h.flags & F_ACK_REQ != 0 && h.flags & (F_DATA | F_MORE | F_RMA_DATA) != F_DATA;
+        if bad_ack || bad_req {
+            Self::protocol_error(&mut st, "bad acknowledgement flags");
+            return;
+        }
         st.credits = st.credits.saturating_add(h.credits).min(SLOTS);
         if h.flags & F_RMA_DATA != 0 {
             // Only the header of a write's remote CQ data, between
@@ -667,9 +873,15 @@ impl DataPath {
             }
             Self::repost(&mut st, ring, index);
         } else if h.flags & F_DATA == 0 {
-            if h.len != 0 || h.flags != 0 {
+            if h.len != 0 || (h.flags != 0 && h.flags != F_ACKED) {
                 Self::protocol_error(&mut st, "bad credit frame");
                 return;
+            }
+            if h.flags == F_ACKED {
+                Self::acked(&mut st, h.data);
+                if st.broken {
+                    return;
+                }
             }
             Self::repost(&mut st, ring, index);
         } else if h.flags & F_MORE != 0 && h.len != FRAME_MAX {
@@ -692,7 +904,18 @@ impl DataPath {
         let mut st = self.st.lock();
         let op = st.ops.get_mut(slot).and_then(Option::take);
         let _ = st.free.push_within_capacity(slot);
-        if let Some(op) = op.filter(|o| o.report) {
+        if let Some(op) = op.filter(|o| o.report && o.delivery) {
+            // Gone already when the connection ended meanwhile.
+            if let Some(i) = st.awaiting.iter().position(|a| a.seq == op.seq) {
+                if d.ok {
+                    st.awaiting[i].sent = true;
+                    Self::complete_delivered(&mut st);
+                } else {
+                    let _ = st.awaiting.remove(i);
+                    report_err(st.tx_cq, &op.entry, if d.flushed { ECANCELED } else { EIO });
+                }
+            }
+        } else if let Some(op) = op.filter(|o| o.report) {
             if d.ok {
                 report(st.tx_cq, &op.entry);
             } else {
@@ -710,7 +933,7 @@ impl DataPath {
         if st.closed || !st.up || st.qp.is_null() {
             return Err(ENOTCONN);
         }
-        if op.local.total == 0 {
+        if op.is_empty() {
             report(st.tx_cq, &op.entry);
             return Ok(());
         }
@@ -734,6 +957,7 @@ impl DataPath {
             lkey: ring.lkey,
             write_sges: ring.sges.0,
             read_sges: ring.sges.1,
+            results: &ring.results,
         };
         let State {
             rma,
@@ -750,6 +974,8 @@ impl DataPath {
                     op: Op {
                         entry: CqEntry::default(),
                         report: false,
+                        delivery: false,
+                        seq: 0,
                     },
                     bufs: Buffers::default(),
                     sent: 0,
@@ -768,14 +994,11 @@ impl DataPath {
         let mut st = self.st.lock();
         // The request's pieces were mapped for the ring's device, which
         // outlives the drain that completes the last request.
-        let dev = if st.ring.is_null() {
-            core::ptr::null_mut()
-        } else {
-            // SAFETY: Set at attach, live until the drain is done.
-            unsafe { (*st.ring).dev }
-        };
+        // SAFETY: Set at attach, live until the drain is done.
+        let ring = unsafe { st.ring.as_ref() };
+        let dev = ring.map_or(core::ptr::null_mut(), |r| r.dev);
         let cq = st.tx_cq;
-        st.rma.done(index, d, dev, cq);
+        st.rma.done(index, d, dev, ring.map(|r| &r.results), cq);
         Self::pump_rma(&mut st);
     }
 
@@ -791,9 +1014,13 @@ impl DataPath {
         unsafe { fr.post(st.qp, access) }
     }
 
-    /// Sends a header-only frame when half the peer's credits are due.
+    /// Sends a header-only frame when half the peer's credits are due
+    /// (on the credit kept for that), or acknowledgements (on a credit to
+    /// spare, as a message frame); it carries both.
     fn return_credits(st: &mut State) {
-        if st.qp.is_null() || st.to_return < SLOTS / 2 || st.credits == 0 {
+        let credits_due = st.to_return >= SLOTS / 2 && st.credits >= 1;
+        let acks_due = st.acks_due > 0 && st.credits >= 2;
+        if st.qp.is_null() || st.broken || !(credits_due || acks_due) {
             return;
         }
         let Some(slot) = st.free.pop() else {
@@ -803,11 +1030,12 @@ impl DataPath {
         let ring = unsafe { &*st.ring };
         let credits = st.to_return.min(u16::MAX.into());
         let buf = &ring.bufs[SLOTS + slot];
+        let acks = st.acks_due;
         let h = Header {
-            flags: 0,
+            flags: if acks > 0 { F_ACKED } else { 0 },
             credits,
             len: 0,
-            data: 0,
+            data: acks,
         };
         // SAFETY: A free send slot, ours under the lock.
         unsafe { write_header(buf.addr(), &h) };
@@ -817,6 +1045,7 @@ impl DataPath {
         if unsafe { dma::post_send(st.qp, sge, cqe) }.is_ok() {
             st.credits -= 1;
             st.to_return -= credits;
+            st.acks_due = 0;
         } else {
             let _ = st.free.push_within_capacity(slot);
         }

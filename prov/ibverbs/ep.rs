@@ -18,19 +18,19 @@ use kernel::{
 };
 
 use crate::{
-    data::{self, DataPath, Ring},
+    data::{self, DataPath, Ring, Watch},
     domain::DomShared,
     frame::{self, Buffers},
-    ib::{addr::Addr, cm, cm::CmId, frmr::FastReg, verbs::Cq},
+    ib::{addr::Addr, cm, cm::CmId, device::Limits, frmr::FastReg, verbs::Cq},
     ib_sys as sys,
     kfi::{
         kfabric::kfi_error,
         kfi_sys as ksys,
-        provider::{Bound, CqRef, EndpointAttr, EqRef, FidRef},
+        provider::{AtomicKind, Bound, CqRef, EndpointAttr, EqRef, FidRef},
         toolkit::completion::CqEntry,
     },
     pep,
-    rma::{self, RmaOp},
+    rma::{self, Atomic, RmaOp, ATOMIC_MAX, ELEM},
 };
 
 /// Work requests of an endpoint's receive queue: every slot, plus the
@@ -48,10 +48,39 @@ pub(crate) const CAPS: u64 = ksys::KFI_MSG
     | ksys::KFI_WRITE
     | ksys::KFI_REMOTE_READ
     | ksys::KFI_REMOTE_WRITE;
+/// What endpoints on a device with limits `l` can do: [`CAPS`], and
+/// atomics where the device has them.
+pub(crate) fn caps(l: &Limits) -> u64 {
+    CAPS | if l.atomics { ksys::KFI_ATOMIC } else { 0 }
+}
+
+/// Whether an atomic of `kind` on (`datatype`, `op`) works on a device
+/// with limits `l`: the most elements of one. The device adds and
+/// compares-and-swaps 64-bit words (which is the same for signed and
+/// unsigned ones): `kfi_atomic` and `kfi_fetch_atomic` of `KFI_SUM`,
+/// `kfi_compare_atomic` of `KFI_CSWAP`, on `KFI_INT64` and `KFI_UINT64`.
+/// Anything else is `EOPNOTSUPP`.
+pub(crate) fn atomic_valid(l: &Limits, kind: AtomicKind, datatype: u32, op: u32) -> Result<usize> {
+    let wide = matches!(datatype, ksys::KFI_INT64 | ksys::KFI_UINT64);
+    let op_ok = match kind {
+        AtomicKind::Write | AtomicKind::Fetch => op == ksys::KFI_SUM,
+        AtomicKind::Compare => op == ksys::KFI_CSWAP,
+    };
+    if !l.atomics || !wide || !op_ok {
+        return Err(EOPNOTSUPP);
+    }
+    Ok(ATOMIC_MAX)
+}
+
 /// Operation flags they support (messages are copied, so any send may be
-/// an inject; its completion is the transmit's).
-pub(crate) const OP_FLAGS: u64 =
-    ksys::KFI_INJECT | ksys::KFI_REMOTE_CQ_DATA | ksys::KFI_TRANSMIT_COMPLETE;
+/// an inject; its completion is the transmit's). Delivery and commit
+/// completion: a send's once the peer acknowledged its placement, a
+/// write's once a flushing read after it returned (see `rma.rs`).
+pub(crate) const OP_FLAGS: u64 = ksys::KFI_INJECT
+    | ksys::KFI_REMOTE_CQ_DATA
+    | ksys::KFI_TRANSMIT_COMPLETE
+    | ksys::KFI_DELIVERY_COMPLETE
+    | ksys::KFI_COMMIT_COMPLETE;
 
 /// Where a connection is.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -70,6 +99,9 @@ enum Phase {
 /// The device resources of a connection, dropped after its QP: the
 /// ring, then the CQs (fields drop in order).
 struct Queues {
+    /// The watchdog of sends waiting for credits, once connected: stopped
+    /// first.
+    watch: Option<Watch>,
     ring: KBox<Ring>,
     _send: Cq,
     _recv: Cq,
@@ -159,9 +191,10 @@ impl Conn {
     }
 
     /// The peer broke the protocol (the data path stopped taking its
-    /// frames): the connection ends, its receives and waiting sends are
-    /// canceled, and the EQ gets an `EPROTO` error entry. Process context
-    /// (a worker queued by the data path).
+    /// frames), or returned no credits in time: the connection ends, its
+    /// receives and waiting sends are canceled, and the EQ gets an
+    /// `EPROTO` (or `ETIMEDOUT`) error entry. Process context (a worker
+    /// queued by the data path).
     pub(crate) fn protocol_error(&self) {
         let mut s = self.state.lock();
         if s.phase == Phase::Closed {
@@ -172,7 +205,8 @@ impl Conn {
             id.disconnect();
         }
         self.dp.cancel(false);
-        self.fail(&mut s, EPROTO, &[]);
+        let why = self.dp.end_reason();
+        self.fail(&mut s, why, &[]);
     }
 
     /// Creates the QP (and its CQs) on the identifier's device, which
@@ -208,6 +242,7 @@ impl Conn {
         )?;
         let qp = id.qp();
         let q = s.queues.insert(Queues {
+            watch: None,
             ring,
             _send: send,
             _recv: recv,
@@ -299,6 +334,9 @@ impl cm::Handler for Conn {
                 if s.phase == Phase::Connecting {
                     s.phase = Phase::Connected;
                     self.dp.set_up(true);
+                    if let Some(q) = s.queues.as_mut() {
+                        q.watch = Some(self.dp.start_watch());
+                    }
                     if let (Some(eq), Some(fid)) = (s.eq, s.fid) {
                         let _ = eq.post_connected(fid, data);
                     }
@@ -394,7 +432,7 @@ impl IbEndpoint {
 
     pub(crate) fn attr(&self) -> EndpointAttr {
         EndpointAttr {
-            caps: CAPS,
+            caps: caps(&self.conn.dom.dev.limits),
             op_flags: OP_FLAGS,
             tx_iov_limit: frame::IOV_MAX,
             rx_iov_limit: frame::IOV_MAX,
@@ -402,6 +440,11 @@ impl IbEndpoint {
             inject_size: frame::FRAME_MAX,
             max_msg_size: data::max_msg(&self.conn.dom.dev.limits),
         }
+    }
+
+    /// The limits of the endpoint's device.
+    pub(crate) fn limits(&self) -> &Limits {
+        &self.conn.dom.dev.limits
     }
 
     pub(crate) fn opened(&self, fid: FidRef) {
@@ -590,9 +633,110 @@ impl IbEndpoint {
             len: total,
             ..Default::default()
         };
-        self.conn
-            .dp
-            .rma(RmaOp::new(entry, read, local, remote, nremote, data))
+        let op = RmaOp::new(entry, read, local, remote, nremote, data);
+        let placed = ksys::KFI_DELIVERY_COMPLETE | ksys::KFI_COMMIT_COMPLETE;
+        self.conn.dp.rma(if flags & placed != 0 {
+            op.flushed()
+        } else {
+            op
+        })
+    }
+
+    /// `kfi_atomicmsg` and its fetch (`result`) and compare (`compare`
+    /// and `result`) forms: one request per element, see
+    /// [`atomic_valid`]. Any context but hard interrupt.
+    ///
+    /// # Safety
+    ///
+    /// `m` and the lists were passed by kfabric.ko to an atomic call
+    /// (checked lists).
+    pub(crate) unsafe fn atomic(
+        &self,
+        m: &ksys::kfi_msg_atomic,
+        compare: &[ksys::kfi_ioc],
+        result: &[ksys::kfi_ioc],
+        flags: u64,
+    ) -> Result {
+        let kind = if !compare.is_empty() {
+            AtomicKind::Compare
+        } else if !result.is_empty() {
+            AtomicKind::Fetch
+        } else {
+            AtomicKind::Write
+        };
+        atomic_valid(&self.conn.dom.dev.limits, kind, m.datatype, m.op)?;
+        if m.rma_iov_count != 1 || m.rma_iov.is_null() || flags & ksys::KFI_INJECT != 0 {
+            return Err(EINVAL);
+        }
+        // SAFETY: The caller's contract: one remote entry.
+        let target = unsafe { *m.rma_iov };
+        let count = target.count;
+        // The device works on aligned 64-bit words only.
+        if count == 0 || count > ATOMIC_MAX || target.addr % ELEM as u64 != 0 {
+            return Err(EINVAL);
+        }
+        let len = count * ELEM;
+        let key = u32::try_from(target.key).map_err(|_| ENOKEY)?;
+        let operands = |iocs: &[ksys::kfi_ioc]| -> Result<[u64; ATOMIC_MAX]> {
+            let b = Buffers::of_iocs(iocs, ELEM)?;
+            if b.total != len {
+                return Err(EINVAL);
+            }
+            let mut bytes = [0u8; ATOMIC_MAX * ELEM];
+            // SAFETY: The caller's contract: the operands are valid for
+            // `len` bytes during the call; `bytes` holds them.
+            unsafe { b.gather(0, len, bytes.as_mut_ptr()) };
+            let mut v = [0u64; ATOMIC_MAX];
+            for (i, x) in v.iter_mut().enumerate() {
+                let mut w = [0u8; ELEM];
+                w.copy_from_slice(bytes.get(i * ELEM..(i + 1) * ELEM).ok_or(EINVAL)?);
+                *x = u64::from_ne_bytes(w);
+            }
+            Ok(v)
+        };
+        let src = if m.iov_count == 0 || m.msg_iov.is_null() {
+            return Err(EINVAL);
+        } else {
+            // SAFETY: The caller's contract: `iov_count` entries.
+            operands(unsafe { core::slice::from_raw_parts(m.msg_iov, m.iov_count) })?
+        };
+        let cmp = if kind == AtomicKind::Compare {
+            operands(compare)?
+        } else {
+            [0; ATOMIC_MAX]
+        };
+        let res = if result.is_empty() {
+            None
+        } else {
+            let b = Buffers::of_iocs(result, ELEM)?;
+            if b.total != len {
+                return Err(EINVAL);
+            }
+            Some(b)
+        };
+        let entry = CqEntry {
+            context: m.context as usize,
+            flags: ksys::KFI_ATOMIC
+                | if res.is_some() {
+                    ksys::KFI_READ
+                } else {
+                    ksys::KFI_WRITE
+                },
+            len,
+            ..Default::default()
+        };
+        let a = Atomic {
+            cswap: kind == AtomicKind::Compare,
+            src,
+            cmp,
+            result: res,
+        };
+        let remote = rma::Remote {
+            addr: target.addr,
+            len,
+            key,
+        };
+        self.conn.dp.rma(RmaOp::atomic(entry, remote, a, count))
     }
 
     fn name(&self, peer: bool, out: &mut [u8]) -> Result<usize> {

@@ -33,8 +33,16 @@ pub(crate) const F_MORE: u8 = 4;
 /// Not a message: the remote CQ data of an RDMA write that came before.
 pub(crate) const F_RMA_DATA: u8 = 8;
 
+/// The last frame of a message whose sender waits until it is placed
+/// (delivery completion): the receiver acknowledges it once its receive
+/// completed.
+pub(crate) const F_ACK_REQ: u8 = 16;
+/// A header-only frame acknowledging (`data`) messages flagged
+/// [`F_ACK_REQ`], oldest first.
+pub(crate) const F_ACKED: u8 = 32;
+
 /// Every flag a frame may carry; any other bit is a protocol error.
-pub(crate) const F_KNOWN: u8 = F_DATA | F_CQ_DATA | F_MORE | F_RMA_DATA;
+pub(crate) const F_KNOWN: u8 = F_DATA | F_CQ_DATA | F_MORE | F_RMA_DATA | F_ACK_REQ | F_ACKED;
 
 /// Test-only tampering (`kfi_ibverbs_test_tamper`): flags set and
 /// cleared, a replacement magic (0: none), and how many data frames
@@ -112,6 +120,25 @@ impl Buffers {
             }
             b.n += 1;
             b.total = b.total.checked_add(s.len()).ok_or(EMSGSIZE)?;
+        }
+        Ok(b)
+    }
+
+    /// The buffers of an atomic's operand list: `size`-byte elements.
+    pub(crate) fn of_iocs(iocs: &[ksys::kfi_ioc], size: usize) -> Result<Self> {
+        let mut b = Self::default();
+        for v in iocs {
+            let len = v.count.checked_mul(size).ok_or(EINVAL)?;
+            if len == 0 {
+                continue;
+            }
+            let slot = b.segs.get_mut(b.n).ok_or(EINVAL)?;
+            *slot = (v.addr as usize, len);
+            if slot.0 == 0 {
+                return Err(EFAULT);
+            }
+            b.n += 1;
+            b.total = b.total.checked_add(len).ok_or(EMSGSIZE)?;
         }
         Ok(b)
     }

@@ -236,6 +236,26 @@ int kfi_ib_post_rdma(struct ib_qp *qp, int read, struct ib_sge *sge, int nsge, u
 	return ib_post_send(qp, &wr.wr, NULL);
 }
 
+int kfi_ib_post_atomic(struct ib_qp *qp, int cswap, struct ib_sge *sge, u64 raddr, u32 rkey,
+		       u64 compare_add, u64 swap, struct ib_cqe *cqe)
+{
+	struct ib_atomic_wr wr = {
+		.wr = {
+			.wr_cqe = cqe,
+			.sg_list = sge,
+			.num_sge = 1,
+			.opcode = cswap ? IB_WR_ATOMIC_CMP_AND_SWP : IB_WR_ATOMIC_FETCH_AND_ADD,
+			.send_flags = IB_SEND_SIGNALED,
+		},
+		.remote_addr = raddr,
+		.compare_add = compare_add,
+		.swap = swap,
+		.rkey = rkey,
+	};
+
+	return ib_post_send(qp, &wr.wr, NULL);
+}
+
 struct page *kfi_ib_kaddr_page(const void *addr)
 {
 	/* Module memory (a ULP's static buffers) is mapped like vmalloc's. */

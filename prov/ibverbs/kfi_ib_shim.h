@@ -74,6 +74,15 @@ void kfi_ib_mr_bump_key(struct ib_mr *mr);
 int kfi_ib_post_rdma(struct ib_qp *qp, int read, struct ib_sge *sge, int nsge, u64 raddr,
 		     u32 rkey, struct ib_cqe *cqe);
 
+/*
+ * An atomic on the 8 bytes at @raddr of the peer's region @rkey: compare
+ * and swap (@cswap: if they equal @compare_add they become @swap) or fetch
+ * and add (@compare_add is added). The old value goes to the 8-byte local
+ * entry @sge. Signaled to @cqe (any context).
+ */
+int kfi_ib_post_atomic(struct ib_qp *qp, int cswap, struct ib_sge *sge, u64 raddr, u32 rkey,
+		       u64 compare_add, u64 swap, struct ib_cqe *cqe);
+
 /* The page of kernel address @addr (linear map or vmalloc); NULL if none. */
 struct page *kfi_ib_kaddr_page(const void *addr);
 

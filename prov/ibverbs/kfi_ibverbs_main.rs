@@ -12,8 +12,8 @@
 //! and shut down with their RC QP, and a device's removal shuts its
 //! endpoints down. Messages (send/recv, inject, remote CQ data) of up to
 //! a slot (4 KiB less a header) are copied through DMA-mapped slots with
-//! credit flow control (`data.rs`). Not yet: RMA, atomics, tagged
-//! messages, larger messages, RDM endpoints.
+//! credit flow control (`data.rs`); RMA and the device's atomics
+//! (`rma.rs`). Not yet: tagged messages, RDM endpoints.
 
 use core::ffi::CStr;
 use kernel::prelude::*;
@@ -43,7 +43,7 @@ use kernel::bindings;
 use kfi::{
     kfabric::version,
     kfi_sys as sys,
-    provider::{self, Bound, EndpointAttr, EqRef, FidRef, Info, Region, Registration},
+    provider::{self, AtomicKind, Bound, EndpointAttr, EqRef, FidRef, Info, Region, Registration},
 };
 use net::NetPtr;
 
@@ -117,7 +117,8 @@ pub(crate) fn entry(
     if let Some(a) = addr {
         i.set_addr(!src, a.kfi_format(), a.as_bytes())?;
     }
-    i.get().caps = ep::CAPS;
+    let caps = ep::caps(&dev.limits);
+    i.get().caps = caps;
     let (tx, rx, epa, dom, _) = i.attrs();
     dom.net = net.cast();
     dom.threading = sys::KFI_THREAD_SAFE;
@@ -128,12 +129,12 @@ pub(crate) fn entry(
     dom.cq_data_size = size_of::<u64>();
     // Messages are copied through slots: the provider's limits, and at
     // most as many sends in flight as the device's queue holds.
-    tx.caps = ep::CAPS;
+    tx.caps = caps;
     tx.op_flags = ep::OP_FLAGS;
     tx.size = (data::TX_MAX as u32).min(dev.limits.max_qp_wr.saturating_sub(1)) as usize;
     tx.iov_limit = frame::IOV_MAX;
     tx.inject_size = frame::FRAME_MAX;
-    rx.caps = ep::CAPS;
+    rx.caps = caps;
     rx.size = data::RECV_MAX;
     rx.iov_limit = frame::IOV_MAX;
     epa.type_ = sys::KFI_EP_MSG;
@@ -300,6 +301,21 @@ impl provider::Endpoint for ep::IbEndpoint {
     fn writemsg(&self, msg: &sys::kfi_msg_rma, flags: u64) -> Result {
         // SAFETY: kfabric.ko passes a checked request to `writemsg`.
         unsafe { ep::IbEndpoint::rma(self, msg, flags, false) }
+    }
+
+    fn atomic(
+        &self,
+        msg: &sys::kfi_msg_atomic,
+        compare: &[sys::kfi_ioc],
+        result: &[sys::kfi_ioc],
+        flags: u64,
+    ) -> Result {
+        // SAFETY: kfabric.ko passes checked lists to the atomic calls.
+        unsafe { ep::IbEndpoint::atomic(self, msg, compare, result, flags) }
+    }
+
+    fn atomic_valid(&self, kind: AtomicKind, datatype: u32, op: u32) -> Result<usize> {
+        ep::atomic_valid(self.limits(), kind, datatype, op)
     }
 
     fn getname(&self, addr: &mut [u8]) -> Result<usize> {

@@ -56,8 +56,11 @@ impl Drop for MrHandle {
     }
 }
 
-/// The device access rights of kfi access bits.
-fn access(kfi: u64) -> u32 {
+/// The device access rights of kfi access bits, on a device that does
+/// atomics (`atomics`) or not. Every atomic of the device returns the old
+/// value, so a region takes peers' atomics only with both remote rights
+/// (as a fetching atomic needs on kfi_sockets).
+fn access(kfi: u64, atomics: bool) -> u32 {
     // Remote writes need local write access too (IB and iWARP rules);
     // the device writes RDMA read responses through it as well.
     let mut a = sys::IB_ACCESS_LOCAL_WRITE;
@@ -66,6 +69,10 @@ fn access(kfi: u64) -> u32 {
     }
     if kfi & ksys::KFI_REMOTE_WRITE != 0 {
         a |= sys::IB_ACCESS_REMOTE_WRITE;
+    }
+    let both = ksys::KFI_REMOTE_READ | ksys::KFI_REMOTE_WRITE;
+    if atomics && kfi & both == both {
+        a |= sys::IB_ACCESS_REMOTE_ATOMIC;
     }
     a
 }
@@ -126,7 +133,7 @@ pub(crate) fn register(dom: &Arc<DomShared>, attr: &ksys::kfi_mr_attr) -> Result
         }
     }
     fr.map(first as u64)?;
-    let conn = dom.post_reg(&mut fr, access(attr.access))?;
+    let conn = dom.post_reg(&mut fr, access(attr.access, dom.dev.limits.atomics))?;
     dom.reg_busy(true);
     // Declared before `fr`, so dropped after it: the removal waits until
     // the MR (and its PD reference) is gone.

@@ -12,13 +12,21 @@
 //! its last request does, with the first error any of them had; a
 //! remote access error puts the QP in the error state (the RDMA
 //! transports end a connection there), so the requests after it flush.
+//!
+//! An atomic is an operation of one request per 64-bit element (fetch-add
+//! or compare-swap, which the device does); each old value lands in the
+//! ring's result slot of its request and is copied to the ULP's result
+//! buffer when the request completes. A write for delivery or commit
+//! completion is followed by a zero-length RDMA read on the same QP: the
+//! target answers it only after the writes before it are placed, so the
+//! operation completes with that read.
 //! Runs under the data path's lock: any context but hard interrupt.
 
 use kernel::prelude::*;
 
 use crate::{
     frame::Buffers,
-    ib::dma,
+    ib::dma::{self, AtomicOp, DmaBuf},
     ib_sys as sys,
     kfi::{
         kfi_sys as ksys,
@@ -37,6 +45,25 @@ pub(crate) const RMA_IOV_MAX: usize = 4;
 pub(crate) const SGE_MAX: usize = 8;
 /// Bytes of a page: no local piece crosses one.
 const PAGE: usize = 4096;
+/// Most elements of one atomic (a request each).
+pub(crate) const ATOMIC_MAX: usize = 8;
+/// Bytes of an atomic's element.
+pub(crate) const ELEM: usize = 8;
+/// Bytes of the ring's result slots: one element per request.
+pub(crate) const RESULTS_LEN: usize = RMA_WRS * ELEM;
+
+/// The operands of an atomic: one 64-bit value (native endian) per
+/// element.
+#[derive(Clone, Copy)]
+pub(crate) struct Atomic {
+    /// Compare-swap (`src` swapped in where the target equals `cmp`);
+    /// else fetch-add of `src`.
+    pub(crate) cswap: bool,
+    pub(crate) src: [u64; ATOMIC_MAX],
+    pub(crate) cmp: [u64; ATOMIC_MAX],
+    /// Where the old values go (`None` for `kfi_atomic`).
+    pub(crate) result: Option<Buffers>,
+}
 
 /// One remote buffer: address, length and the region's key.
 #[derive(Clone, Copy, Default)]
@@ -56,6 +83,14 @@ pub(crate) struct RmaOp {
     pub(crate) nremote: usize,
     /// Remote CQ data for the peer (a write), sent after the write.
     pub(crate) data: Option<u64>,
+    /// The operands of an atomic (`None`: RMA).
+    atomic: Option<Atomic>,
+    /// Bytes the operation moves.
+    len: usize,
+    /// A flushing read follows the writes (delivery or commit
+    /// completion); whether it is posted.
+    flush: bool,
+    flush_posted: bool,
     /// Bytes in posted requests.
     posted: usize,
     /// Posted requests not yet completed.
@@ -82,14 +117,46 @@ impl RmaOp {
             remote,
             nremote,
             data,
+            atomic: None,
+            len: local.total,
+            flush: false,
+            flush_posted: false,
             posted: 0,
             outstanding: 0,
             err: None,
         }
     }
 
+    /// An atomic of `count` elements (at most [`ATOMIC_MAX`], checked by
+    /// the caller) at `remote`.
+    pub(crate) fn atomic(entry: CqEntry, remote: Remote, a: Atomic, count: usize) -> Self {
+        let mut r = [Remote::default(); RMA_IOV_MAX];
+        r[0] = remote;
+        let mut op = Self::new(entry, false, Buffers::default(), r, 1, None);
+        op.atomic = Some(a);
+        op.len = count.min(ATOMIC_MAX) * ELEM;
+        op
+    }
+
+    /// A write that completes only once the target placed it (delivery
+    /// or commit completion): a flushing read follows it.
+    pub(crate) fn flushed(mut self) -> Self {
+        self.flush = !self.read && self.atomic.is_none();
+        self
+    }
+
     fn total(&self) -> usize {
-        self.local.total
+        self.len
+    }
+
+    /// The operation moves no byte (it completes at once).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Everything of the operation is posted (or it failed).
+    fn all_posted(&self) -> bool {
+        self.err.is_some() || (self.posted >= self.total() && (!self.flush || self.flush_posted))
     }
 
     /// The remote buffer at byte `at` of the operation: (address, key,
@@ -112,16 +179,33 @@ struct Wr {
     read: bool,
     sges: [sys::ib_sge; SGE_MAX],
     n: usize,
+    /// An atomic's element: the byte of the operation's result it fills.
+    result_at: Option<usize>,
+}
+
+impl Wr {
+    fn new(op: usize, read: bool) -> Self {
+        Self {
+            op,
+            read,
+            sges: core::array::from_fn(|_| sys::ib_sge::default()),
+            n: 0,
+            result_at: None,
+        }
+    }
 }
 
 /// Where requests go: the QP and device, while the connection is up.
-pub(crate) struct Link {
+pub(crate) struct Link<'a> {
     pub(crate) qp: *mut sys::ib_qp,
     pub(crate) dev: *mut sys::ib_device,
     pub(crate) lkey: u32,
     /// Local pieces per write and per read request.
     pub(crate) write_sges: usize,
     pub(crate) read_sges: usize,
+    /// The result slots of atomics ([`RESULTS_LEN`] bytes, one element
+    /// per request).
+    pub(crate) results: &'a DmaBuf,
 }
 
 /// The RMA state of a connection.
@@ -172,7 +256,7 @@ impl Rma {
     /// called for a write with remote CQ data once all of it is posted.
     pub(crate) fn pump(
         &mut self,
-        link: &Link,
+        link: &Link<'_>,
         cq: Option<CqRef>,
         cqe: impl Fn(usize) -> *mut sys::ib_cqe,
         mut wrote: impl FnMut(u64),
@@ -182,11 +266,16 @@ impl Rma {
                 let _ = self.queue.remove(0);
                 continue;
             };
-            while op.posted < op.total() && op.err.is_none() {
+            while !op.all_posted() {
                 let Some(wi) = self.free_wrs.pop() else {
                     break;
                 };
-                match Self::post_one(&mut op, oi, link, cqe(wi)) {
+                let posted = if op.posted < op.total() {
+                    Self::post_one(&mut op, oi, wi, link, cqe(wi))
+                } else {
+                    Self::post_flush(&mut op, oi, wi, link, cqe(wi))
+                };
+                match posted {
                     Ok(wr) => {
                         self.wrs[wi] = Some(wr);
                         op.outstanding += 1;
@@ -197,7 +286,7 @@ impl Rma {
                     }
                 }
             }
-            let all = op.posted >= op.total() || op.err.is_some();
+            let all = op.all_posted();
             self.ops[oi] = Some(op);
             if !all {
                 return;
@@ -210,8 +299,77 @@ impl Rma {
         }
     }
 
-    /// Builds and posts the next request of `op` (index `oi`).
-    fn post_one(op: &mut RmaOp, oi: usize, link: &Link, cqe: *mut sys::ib_cqe) -> Result<Wr> {
+    /// Posts the zero-length read that flushes a write's requests, as
+    /// request `wi`: the target answers it once they are placed. (Its one
+    /// local entry, empty, is request `wi`'s result slot: iWARP reads
+    /// need one.)
+    fn post_flush(
+        op: &mut RmaOp,
+        oi: usize,
+        wi: usize,
+        link: &Link<'_>,
+        cqe: *mut sys::ib_cqe,
+    ) -> Result<Wr> {
+        let r = op.remote[0];
+        let mut sge = [link.results.sge_at(wi * ELEM, 0, link.lkey)];
+        // SAFETY: A live QP (the link exists only while it does); the
+        // entry is empty, in the ring's mapped result slots; `cqe` lives
+        // in the ring, which outlives the QP's drain.
+        unsafe { dma::post_rdma(link.qp, true, &mut sge, r.addr, r.key, cqe) }?;
+        let wr = Wr::new(oi, true);
+        op.flush_posted = true;
+        Ok(wr)
+    }
+
+    /// Posts element `posted / ELEM` of atomic `a` of `op` as request
+    /// `wi`: its old value lands in result slot `wi`.
+    fn post_atomic(
+        op: &mut RmaOp,
+        a: &Atomic,
+        oi: usize,
+        wi: usize,
+        link: &Link<'_>,
+        cqe: *mut sys::ib_cqe,
+    ) -> Result<Wr> {
+        let (raddr, key, room) = op.remote_at(op.posted).ok_or(EINVAL)?;
+        // The device works on aligned 64-bit words only.
+        if room < ELEM || raddr % ELEM as u64 != 0 {
+            return Err(EINVAL);
+        }
+        let i = op.posted / ELEM;
+        let (src, cmp) = (*a.src.get(i).ok_or(EINVAL)?, *a.cmp.get(i).ok_or(EINVAL)?);
+        let what = if a.cswap {
+            AtomicOp::CompareSwap {
+                compare: cmp,
+                swap: src,
+            }
+        } else {
+            AtomicOp::FetchAdd(src)
+        };
+        let sge = link.results.sge_at(wi * ELEM, ELEM, link.lkey);
+        // SAFETY: A live QP (the link exists only while it does); the
+        // result slot is the ring's, mapped while it lives, and used by
+        // this request only (`wi` is taken from the free list); `cqe`
+        // lives in the ring, which outlives the QP's drain.
+        unsafe { dma::post_atomic(link.qp, sge, raddr, key, what, cqe) }?;
+        let mut wr = Wr::new(oi, false);
+        wr.result_at = Some(op.posted);
+        op.posted += ELEM;
+        Ok(wr)
+    }
+
+    /// Builds and posts the next request of `op` (index `oi`) as request
+    /// `wi`.
+    fn post_one(
+        op: &mut RmaOp,
+        oi: usize,
+        wi: usize,
+        link: &Link<'_>,
+        cqe: *mut sys::ib_cqe,
+    ) -> Result<Wr> {
+        if let Some(a) = op.atomic {
+            return Self::post_atomic(op, &a, oi, wi, link, cqe);
+        }
         let (raddr, key, room) = op.remote_at(op.posted).ok_or(EINVAL)?;
         let max = if op.read {
             link.read_sges
@@ -219,12 +377,7 @@ impl Rma {
             link.write_sges
         }
         .clamp(1, SGE_MAX);
-        let mut wr = Wr {
-            op: oi,
-            read: op.read,
-            sges: core::array::from_fn(|_| sys::ib_sge::default()),
-            n: 0,
-        };
+        let mut wr = Wr::new(oi, op.read);
         let mut len = 0usize;
         let mut err = None;
         while wr.n < max && len < room && op.posted + len < op.total() {
@@ -273,25 +426,40 @@ impl Rma {
     }
 
     /// Request `wi` completed (`d`); `dev` is the device it was mapped
-    /// for.
+    /// for, `results` the ring's result slots (`None` once detached).
     pub(crate) fn done(
         &mut self,
         wi: usize,
         d: &dma::Done,
         dev: *mut sys::ib_device,
+        results: Option<&DmaBuf>,
         cq: Option<CqRef>,
     ) {
         let Some(wr) = self.wrs.get_mut(wi).and_then(Option::take) else {
             return;
         };
         Self::unmap(dev, &wr);
-        let _ = self.free_wrs.push_within_capacity(wi);
         if let Some(op) = self.ops.get_mut(wr.op).and_then(Option::as_mut) {
             op.outstanding = op.outstanding.saturating_sub(1);
             if !d.ok && op.err.is_none() {
                 op.err = Some(d.err);
             }
+            let res = op.atomic.and_then(|a| a.result);
+            if let (true, Some(at), Some(res), Some(slots)) = (d.ok, wr.result_at, res, results) {
+                match slots.bytes().get(wi * ELEM..(wi + 1) * ELEM) {
+                    Some(old) => {
+                        // SAFETY: The result buffers are valid until the
+                        // operation completes, after this request; the
+                        // slot is this request's, which the device wrote.
+                        unsafe { res.scatter(at, old.as_ptr(), ELEM) };
+                    }
+                    None => {
+                        op.err.get_or_insert(EIO);
+                    }
+                }
+            }
         }
+        let _ = self.free_wrs.push_within_capacity(wi);
         if !self.queue.contains(&wr.op) {
             self.finish_if_done(wr.op, cq);
         }

@@ -119,9 +119,25 @@ unsafe fn atomic(ep: &Owned<sys::kfid_ep>, a: &Atom, ctx: usize) -> c_int {
     })
 }
 
-/// Every supported op on u32, i32, u64 and i64 targets, with and without
-/// fetching, two elements at a time; compare-and-swap that hits and
-/// misses.
+/// Whether the provider says it does `op` on `dt` in the form of
+/// `kfi_atomic` (neither `fetch` nor `compare`), `kfi_fetch_atomic` or
+/// `kfi_compare_atomic`: the most elements of one, or the error.
+fn valid(ep: &Owned<sys::kfid_ep>, dt: u32, op: u32, fetch: bool, compare: bool) -> Result<usize> {
+    if compare {
+        ep.compare_atomicvalid(dt, op)
+    } else if fetch {
+        ep.fetch_atomicvalid(dt, op)
+    } else {
+        ep.atomicvalid(dt, op)
+    }
+}
+
+/// Every op on u32, i32, u64 and i64 targets, with and without fetching,
+/// two elements at a time; compare-and-swap that hits and misses. What the
+/// provider says it does (`kfi_*atomicvalid`) must work and be right; what
+/// it says it does not must be refused with `EOPNOTSUPP` by the call as
+/// well, leaving the target alone. The 64-bit sum and compare-and-swap
+/// (what RDMA devices do) must be among what it does.
 pub(crate) fn atomics_on_every_type() -> Result {
     let p = pair(4, 16, sys::KFI_CQ_FORMAT_DATA)?;
     if !Offers::of(&p.s).has(sys::KFI_ATOMIC) {
@@ -130,6 +146,7 @@ pub(crate) fn atomics_on_every_type() -> Result {
     let mut target = [0u64; 2];
     // SAFETY: `target` is plain memory of 16 bytes.
     let bytes = unsafe { core::slice::from_raw_parts_mut(target.as_mut_ptr().cast::<u8>(), 16) };
+    let base = Offers::of(&p.s).base(bytes, 0);
     let access = sys::KFI_REMOTE_READ | sys::KFI_REMOTE_WRITE;
     // SAFETY: `target` outlives the region, dropped first; it is written
     // and read below only between atomics, none in flight.
@@ -156,9 +173,19 @@ pub(crate) fn atomics_on_every_type() -> Result {
     let starts: [u64; 2] = [0xffff_fff0_8000_0005, 0x0000_0007_0000_0009];
     let srcs: [u64; 2] = [0x0000_0003_ffff_fff0, 0x8000_0000_0000_0002];
     let mut ctx = 0;
+    let (mut done, mut refused) = (0, 0);
     let mut e = sys::kfi_cq_data_entry::default();
+    // RDMA devices' atomics: 64-bit fetch-add and compare-and-swap.
+    for (op, fetch, compare) in [
+        (sys::KFI_SUM, false, false),
+        (sys::KFI_SUM, true, false),
+        (sys::KFI_CSWAP, true, true),
+    ] {
+        for dt in [sys::KFI_UINT64, sys::KFI_INT64] {
+            assert!(matches!(valid(&p.cep, dt, op, fetch, compare), Ok(n) if n >= 2));
+        }
+    }
     for &(dt, signed, wide) in &types {
-        assert!(matches!(p.cep.atomicvalid(dt, sys::KFI_SUM), Ok(n) if n >= 2));
         let size = if wide { 8 } else { 4 };
         let mask = if wide { u64::MAX } else { u64::from(u32::MAX) };
         for &op in &ops {
@@ -199,27 +226,45 @@ pub(crate) fn atomics_on_every_type() -> Result {
                         cmp: cmp_p,
                         res: res_p,
                         count: 2,
-                        addr: 0,
+                        addr: base,
                         key: k,
                         datatype: dt,
                         op,
                     };
+                    let v = valid(&p.cep, dt, op, !res_p.is_null(), !cmp_p.is_null());
                     // SAFETY: The operands live until the completion,
-                    // read right below.
+                    // read right below (a refused call has none).
                     let ret = unsafe { atomic(&p.cep, &a, ctx) };
-                    assert_eq!(ret, 0);
-                    assert_eq!(sread(&p.ccq, &mut e), 1);
-                    assert_eq!(e.op_context as usize, ctx);
+                    let supported = match v {
+                        Err(e) => {
+                            assert_eq!((ctx, e), (ctx, EOPNOTSUPP));
+                            assert_eq!((ctx, ret), (ctx, EOPNOTSUPP.to_errno()));
+                            refused += 1;
+                            false
+                        }
+                        Ok(n) => {
+                            assert!(n >= 2);
+                            assert_eq!((ctx, ret), (ctx, 0));
+                            assert_eq!(sread(&p.ccq, &mut e), 1);
+                            assert_eq!(e.op_context as usize, ctx);
+                            done += 1;
+                            true
+                        }
+                    };
                     // SAFETY: As above; the atomic completed.
                     let tb = unsafe { core::slice::from_raw_parts(tp.cast::<u8>(), 16) };
                     for i in 0..2 {
                         let at = i * size;
-                        let mut v = [0u8; 8];
-                        v[..size].copy_from_slice(&tb[at..at + size]);
-                        let got = u64::from_ne_bytes(v) & mask;
-                        let want = expect(op, signed, wide, t0[i], s0[i], c0[i]);
+                        let mut v8 = [0u8; 8];
+                        v8[..size].copy_from_slice(&tb[at..at + size]);
+                        let got = u64::from_ne_bytes(v8) & mask;
+                        let want = if supported {
+                            expect(op, signed, wide, t0[i], s0[i], c0[i])
+                        } else {
+                            t0[i]
+                        };
                         assert_eq!((ctx, got), (ctx, want));
-                        if !res_p.is_null() {
+                        if !res_p.is_null() && supported {
                             let mut o = [0u8; 8];
                             o[..size].copy_from_slice(&old[at..at + size]);
                             assert_eq!(u64::from_ne_bytes(o) & mask, t0[i]);
@@ -229,6 +274,9 @@ pub(crate) fn atomics_on_every_type() -> Result {
             }
         }
     }
+    // 4 types x (8 ops x 2 + compare-and-swap x 2 x 2).
+    assert_eq!(done + refused, 4 * (8 * 2 + 4));
+    assert!(done >= 12);
     // Unsupported types say so.
     let unsupported = p.cep.atomicvalid(sys::KFI_UINT8, sys::KFI_SUM);
     assert_eq!(rc(unsupported.map(|_| ())), EOPNOTSUPP.to_errno());
@@ -251,10 +299,18 @@ pub(crate) fn many_endpoints_many_operations() -> Result {
     let pep = listen(&s)?;
     let ccq = cq_sized(&c, 256)?;
     let scq = cq_sized(&s, 16)?;
+    // Connected first: an RDMA provider registers regions with a work
+    // request on a connection of the domain.
+    let mut eps = KVec::new();
+    for _ in 0..CONNS {
+        eps.push(connect_to(&c, &s, &ccq, &scq)?, GFP_KERNEL)?;
+    }
     let mut counter = [0u64; 1];
     // SAFETY: Plain memory of 8 bytes.
     let cbytes = unsafe { core::slice::from_raw_parts_mut(counter.as_mut_ptr().cast::<u8>(), 8) };
     let mut slots = zeroed(CONNS * ADDS * SLOT, 0)?;
+    let offers = Offers::of(&s);
+    let (cbase, sbase) = (offers.base(cbytes, 0), offers.base(&slots, 0x10_0000));
     let all = sys::KFI_REMOTE_READ | sys::KFI_REMOTE_WRITE;
     // SAFETY: `counter` and `slots` outlive their regions, dropped before
     // `slots` is read; `counter` is read once every operation completed.
@@ -265,14 +321,23 @@ pub(crate) fn many_endpoints_many_operations() -> Result {
         )
     };
     let (ck, sk) = (cmr.key(), smr.key());
-    let mut eps = KVec::new();
-    for _ in 0..CONNS {
-        eps.push(connect_to(&c, &s, &ccq, &scq)?, GFP_KERNEL)?;
-    }
     let one = 1u64;
     let mut olds = KVec::new();
     olds.resize(CONNS * ADDS, u64::MAX, GFP_KERNEL)?;
     let src = pattern(CONNS * ADDS * SLOT, 3)?;
+    let mut e = sys::kfi_cq_data_entry::default();
+    // Completions read while posting: a provider that holds fewer
+    // operations than are posted says EAGAIN (within its tx size).
+    let mut reaped = 0;
+    let mut post = |f: &mut dyn FnMut() -> c_int| loop {
+        let ret = f();
+        if ret != EAGAIN.to_errno() {
+            assert_eq!(ret, 0);
+            return;
+        }
+        assert_eq!(sread(&ccq, &mut e), 1);
+        reaped += 1;
+    };
     for j in 0..ADDS {
         for (i, (cep, _)) in eps.iter().enumerate() {
             let n = i * ADDS + j;
@@ -282,27 +347,26 @@ pub(crate) fn many_endpoints_many_operations() -> Result {
                 cmp: core::ptr::null(),
                 res: res.cast(),
                 count: 1,
-                addr: 0,
+                addr: cbase,
                 key: ck,
                 datatype: sys::KFI_UINT64,
                 op: sys::KFI_SUM,
             };
             // SAFETY: `one` and `olds` (never resized) outlive every
             // completion, all read below before `olds` is.
-            let ret = unsafe { atomic(cep, &a, n) };
-            assert_eq!(ret, 0);
+            post(&mut || unsafe { atomic(cep, &a, n) });
             let piece = &src[n * SLOT..(n + 1) * SLOT];
             let local = [kvec(piece)];
-            let remote = [riov(0x10_0000 + (n * SLOT) as u64, SLOT, sk)];
+            let remote = [riov(sbase + (n * SLOT) as u64, SLOT, sk)];
             // SAFETY: `src` outlives every completion, all read below.
-            let ret = unsafe { rma(cep, false, &local, &remote, 10_000 + n, 0, 0) };
-            assert_eq!(ret, 0);
+            post(&mut || unsafe { rma(cep, false, &local, &remote, 10_000 + n, 0, 0) });
         }
     }
-    let mut e = sys::kfi_cq_data_entry::default();
-    for _ in 0..2 * CONNS * ADDS {
+    for _ in reaped..2 * CONNS * ADDS {
         assert_eq!(sread(&ccq, &mut e), 1);
     }
+    // Not all of them came back while posting.
+    assert!(reaped < 2 * CONNS * ADDS);
     assert_eq!(counter[0], (CONNS * ADDS) as u64);
     let mut seen = KVec::new();
     seen.resize(CONNS * ADDS, false, GFP_KERNEL)?;

@@ -15,7 +15,10 @@
 //! close), a hostile peer (played by the client endpoint through the
 //! provider's test-only `kfi_ibverbs_test_tamper`: a message that never
 //! ends, a short frame inside a message, a flood of remote CQ data, a
-//! bad magic, unknown flags; each ends the connection with `EPROTO`), and
+//! bad magic, unknown flags, an acknowledgement on a data frame; each
+//! ends the connection with `EPROTO`), atomics as the device has them
+//! (rxe) or refused (siw), delivery completion of sends and writes, the
+//! deadline on credits a peer does not return, and
 //! the device's removal in the middle of traffic (the last case: it
 //! deletes the device with the rdma tool).
 
@@ -696,10 +699,207 @@ mod tests {
         })
     }
 
+    /// Whether the device under test has atomics: rxe does, siw not.
+    fn device_has_atomics() -> bool {
+        device().0 == c"rxe0"
+    }
+
+    /// Atomics as the device has them: advertised (`KFI_ATOMIC`) and
+    /// working on rxe, with the device's rights and alignment; refused
+    /// with `EOPNOTSUPP` and not advertised on siw.
+    #[test]
+    fn atomics_as_the_device_has_them() -> Result {
+        let s = side(c"7628")?;
+        let offered = s.src.entry().caps & sys::KFI_ATOMIC != 0;
+        assert_eq!(offered, device_has_atomics());
+        drop(s);
+        with_pair_domain(c"7629", |d, cep, _sep, ccq, _scq| {
+            let mut words = zeroed(16)?;
+            words[..8].copy_from_slice(&40u64.to_ne_bytes());
+            let at = addr_of(&words, 0);
+            let mr = d.register(&mut words, sys::KFI_REMOTE_READ | sys::KFI_REMOTE_WRITE, 0)?;
+            let mut old = 0u64;
+            // SAFETY: The operand and result outlive the completion.
+            let r = unsafe { cep.fetch_atomic_u64(sys::KFI_SUM, &2, &mut old, at, mr.key(), 1) };
+            if !device_has_atomics() {
+                assert_eq!(r, Err(EOPNOTSUPP));
+                drop(mr);
+                assert_eq!(words[..8], 40u64.to_ne_bytes());
+                return Ok(());
+            }
+            r?;
+            let c = ccq.sread(WAIT_MS).map_err(|e| e.errno())?;
+            assert_eq!(c.context, 1);
+            assert_eq!(
+                c.flags & (sys::KFI_ATOMIC | sys::KFI_READ),
+                sys::KFI_ATOMIC | sys::KFI_READ
+            );
+            assert_eq!(old, 40);
+            // What the device cannot do is refused at the call.
+            // SAFETY: Refused, so nothing is used after the calls.
+            unsafe {
+                assert_eq!(
+                    cep.fetch_atomic_u64(sys::KFI_MIN, &1, &mut old, at, mr.key(), 2),
+                    Err(EOPNOTSUPP)
+                );
+                assert_eq!(
+                    cep.fetch_atomic_u64(sys::KFI_SUM, &1, &mut old, at + 4, mr.key(), 3),
+                    Err(EINVAL)
+                );
+            }
+            // A region without the read right takes no atomic (every
+            // device atomic returns the old value): the device refuses
+            // it, which ends the connection.
+            let mut wo = zeroed(8)?;
+            let wat = addr_of(&wo, 0);
+            let wmr = d.register(&mut wo, sys::KFI_REMOTE_WRITE, 0)?;
+            // SAFETY: As above.
+            unsafe { cep.fetch_atomic_u64(sys::KFI_SUM, &1, &mut old, wat, wmr.key(), 4)? };
+            match ccq.sread(WAIT_MS) {
+                Err(CqError::Failed { context, err, .. }) => {
+                    assert_eq!(context, 4);
+                    assert!(err == EACCES || err == EIO);
+                }
+                _ => return Err(EPROTO),
+            }
+            drop(wmr);
+            drop(mr);
+            assert_eq!(words[..8], 42u64.to_ne_bytes());
+            assert!(words[8..].iter().all(|&b| b == 0xee));
+            assert!(wo.iter().all(|&b| b == 0xee));
+            Ok(())
+        })
+    }
+
+    /// Delivery completion: a send completes only once the peer placed it
+    /// in a receive (a plain one as soon as it is sent), and a write once
+    /// the flushing read after it returned, into a region without the
+    /// read right too (the read moves no byte).
+    #[test]
+    fn delivery_completion_waits_for_placement() -> Result {
+        with_pair_domain(c"7630", |d, cep, sep, ccq, scq| {
+            // SAFETY: The buffers are static.
+            unsafe { cep.send(b"early", 1, 0)? };
+            assert_eq!(ccq.sread(WAIT_MS).map_err(|e| e.errno())?.context, 1);
+            // SAFETY: As above.
+            unsafe { cep.send(b"placed?", 2, sys::KFI_DELIVERY_COMPLETE)? };
+            assert!(matches!(ccq.sread(500), Err(CqError::Queue(e)) if e == ETIMEDOUT));
+            let (mut a, mut b) = ([0u8; 8], [0u8; 8]);
+            // SAFETY: The buffers outlive the completions read below.
+            unsafe {
+                sep.recv(&mut a, 3)?;
+                sep.recv(&mut b, 4)?;
+            }
+            assert_eq!(scq.sread(WAIT_MS).map_err(|e| e.errno())?.context, 3);
+            assert_eq!(scq.sread(WAIT_MS).map_err(|e| e.errno())?.context, 4);
+            let c = ccq.sread(WAIT_MS).map_err(|e| e.errno())?;
+            assert_eq!(c.context, 2);
+            assert_eq!((&a[..5], &b[..7]), (&b"early"[..], &b"placed?"[..]));
+            // Writes for delivery and commit into a write-only region.
+            let mut wo = zeroed(8192)?;
+            let at = addr_of(&wo, 0);
+            let mr = d.register(&mut wo, sys::KFI_REMOTE_WRITE, 0)?;
+            let src = pattern(6000, 4)?;
+            for (i, flags) in [sys::KFI_DELIVERY_COMPLETE, sys::KFI_COMMIT_COMPLETE]
+                .into_iter()
+                .enumerate()
+            {
+                // SAFETY: `src` outlives the completion.
+                unsafe { cep.write(&src, at + i as u64 * 100, mr.key(), 10 + i, flags)? };
+                let c = ccq.sread(WAIT_MS).map_err(|e| e.errno())?;
+                assert_eq!(c.context, 10 + i);
+                // SAFETY: Read while the region is still registered: the
+                // completion says the bytes are in place.
+                let placed = unsafe {
+                    core::slice::from_raw_parts((at as usize + i * 100) as *const u8, 6000)
+                };
+                assert!(placed == &src[..]);
+            }
+            drop(mr);
+            Ok(())
+        })
+    }
+
+    /// Acknowledgement flags on a data frame: a protocol error.
+    #[test]
+    fn acknowledgement_on_a_data_frame_ends_the_connection() -> Result {
+        hostile_pair(c"7631", 16, |cep, sep, _ccq, _scq, eq| {
+            tamper(F_ACKED, 0, 1);
+            // SAFETY: The buffer is static.
+            unsafe { cep.send(b"acked!!!", 2, 0)? };
+            expect_eproto(eq, sep)
+        })
+    }
+
+    /// Credits a peer returns late but within the bound (its ULP posts
+    /// receives after 2 s) are fine; credits it never returns end the
+    /// connection after the provider's 5 s bound with `ETIMEDOUT` on the
+    /// EQ, and the sends that waited for them fail with it.
+    #[test]
+    fn credits_never_returned_end_the_connection_in_time() -> Result {
+        const N: usize = 40;
+        hostile_pair(c"7632", 128, |cep, sep, ccq, scq, eq| {
+            let msg = pattern(FRAME_MAX, 12)?;
+            // 40 one-frame messages: 31 fit the peer's slots (one credit
+            // is kept), the rest wait.
+            for i in 0..N {
+                // SAFETY: `msg` outlives every completion read below.
+                unsafe { cep.send(&msg, i, 0)? };
+            }
+            kernel::time::delay::fsleep(kernel::time::Delta::from_millis(2000));
+            let mut bufs = KVVec::new();
+            for _ in 0..N {
+                bufs.push([0u8; FRAME_MAX], GFP_KERNEL)?;
+            }
+            for (i, b) in bufs.iter_mut().enumerate() {
+                // SAFETY: `bufs` outlives the completions read below.
+                unsafe { sep.recv(b, 100 + i)? };
+            }
+            for i in 0..N {
+                assert_eq!(scq.sread(WAIT_MS).map_err(|e| e.errno())?.context, 100 + i);
+            }
+            for _ in 0..N {
+                ccq.sread(WAIT_MS).map_err(|e| e.errno())?;
+            }
+            assert!(bufs.iter().all(|b| b[..] == msg[..]));
+            assert!(eq.sread(0).is_err());
+            // Now the peer takes nothing any more.
+            let t0 = kernel::time::Instant::<kernel::time::Monotonic>::now();
+            for i in 0..N {
+                // SAFETY: As above.
+                unsafe { cep.send(&msg, 200 + i, 0)? };
+            }
+            loop {
+                match eq.sread(WAIT_MS)? {
+                    CmEvent::Failed { fid, err, .. } if cep.is(fid) => {
+                        assert_eq!(err, ETIMEDOUT);
+                        break;
+                    }
+                    CmEvent::Shutdown { .. } | CmEvent::Failed { .. } => {}
+                    _ => return Err(EPROTO),
+                }
+            }
+            let ms = t0.elapsed().as_millis();
+            assert!((4500..15_000).contains(&ms));
+            let (mut ok, mut timed_out) = (0, 0);
+            for _ in 0..N {
+                match ccq.sread(WAIT_MS) {
+                    Ok(_) => ok += 1,
+                    Err(CqError::Failed { err, .. }) if err == ETIMEDOUT => timed_out += 1,
+                    Err(CqError::Failed { err, .. }) => assert_eq!(err, ECANCELED),
+                    Err(CqError::Queue(e)) => return Err(e),
+                }
+            }
+            assert!(ok < N && timed_out > 0);
+            Ok(())
+        })
+    }
+
     // Frame flags of prov/ibverbs/frame.rs.
     const F_CQ_DATA: u32 = 2;
     const F_MORE: u32 = 4;
     const F_RMA_DATA: u32 = 8;
+    const F_ACKED: u32 = 32;
     /// The payload of a full frame.
     const FRAME_MAX: usize = 4080;
 

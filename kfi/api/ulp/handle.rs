@@ -183,6 +183,25 @@ impl Owned<sys::kfid_ep> {
         Ok(count)
     }
 
+    /// As [`Self::atomicvalid`], for the fetching form (`kfi_fetch_atomic`).
+    pub(crate) fn fetch_atomicvalid(&self, datatype: u32, op: u32) -> Result<usize> {
+        let mut count = 0;
+        // SAFETY: An open endpoint; a query that writes `count`.
+        to_result(unsafe { sys::kfi_fetch_atomicvalid(self.as_ptr(), datatype, op, &mut count) })?;
+        Ok(count)
+    }
+
+    /// As [`Self::atomicvalid`], for the compare form
+    /// (`kfi_compare_atomic`).
+    pub(crate) fn compare_atomicvalid(&self, datatype: u32, op: u32) -> Result<usize> {
+        let mut count = 0;
+        // SAFETY: An open endpoint; a query that writes `count`.
+        to_result(unsafe {
+            sys::kfi_compare_atomicvalid(self.as_ptr(), datatype, op, &mut count)
+        })?;
+        Ok(count)
+    }
+
     /// Accepts the request the endpoint was opened for, with `data`.
     pub(crate) fn accept(&self, data: &[u8]) -> Result {
         let (p, n) = bytes(data);

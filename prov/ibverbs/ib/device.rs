@@ -45,6 +45,9 @@ pub(crate) struct Limits {
     pub(crate) max_sge_rd: u32,
     /// Pages of one fast-registration region.
     pub(crate) max_frmr_pages: u32,
+    /// The device does 64-bit fetch-add and compare-swap
+    /// (`atomic_cap` is not `IB_ATOMIC_NONE`).
+    pub(crate) atomics: bool,
 }
 
 /// A device as ib_core announced it to the provider's client.
@@ -110,6 +113,7 @@ impl Device {
                 a.max_sge_rd
             },
             max_frmr_pages: a.max_fast_reg_page_list_len,
+            atomics: a.atomic_cap != sys::IB_ATOMIC_NONE,
         };
         // INVARIANT: The caller's contract.
         Ok(Some(Self {

@@ -60,9 +60,16 @@ impl DmaBuf {
 
     /// The one scatter/gather entry of the first `len` bytes.
     pub(crate) fn sge(&self, len: usize, lkey: u32) -> sys::ib_sge {
+        self.sge_at(0, len, lkey)
+    }
+
+    /// The scatter/gather entry of `len` bytes at `at` (clipped to the
+    /// buffer).
+    pub(crate) fn sge_at(&self, at: usize, len: usize, lkey: u32) -> sys::ib_sge {
+        let at = at.min(self.buf.len());
         sys::ib_sge {
-            addr: self.dma,
-            length: len.min(self.buf.len()) as u32,
+            addr: self.dma + at as u64,
+            length: len.min(self.buf.len() - at) as u32,
             lkey,
         }
     }
@@ -166,6 +173,41 @@ pub(crate) unsafe fn post_rdma(
     // list before returning.
     to_result(unsafe {
         sys::kfi_ib_post_rdma(qp, i32::from(read), sges.as_mut_ptr(), n, raddr, rkey, cqe)
+    })
+}
+
+/// What an atomic does to the 8 bytes it targets.
+#[derive(Clone, Copy)]
+pub(crate) enum AtomicOp {
+    /// Adds the value.
+    FetchAdd(u64),
+    /// Replaces them with `swap` if they equal `compare`.
+    CompareSwap { compare: u64, swap: u64 },
+}
+
+/// Posts an atomic `op` on the 8 bytes at `raddr` of the peer's region
+/// `rkey` on `qp`, signaled, reporting to `cqe`; the old value goes to
+/// `sge` (8 bytes). Any context.
+///
+/// # Safety
+///
+/// As for [`post_send`].
+pub(crate) unsafe fn post_atomic(
+    qp: *mut sys::ib_qp,
+    mut sge: sys::ib_sge,
+    raddr: u64,
+    rkey: u32,
+    op: AtomicOp,
+    cqe: *mut sys::ib_cqe,
+) -> Result {
+    let (cswap, compare_add, swap) = match op {
+        AtomicOp::FetchAdd(v) => (0, v, 0),
+        AtomicOp::CompareSwap { compare, swap } => (1, compare, swap),
+    };
+    // SAFETY: The caller's contract; ib_core copies the request and its
+    // entry before returning.
+    to_result(unsafe {
+        sys::kfi_ib_post_atomic(qp, cswap, &mut sge, raddr, rkey, compare_add, swap, cqe)
     })
 }
 
