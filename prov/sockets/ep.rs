@@ -40,7 +40,7 @@ use crate::{
             workers::Workers,
         },
     },
-    ksock::{NetNs, SockAddr, Socket},
+    ksock::{Deadline, NetNs, SockAddr, Socket},
     mr::{Access, MrTable},
     pep::{take_request, with_timeout},
     progress, rx,
@@ -226,6 +226,9 @@ pub(crate) struct Pending {
     pub(crate) silent: bool,
     /// The transmitter has sent the whole frame: its buffers are free.
     pub(crate) sent: bool,
+    /// When the response is due (`response_timeout_ms` after `sent`;
+    /// `None` before, or without a bound).
+    pub(crate) due: Option<Deadline>,
     /// The response's outcome, when it came before `sent`: the
     /// transmitter completes the operation once the frame is out.
     pub(crate) early: Option<Result>,

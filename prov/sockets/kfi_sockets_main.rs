@@ -78,6 +78,10 @@ module! {
             default: 5000,
             description: "How long a frame may take to arrive once begun, per started MiB of payload (ms, 0: unbounded)",
         },
+        response_timeout_ms: u32 {
+            default: 30000,
+            description: "How long an operation waits for the peer's response once its frame is sent (ms, 0: unbounded)",
+        },
         handshake_max: u32 {
             default: 16,
             description: "Most accepted connections per listening endpoint whose request is still being read (more are refused)",
@@ -112,6 +116,11 @@ pub(crate) fn unexpected_bytes_max() -> usize {
 /// The `frame_timeout_ms` parameter.
 pub(crate) fn frame_timeout_ms() -> u32 {
     module_parameters::frame_timeout_ms.value()
+}
+
+/// The `response_timeout_ms` parameter.
+pub(crate) fn response_timeout_ms() -> u32 {
+    module_parameters::response_timeout_ms.value()
 }
 
 /// The `handshake_max` parameter (at least 1).

@@ -34,6 +34,7 @@ use crate::{ep::Shared, ksock::Socket, rx, tx, wq};
 extern "C" {
     fn kfi_sockets_hook(sock: *mut kernel::bindings::socket, owner: *mut c_void) -> c_int;
     fn kfi_sockets_unhook(sock: *mut kernel::bindings::socket) -> *mut c_void;
+    fn kfi_sockets_arm_timer(sock: *mut kernel::bindings::socket, ms: c_uint);
 }
 
 impl_has_work! {
@@ -112,6 +113,16 @@ pub(crate) fn hook(sh: &Arc<Shared>, sock: &Socket) -> Result {
         return Err(Error::from_errno(ret));
     }
     Ok(())
+}
+
+/// Queues the receive work of the connection `sock` is hooked to within
+/// `ms` milliseconds, or when it was due already if that is earlier (a
+/// timer of the hook, so nothing is allocated); nothing once unhooked.
+/// Any context but hard interrupt.
+pub(crate) fn arm_timer(sock: &Socket, ms: u32) {
+    // SAFETY: A live socket; the C side checks that it is still hooked,
+    // under the socket's callback lock.
+    unsafe { kfi_sockets_arm_timer(sock.as_raw(), ms) };
 }
 
 /// Removes the callbacks (if installed) and drops their reference on the

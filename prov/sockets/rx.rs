@@ -54,6 +54,10 @@ pub(crate) fn run(sh: &Arc<Shared>) {
     let Some(sock) = sock else {
         return;
     };
+    if let Err(e) = expire_responses(sh, &sock) {
+        teardown(sh, &sock, e);
+        return;
+    }
     let mut scratch = sh.scratch.lock();
     let end = Rx {
         sh,
@@ -65,6 +69,38 @@ pub(crate) fn run(sh: &Arc<Shared>) {
     if let Err(e) = end {
         teardown(sh, &sock, e);
     }
+}
+
+/// Our operations whose response is overdue (`response_timeout_ms` after
+/// their frame was sent): the oldest such fails with `ETIMEDOUT` and so
+/// does the connection (`Err`; the teardown cancels the rest, as for a
+/// frame that misses its deadline). Else the timer is armed again for
+/// the next response due. Called by the receive work, which the timer
+/// queues; takes the connection's lock only, never waits.
+pub(crate) fn expire_responses(sh: &Shared, sock: &Socket) -> Result {
+    let (late, next, cq) = {
+        let mut s = sh.state.lock();
+        let mut next: Option<Deadline> = None;
+        let mut late = None;
+        for (i, p) in s.pending.iter().enumerate() {
+            let Some(due) = p.due else { continue };
+            if due.left_ms().is_none() {
+                late = Some(i);
+                break;
+            }
+            next = Some(next.map_or(due, |n| n.earlier(due)));
+        }
+        let late = late.and_then(|i| s.pending.remove(i).ok());
+        (late, next, s.tx_cq)
+    };
+    if let Some(p) = late {
+        report_err(cq, &p.entry(), ETIMEDOUT);
+        return Err(ETIMEDOUT);
+    }
+    if let Some(ms) = next.and_then(Deadline::left_ms) {
+        progress::arm_timer(sock, ms);
+    }
+    Ok(())
 }
 
 /// The connection ended (`e`): the endpoint hears of it, and the transmit

@@ -31,7 +31,7 @@ use crate::{
         toolkit::completion::{report, report_err, CqEntry, Reports},
     },
     ksock::{Deadline, Socket},
-    rx,
+    progress, rx,
     wire::{flags, Hdr, Op},
 };
 
@@ -88,7 +88,7 @@ pub(crate) fn run(sh: &Arc<Shared>) {
             }),
             Job::Op(op, id, cq) => send_op(&sock, op, *id, *cq).map(|()| {
                 if *id != 0 {
-                    sent(sh, *id, *cq);
+                    sent(sh, &sock, *id, *cq);
                 }
             }),
         };
@@ -139,8 +139,12 @@ fn next_job(sh: &Shared) -> Option<Job> {
 }
 
 /// The frame of our operation `id` has left: its buffers are no longer
-/// read, so a response that came early completes it now.
-fn sent(sh: &Shared, id: u64, cq: Reports) {
+/// read, so a response that came early completes it now; else the
+/// response is due within `response_timeout_ms` (the connection's timer
+/// queues the receive work then, see [`rx::expire_responses`]).
+fn sent(sh: &Shared, sock: &Socket, id: u64, cq: Reports) {
+    let ms = crate::response_timeout_ms();
+    let due = (ms != 0).then(|| Deadline::after_ms(u64::from(ms)));
     let done = {
         let mut s = sh.state.lock();
         let Some(i) = s.pending.iter().position(|p| p.id == id) else {
@@ -151,14 +155,17 @@ fn sent(sh: &Shared, id: u64, cq: Reports) {
             return;
         };
         p.sent = true;
+        p.due = due;
         let early = p.early;
         match early {
             Some(st) => s.pending.remove(i).ok().map(|p| (p, st)),
             None => None,
         }
     };
-    if let Some((p, st)) = done {
-        rx::finish(cq, &p, st);
+    match done {
+        Some((p, st)) => rx::finish(cq, &p, st),
+        None if due.is_some() => progress::arm_timer(sock, ms),
+        None => {}
     }
 }
 
@@ -178,6 +185,7 @@ fn pending_of(op: &TxOp, id: u64) -> Pending {
         elem: 0,
         silent: op.inject.is_some(),
         sent: false,
+        due: None,
         early: None,
     };
     match op.kind {
