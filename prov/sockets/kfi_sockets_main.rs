@@ -21,9 +21,11 @@ mod kfi;
 
 mod atomics;
 mod bufs;
+mod conn;
 mod ep;
 mod held;
 mod mr;
+mod op;
 mod pep;
 mod progress;
 mod rdm;
@@ -183,12 +185,12 @@ fn entry(addr: &SockAddr, src: bool, ns: NetNs, ep_type: u32) -> Result<Info> {
     tx.caps = ep::CAPS;
     tx.op_flags = ep::OP_FLAGS;
     tx.rma_iov_limit = wire::RMA_IOV_MAX;
-    tx.inject_size = ep::INJECT_MAX;
-    tx.size = ep::QUEUE;
-    tx.iov_limit = ep::IOV_MAX;
+    tx.inject_size = op::INJECT_MAX;
+    tx.size = conn::QUEUE;
+    tx.iov_limit = op::IOV_MAX;
     rx.caps = ep::CAPS;
-    rx.size = ep::QUEUE;
-    rx.iov_limit = ep::IOV_MAX;
+    rx.size = conn::QUEUE;
+    rx.iov_limit = op::IOV_MAX;
     epa.type_ = ep_type;
     epa.max_msg_size = wire::PAYLOAD_MAX as usize;
     Ok(i)
@@ -321,7 +323,7 @@ enum SockEndpoint {
 
 impl SockEndpoint {
     /// Queues an operation; `addr` is the peer of RDM endpoints.
-    fn post(&self, op: ep::TxOp, addr: u64) -> Result {
+    fn post(&self, op: op::TxOp, addr: u64) -> Result {
         match self {
             Self::Msg(e) => e.post(op),
             Self::Rdm(e) => e.post(op, addr),
@@ -385,7 +387,7 @@ impl provider::Endpoint for SockEndpoint {
     }
 
     fn sendmsg(&self, msg: &sys::kfi_msg, flags: u64) -> Result {
-        self.post(ep::send_op(msg, flags)?, msg.addr)
+        self.post(op::send_op(msg, flags)?, msg.addr)
     }
 
     fn recvmsg(&self, msg: &sys::kfi_msg, flags: u64) -> Result {
@@ -396,7 +398,7 @@ impl provider::Endpoint for SockEndpoint {
     }
 
     fn tsendmsg(&self, msg: &sys::kfi_msg_tagged, flags: u64) -> Result {
-        self.post(ep::tsend_op(msg, flags)?, msg.msg.addr)
+        self.post(op::tsend_op(msg, flags)?, msg.msg.addr)
     }
 
     fn trecvmsg(&self, msg: &sys::kfi_msg_tagged, flags: u64) -> Result {
@@ -407,11 +409,11 @@ impl provider::Endpoint for SockEndpoint {
     }
 
     fn writemsg(&self, msg: &sys::kfi_msg_rma, flags: u64) -> Result {
-        self.post(ep::rma_op(ep::Kind::Write, msg, flags)?, msg.msg.addr)
+        self.post(op::rma_op(op::Kind::Write, msg, flags)?, msg.msg.addr)
     }
 
     fn readmsg(&self, msg: &sys::kfi_msg_rma, flags: u64) -> Result {
-        self.post(ep::rma_op(ep::Kind::Read, msg, flags)?, msg.msg.addr)
+        self.post(op::rma_op(op::Kind::Read, msg, flags)?, msg.msg.addr)
     }
 
     fn atomic(
@@ -421,11 +423,11 @@ impl provider::Endpoint for SockEndpoint {
         result: &[sys::kfi_ioc],
         flags: u64,
     ) -> Result {
-        self.post(ep::atomic_op(msg, compare, result, flags)?, msg.addr)
+        self.post(op::atomic_op(msg, compare, result, flags)?, msg.addr)
     }
 
     fn atomic_valid(&self, kind: AtomicKind, datatype: u32, op: u32) -> Result<usize> {
-        ep::atomic_valid(kind, datatype, op)
+        op::atomic_valid(kind, datatype, op)
     }
 
     fn getname(&self, addr: &mut [u8]) -> Result<usize> {

@@ -86,7 +86,7 @@ static void kfi_sockets_state_change(struct sock *sk)
 
 /*
  * The response deadline passed (softirq): the receive work looks at the
- * operations that wait for a response (ep.rs, response_timeout_ms).
+ * operations that wait for a response (rx/resp.rs, response_timeout_ms).
  */
 static void kfi_sockets_timer_fn(struct timer_list *t)
 {

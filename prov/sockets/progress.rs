@@ -17,6 +17,10 @@
 //! rest of a payload, room in the socket), never between frames; the
 //! receive work only until the frame's deadline (`frame_timeout_ms`).
 //!
+//! The connection's response timer (in the hook, `arm_timer`) queues the
+//! receive work too, when a response to one of our operations is due
+//! (`rx/resp.rs`, `response_timeout_ms`).
+//!
 //! Every queued or running work item is counted in `State::active`, so
 //! closing can wait until none touches the connection any more.
 
@@ -27,7 +31,7 @@ use kernel::{
     workqueue::{impl_has_work, WorkItem},
 };
 
-use crate::{ep::Shared, ksock::Socket, rx, tx, wq};
+use crate::{conn::Shared, ksock::Socket, rx, tx, wq};
 
 // Only pointers cross; `struct socket`'s opaque parts trip the lint.
 #[allow(improper_ctypes)]

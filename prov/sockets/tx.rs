@@ -24,13 +24,14 @@ use kernel::{prelude::*, sync::Arc};
 use crate::{
     atomics::{self, ATOMIC_MAX},
     bufs::{self, slice},
-    ep::{self, Kind, Pending, Resp, Shared, TxOp, IOV_MAX, QUEUE},
+    conn::{self, Shared, QUEUE},
     frame,
     kfi::{
         kfi_sys as sys,
         toolkit::completion::{report, report_err, CqEntry, Reports},
     },
     ksock::{Deadline, Socket},
+    op::{Kind, Pending, Resp, TxOp, IOV_MAX},
     progress, rx,
     wire::{flags, Hdr, Op},
 };
@@ -67,7 +68,7 @@ pub(crate) fn run(sh: &Arc<Shared>) {
     if dead {
         // Torn down: nothing is being sent any more, so the operations
         // can fail now.
-        ep::flush(sh);
+        conn::flush(sh);
         return;
     }
     let Some(sock) = sock else {
@@ -100,7 +101,7 @@ pub(crate) fn run(sh: &Arc<Shared>) {
         drop(job);
         if let Err(e) = r {
             // The receive work may be parked: tear down from here.
-            rx::teardown(sh, &sock, e);
+            conn::teardown(sh, &sock, e);
             sh.wake.notify_all();
             return;
         }
