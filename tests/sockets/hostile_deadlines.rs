@@ -163,11 +163,27 @@ fn expect_frame_timeout(
     c: &Owned<sys::kfid_cq>,
     raw: &Socket,
     (ctx, cq_err): (usize, Error),
+    during: impl FnMut() -> Result,
+) -> Result {
+    expect_timeout(n, c, raw, FRAME_TIMEOUT_MS, &[(ctx, cq_err)], during)
+}
+
+/// The end of a connection a deadline of `after_ms` cut off: an
+/// `ETIMEDOUT` EQ error entry and `KFI_SHUTDOWN` after about `after_ms`
+/// (from now, within -0.5/+5 s), then the completions `cq_errs` (context
+/// and errno) in that order, the raw peer's connection closed. `during`
+/// runs between polls.
+fn expect_timeout(
+    n: &Net,
+    c: &Owned<sys::kfid_cq>,
+    raw: &Socket,
+    after_ms: i64,
+    cq_errs: &[(usize, Error)],
     mut during: impl FnMut() -> Result,
 ) -> Result {
     let t = Instant::<Monotonic>::now();
     let mut err = None;
-    while ms_since(&t) < 3 * FRAME_TIMEOUT_MS {
+    while ms_since(&t) < after_ms + 10_000 {
         match poll_event(n) {
             Err(e) => {
                 err = Some(e);
@@ -189,14 +205,16 @@ fn expect_frame_timeout(
         err
     );
     check!(
-        (FRAME_TIMEOUT_MS - 500..2 * FRAME_TIMEOUT_MS).contains(&took),
+        (after_ms - 500..after_ms + 5000).contains(&took),
         "torn down after {} ms, not after about {} ms",
         took,
-        FRAME_TIMEOUT_MS
+        after_ms
     );
     let (ev, _, _) = event(n)?;
     check!(ev == sys::KFI_SHUTDOWN, "event {} after the error", ev);
-    expect_cq_error(c, ctx, cq_err)?;
+    for &(ctx, cq_err) in cq_errs {
+        expect_cq_error(c, ctx, cq_err)?;
+    }
     check!(closed_within(raw, 2000), "the peer's connection stays open");
     Ok(())
 }
@@ -391,44 +409,12 @@ mod cases {
                 check!(h.op == want, "frame {:?}, not {:?}", h.op, want);
                 drain(&raw, h.rma_bytes() + h.len as usize)?;
             }
-            let t = Instant::<Monotonic>::now();
-            let mut err = None;
-            while ms_since(&t) < RESPONSE_TIMEOUT_MS + 10_000 {
-                match poll_event(&n) {
-                    Err(e) => {
-                        err = Some(e);
-                        break;
-                    }
-                    Ok(Some(ev)) => check!(false, "event {} before the error", ev),
-                    Ok(None) => {}
-                }
-                fsleep(Delta::from_millis(100));
-            }
-            let took = ms_since(&t);
-            check!(
-                err == Some(ETIMEDOUT),
-                "no ETIMEDOUT EQ error within {} ms: {:?}",
-                took,
-                err
-            );
-            check!(
-                (RESPONSE_TIMEOUT_MS - 500..RESPONSE_TIMEOUT_MS + 5000).contains(&took),
-                "torn down after {} ms, not after about {} ms",
-                took,
-                RESPONSE_TIMEOUT_MS
-            );
-            let (ev, _, _) = event(&n)?;
-            check!(ev == sys::KFI_SHUTDOWN, "event {} after the error", ev);
-            expect_cq_error(&c, 7, ETIMEDOUT)?;
-            expect_cq_error(&c, 8, ECANCELED)?;
+            let cq_errs = [(7, ETIMEDOUT), (8, ECANCELED)];
+            expect_timeout(&n, &c, &raw, RESPONSE_TIMEOUT_MS, &cq_errs, || Ok(()))?;
             let mut e = sys::kfi_cq_data_entry::default();
             check!(
                 c.read_data(&mut e) == EAGAIN.to_errno() as isize,
                 "a third completion"
-            );
-            check!(
-                closed_within(&raw, 2000),
-                "the peer's connection stays open"
             );
             Ok(())
         })();
