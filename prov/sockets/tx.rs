@@ -11,7 +11,9 @@
 //! answer. Operations without a response complete once the socket has
 //! taken their bytes (the buffer may be reused); the others complete on
 //! their response, but never before their whole frame has been sent (a
-//! response that comes earlier is held in the pending entry until then).
+//! response that comes earlier is held in the pending entry until then),
+//! and a response must come within `response_timeout_ms` of the frame
+//! (`rx::expire_responses`; this work arms the connection's timer).
 //! Each frame must leave within its deadline (`rx::frame_deadline`, as the
 //! peer's frames must arrive within theirs): a peer that stops reading
 //! ends the connection with `ETIMEDOUT` instead of holding the transmit
