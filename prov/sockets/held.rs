@@ -17,7 +17,7 @@
 
 use kernel::prelude::*;
 
-use crate::ep::Unexpected;
+use crate::op::Unexpected;
 
 /// Room for one message of `bytes` payload bytes, promised by
 /// [`HeldMsgs::reserve`]; given back by [`HeldMsgs::hold`] or

@@ -21,9 +21,11 @@ mod kfi;
 
 mod atomics;
 mod bufs;
+mod conn;
 mod ep;
 mod held;
 mod mr;
+mod op;
 mod pep;
 mod progress;
 mod rdm;
@@ -78,6 +80,10 @@ module! {
             default: 5000,
             description: "How long a frame may take to arrive once begun, per started MiB of payload (ms, 0: unbounded)",
         },
+        response_timeout_ms: u32 {
+            default: 30000,
+            description: "How long an operation waits for the peer's response once its frame is sent (ms, 0: unbounded)",
+        },
         handshake_max: u32 {
             default: 16,
             description: "Most accepted connections per listening endpoint whose request is still being read (more are refused)",
@@ -112,6 +118,11 @@ pub(crate) fn unexpected_bytes_max() -> usize {
 /// The `frame_timeout_ms` parameter.
 pub(crate) fn frame_timeout_ms() -> u32 {
     module_parameters::frame_timeout_ms.value()
+}
+
+/// The `response_timeout_ms` parameter.
+pub(crate) fn response_timeout_ms() -> u32 {
+    module_parameters::response_timeout_ms.value()
 }
 
 /// The `handshake_max` parameter (at least 1).
@@ -174,12 +185,12 @@ fn entry(addr: &SockAddr, src: bool, ns: NetNs, ep_type: u32) -> Result<Info> {
     tx.caps = ep::CAPS;
     tx.op_flags = ep::OP_FLAGS;
     tx.rma_iov_limit = wire::RMA_IOV_MAX;
-    tx.inject_size = ep::INJECT_MAX;
-    tx.size = ep::QUEUE;
-    tx.iov_limit = ep::IOV_MAX;
+    tx.inject_size = op::INJECT_MAX;
+    tx.size = conn::QUEUE;
+    tx.iov_limit = op::IOV_MAX;
     rx.caps = ep::CAPS;
-    rx.size = ep::QUEUE;
-    rx.iov_limit = ep::IOV_MAX;
+    rx.size = conn::QUEUE;
+    rx.iov_limit = op::IOV_MAX;
     epa.type_ = ep_type;
     epa.max_msg_size = wire::PAYLOAD_MAX as usize;
     Ok(i)
@@ -312,7 +323,7 @@ enum SockEndpoint {
 
 impl SockEndpoint {
     /// Queues an operation; `addr` is the peer of RDM endpoints.
-    fn post(&self, op: ep::TxOp, addr: u64) -> Result {
+    fn post(&self, op: op::TxOp, addr: u64) -> Result {
         match self {
             Self::Msg(e) => e.post(op),
             Self::Rdm(e) => e.post(op, addr),
@@ -376,7 +387,7 @@ impl provider::Endpoint for SockEndpoint {
     }
 
     fn sendmsg(&self, msg: &sys::kfi_msg, flags: u64) -> Result {
-        self.post(ep::send_op(msg, flags)?, msg.addr)
+        self.post(op::send_op(msg, flags)?, msg.addr)
     }
 
     fn recvmsg(&self, msg: &sys::kfi_msg, flags: u64) -> Result {
@@ -387,7 +398,7 @@ impl provider::Endpoint for SockEndpoint {
     }
 
     fn tsendmsg(&self, msg: &sys::kfi_msg_tagged, flags: u64) -> Result {
-        self.post(ep::tsend_op(msg, flags)?, msg.msg.addr)
+        self.post(op::tsend_op(msg, flags)?, msg.msg.addr)
     }
 
     fn trecvmsg(&self, msg: &sys::kfi_msg_tagged, flags: u64) -> Result {
@@ -398,11 +409,11 @@ impl provider::Endpoint for SockEndpoint {
     }
 
     fn writemsg(&self, msg: &sys::kfi_msg_rma, flags: u64) -> Result {
-        self.post(ep::rma_op(ep::Kind::Write, msg, flags)?, msg.msg.addr)
+        self.post(op::rma_op(op::Kind::Write, msg, flags)?, msg.msg.addr)
     }
 
     fn readmsg(&self, msg: &sys::kfi_msg_rma, flags: u64) -> Result {
-        self.post(ep::rma_op(ep::Kind::Read, msg, flags)?, msg.msg.addr)
+        self.post(op::rma_op(op::Kind::Read, msg, flags)?, msg.msg.addr)
     }
 
     fn atomic(
@@ -412,11 +423,11 @@ impl provider::Endpoint for SockEndpoint {
         result: &[sys::kfi_ioc],
         flags: u64,
     ) -> Result {
-        self.post(ep::atomic_op(msg, compare, result, flags)?, msg.addr)
+        self.post(op::atomic_op(msg, compare, result, flags)?, msg.addr)
     }
 
     fn atomic_valid(&self, kind: AtomicKind, datatype: u32, op: u32) -> Result<usize> {
-        ep::atomic_valid(kind, datatype, op)
+        op::atomic_valid(kind, datatype, op)
     }
 
     fn getname(&self, addr: &mut [u8]) -> Result<usize> {

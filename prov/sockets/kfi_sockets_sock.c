@@ -5,8 +5,10 @@
  * callbacks that drive a connection's progress (progress.rs) and the
  * provider's workqueue (wq.rs; alloc_workqueue is a macro).
  */
+#include <linux/jiffies.h>
 #include <linux/slab.h>
 #include <linux/tcp.h>
+#include <linux/timer.h>
 #include <linux/workqueue.h>
 #include <net/sock.h>
 
@@ -31,6 +33,8 @@ struct kfi_sockets_cb {
 	void (*data_ready)(struct sock *sk);
 	void (*write_space)(struct sock *sk);
 	void (*state_change)(struct sock *sk);
+	/* The response deadline (kfi_sockets_arm_timer()); queues rx work. */
+	struct timer_list timer;
 	void *owner;
 };
 
@@ -38,6 +42,7 @@ void kfi_sockets_rx_ready(void *owner);
 void kfi_sockets_tx_ready(void *owner);
 int kfi_sockets_hook(struct socket *sock, void *owner);
 void *kfi_sockets_unhook(struct socket *sock);
+void kfi_sockets_arm_timer(struct socket *sock, unsigned int ms);
 
 static void kfi_sockets_data_ready(struct sock *sk)
 {
@@ -80,6 +85,17 @@ static void kfi_sockets_state_change(struct sock *sk)
 }
 
 /*
+ * The response deadline passed (softirq): the receive work looks at the
+ * operations that wait for a response (rx/resp.rs, response_timeout_ms).
+ */
+static void kfi_sockets_timer_fn(struct timer_list *t)
+{
+	struct kfi_sockets_cb *cb = timer_container_of(cb, t, timer);
+
+	kfi_sockets_rx_ready(cb->owner);
+}
+
+/*
  * Installs the callbacks on a connected socket; -EBUSY if taken. Frames are
  * whole messages the peer waits for: Nagle would hold a small one back for
  * the ACK of the last, so the connection sends without delay (as nvme-tcp
@@ -94,6 +110,7 @@ int kfi_sockets_hook(struct socket *sock, void *owner)
 		return -ENOMEM;
 	tcp_sock_set_nodelay(sk);
 	cb->owner = owner;
+	timer_setup(&cb->timer, kfi_sockets_timer_fn, 0);
 	write_lock_bh(&sk->sk_callback_lock);
 	if (sk->sk_user_data) {
 		write_unlock_bh(&sk->sk_callback_lock);
@@ -131,10 +148,29 @@ void *kfi_sockets_unhook(struct socket *sock)
 	}
 	write_unlock_bh(&sk->sk_callback_lock);
 	if (cb) {
+		/* No callback or timer runs with the owner once this returns. */
+		timer_shutdown_sync(&cb->timer);
 		owner = cb->owner;
 		kfree(cb);
 	}
 	return owner;
+}
+
+/*
+ * Queues the receive work of a hooked socket within ms milliseconds, or
+ * earlier if it was due earlier already (timer_reduce: the earliest
+ * deadline wins). Nothing once unhooked. Any context but hard interrupt.
+ */
+void kfi_sockets_arm_timer(struct socket *sock, unsigned int ms)
+{
+	struct sock *sk = sock->sk;
+	struct kfi_sockets_cb *cb;
+
+	read_lock_bh(&sk->sk_callback_lock);
+	cb = sk->sk_user_data;
+	if (cb)
+		timer_reduce(&cb->timer, jiffies + msecs_to_jiffies(ms) + 1);
+	read_unlock_bh(&sk->sk_callback_lock);
 }
 
 struct workqueue_struct *kfi_sockets_alloc_wq(int unbound);

@@ -297,6 +297,17 @@ impl Deadline {
         Self(now_ns())
     }
 
+    /// The milliseconds left (at least 1), or `None` once it has passed.
+    pub(crate) fn left_ms(self) -> Option<u32> {
+        self.left_us()
+            .map(|us| u32::try_from(us / 1000 + 1).unwrap_or(u32::MAX))
+    }
+
+    /// Whichever of `self` and `other` comes first.
+    pub(crate) fn earlier(self, other: Self) -> Self {
+        Self(self.0.min(other.0))
+    }
+
     /// The microseconds left (at least 1), or `None` once it has passed.
     fn left_us(self) -> Option<i64> {
         let left = self.0.saturating_sub(now_ns());

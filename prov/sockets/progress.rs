@@ -17,6 +17,10 @@
 //! rest of a payload, room in the socket), never between frames; the
 //! receive work only until the frame's deadline (`frame_timeout_ms`).
 //!
+//! The connection's response timer (in the hook, `arm_timer`) queues the
+//! receive work too, when a response to one of our operations is due
+//! (`rx/resp.rs`, `response_timeout_ms`).
+//!
 //! Every queued or running work item is counted in `State::active`, so
 //! closing can wait until none touches the connection any more.
 
@@ -27,13 +31,14 @@ use kernel::{
     workqueue::{impl_has_work, WorkItem},
 };
 
-use crate::{ep::Shared, ksock::Socket, rx, tx, wq};
+use crate::{conn::Shared, ksock::Socket, rx, tx, wq};
 
 // Only pointers cross; `struct socket`'s opaque parts trip the lint.
 #[allow(improper_ctypes)]
 extern "C" {
     fn kfi_sockets_hook(sock: *mut kernel::bindings::socket, owner: *mut c_void) -> c_int;
     fn kfi_sockets_unhook(sock: *mut kernel::bindings::socket) -> *mut c_void;
+    fn kfi_sockets_arm_timer(sock: *mut kernel::bindings::socket, ms: c_uint);
 }
 
 impl_has_work! {
@@ -112,6 +117,16 @@ pub(crate) fn hook(sh: &Arc<Shared>, sock: &Socket) -> Result {
         return Err(Error::from_errno(ret));
     }
     Ok(())
+}
+
+/// Queues the receive work of the connection `sock` is hooked to within
+/// `ms` milliseconds, or when it was due already if that is earlier (a
+/// timer of the hook, so nothing is allocated); nothing once unhooked.
+/// Any context but hard interrupt.
+pub(crate) fn arm_timer(sock: &Socket, ms: u32) {
+    // SAFETY: A live socket; the C side checks that it is still hooked,
+    // under the socket's callback lock.
+    unsafe { kfi_sockets_arm_timer(sock.as_raw(), ms) };
 }
 
 /// Removes the callbacks (if installed) and drops their reference on the

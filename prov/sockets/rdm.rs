@@ -9,7 +9,7 @@
 //! files the connection under that address (after checking that its IP is
 //! the one the connection comes from, and that no live connection of ours
 //! has it already) and uses the same connection for its operations to us.
-//! Each connection is the MSG machinery of `ep.rs` (its own transmit queue,
+//! Each connection is the MSG machinery of `conn.rs` (its own transmit queue,
 //! responses, workers); all of an endpoint's connections share its receive
 //! queues (`rxq.rs`), so a posted receive takes a message from any peer.
 //!
@@ -37,7 +37,8 @@ use kernel::{
 };
 
 use crate::{
-    ep::{self, Shared, TxOp, QUEUE},
+    conn::{self, Shared, QUEUE},
+    ep,
     frame::{self, Answer},
     info_ns,
     kfi::{
@@ -51,6 +52,7 @@ use crate::{
     },
     ksock::{NetNs, SockAddr, Socket},
     mr::MrTable,
+    op::TxOp,
     pep::{accept_loop, listen_socket, refuse, with_timeout},
     rxq::RxQueues,
 };
@@ -378,7 +380,7 @@ fn connection(r: &Rdm, sock: Arc<Socket>, peer: SockAddr) -> Result<Arc<Shared>>
     )?;
     let cq = r.state.lock().tx_cq;
     conn.state.lock().tx_cq = cq;
-    ep::start(&conn)?;
+    conn::start(&conn)?;
     Ok(conn)
 }
 

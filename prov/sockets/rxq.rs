@@ -19,7 +19,7 @@ use kernel::{
 
 use crate::{
     bufs,
-    ep::{RxOp, Shared, Unexpected, QUEUE, UNEXP_MAX},
+    conn::{Shared, QUEUE, UNEXP_MAX},
     held::HeldMsgs,
     kfi::{
         kfi_sys as sys,
@@ -28,6 +28,7 @@ use crate::{
             tags::{Limits, TagMatcher},
         },
     },
+    op::{RxOp, Unexpected},
     progress, rx,
 };
 

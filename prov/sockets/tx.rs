@@ -11,7 +11,9 @@
 //! answer. Operations without a response complete once the socket has
 //! taken their bytes (the buffer may be reused); the others complete on
 //! their response, but never before their whole frame has been sent (a
-//! response that comes earlier is held in the pending entry until then).
+//! response that comes earlier is held in the pending entry until then),
+//! and a response must come within `response_timeout_ms` of the frame
+//! (`rx::expire_responses`; this work arms the connection's timer).
 //! Each frame must leave within its deadline (`rx::frame_deadline`, as the
 //! peer's frames must arrive within theirs): a peer that stops reading
 //! ends the connection with `ETIMEDOUT` instead of holding the transmit
@@ -24,14 +26,15 @@ use kernel::{prelude::*, sync::Arc};
 use crate::{
     atomics::{self, ATOMIC_MAX},
     bufs::{self, slice},
-    ep::{self, Kind, Pending, Resp, Shared, TxOp, IOV_MAX, QUEUE},
+    conn::{self, Shared, QUEUE},
     frame,
     kfi::{
         kfi_sys as sys,
         toolkit::completion::{report, report_err, CqEntry, Reports},
     },
     ksock::{Deadline, Socket},
-    rx,
+    op::{Kind, Pending, Resp, TxOp, IOV_MAX},
+    progress, rx,
     wire::{flags, Hdr, Op},
 };
 
@@ -67,7 +70,7 @@ pub(crate) fn run(sh: &Arc<Shared>) {
     if dead {
         // Torn down: nothing is being sent any more, so the operations
         // can fail now.
-        ep::flush(sh);
+        conn::flush(sh);
         return;
     }
     let Some(sock) = sock else {
@@ -88,7 +91,7 @@ pub(crate) fn run(sh: &Arc<Shared>) {
             }),
             Job::Op(op, id, cq) => send_op(&sock, op, *id, *cq).map(|()| {
                 if *id != 0 {
-                    sent(sh, *id, *cq);
+                    sent(sh, &sock, *id, *cq);
                 }
             }),
         };
@@ -100,7 +103,7 @@ pub(crate) fn run(sh: &Arc<Shared>) {
         drop(job);
         if let Err(e) = r {
             // The receive work may be parked: tear down from here.
-            rx::teardown(sh, &sock, e);
+            conn::teardown(sh, &sock, e);
             sh.wake.notify_all();
             return;
         }
@@ -139,8 +142,12 @@ fn next_job(sh: &Shared) -> Option<Job> {
 }
 
 /// The frame of our operation `id` has left: its buffers are no longer
-/// read, so a response that came early completes it now.
-fn sent(sh: &Shared, id: u64, cq: Reports) {
+/// read, so a response that came early completes it now; else the
+/// response is due within `response_timeout_ms` (the connection's timer
+/// queues the receive work then, see [`rx::expire_responses`]).
+fn sent(sh: &Shared, sock: &Socket, id: u64, cq: Reports) {
+    let ms = crate::response_timeout_ms();
+    let due = (ms != 0).then(|| Deadline::after_ms(u64::from(ms)));
     let done = {
         let mut s = sh.state.lock();
         let Some(i) = s.pending.iter().position(|p| p.id == id) else {
@@ -151,14 +158,17 @@ fn sent(sh: &Shared, id: u64, cq: Reports) {
             return;
         };
         p.sent = true;
+        p.due = due;
         let early = p.early;
         match early {
             Some(st) => s.pending.remove(i).ok().map(|p| (p, st)),
             None => None,
         }
     };
-    if let Some((p, st)) = done {
-        rx::finish(cq, &p, st);
+    match done {
+        Some((p, st)) => rx::finish(cq, &p, st),
+        None if due.is_some() => progress::arm_timer(sock, ms),
+        None => {}
     }
 }
 
@@ -178,6 +188,7 @@ fn pending_of(op: &TxOp, id: u64) -> Pending {
         elem: 0,
         silent: op.inject.is_some(),
         sent: false,
+        due: None,
         early: None,
     };
     match op.kind {

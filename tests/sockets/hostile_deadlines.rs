@@ -5,7 +5,7 @@
 //! kernel-socket peer on loopback against a kfabric endpoint and checks the
 //! provider's reaction with kfi_sockets' default parameters
 //! (`frame_timeout_ms` 5000, `handshake_timeout_ms` 10000, `handshake_max`
-//! 16, `unexpected_bytes_max` 4 MiB): the connection is torn down with an
+//! 16, `unexpected_bytes_max` 4 MiB, `response_timeout_ms` 30000): the connection is torn down with an
 //! EQ error and its operations fail, within a bounded time; the listener
 //! still serves; one peer's unmatched messages leave room for the others.
 //!
@@ -21,7 +21,7 @@ use kernel::{
 
 use super::{
     frame,
-    hostile_peers::Hangup,
+    hostile_peers::{drain, post_read, post_write, wait_readable, Hangup},
     kfi::{kfabric::Owned, kfi_sys as sys},
     ksock::{SockAddr, Socket},
     net::*,
@@ -42,6 +42,7 @@ macro_rules! check {
 const FRAME_TIMEOUT_MS: i64 = 5000;
 const HANDSHAKE_TIMEOUT_MS: i64 = 10000;
 const HANDSHAKE_MAX: usize = 16;
+const RESPONSE_TIMEOUT_MS: i64 = 30000;
 /// Tagged messages an RDM endpoint holds (a connection a quarter).
 const UNEXP_MAX: usize = 64;
 
@@ -162,11 +163,27 @@ fn expect_frame_timeout(
     c: &Owned<sys::kfid_cq>,
     raw: &Socket,
     (ctx, cq_err): (usize, Error),
+    during: impl FnMut() -> Result,
+) -> Result {
+    expect_timeout(n, c, raw, FRAME_TIMEOUT_MS, &[(ctx, cq_err)], during)
+}
+
+/// The end of a connection a deadline of `after_ms` cut off: an
+/// `ETIMEDOUT` EQ error entry and `KFI_SHUTDOWN` after about `after_ms`
+/// (from now, within -0.5/+5 s), then the completions `cq_errs` (context
+/// and errno) in that order, the raw peer's connection closed. `during`
+/// runs between polls.
+fn expect_timeout(
+    n: &Net,
+    c: &Owned<sys::kfid_cq>,
+    raw: &Socket,
+    after_ms: i64,
+    cq_errs: &[(usize, Error)],
     mut during: impl FnMut() -> Result,
 ) -> Result {
     let t = Instant::<Monotonic>::now();
     let mut err = None;
-    while ms_since(&t) < 3 * FRAME_TIMEOUT_MS {
+    while ms_since(&t) < after_ms + 10_000 {
         match poll_event(n) {
             Err(e) => {
                 err = Some(e);
@@ -188,14 +205,16 @@ fn expect_frame_timeout(
         err
     );
     check!(
-        (FRAME_TIMEOUT_MS - 500..2 * FRAME_TIMEOUT_MS).contains(&took),
+        (after_ms - 500..after_ms + 5000).contains(&took),
         "torn down after {} ms, not after about {} ms",
         took,
-        FRAME_TIMEOUT_MS
+        after_ms
     );
     let (ev, _, _) = event(n)?;
     check!(ev == sys::KFI_SHUTDOWN, "event {} after the error", ev);
-    expect_cq_error(c, ctx, cq_err)?;
+    for &(ctx, cq_err) in cq_errs {
+        expect_cq_error(c, ctx, cq_err)?;
+    }
     check!(closed_within(raw, 2000), "the peer's connection stays open");
     Ok(())
 }
@@ -360,6 +379,47 @@ mod cases {
             still_serving(&n, 7503, &c)
         })();
         drop(silent);
+        drop(pep);
+        outcome
+    }
+
+    /// A peer that keeps the connection open, takes our RMA write and
+    /// read frames whole and never answers them: the response deadline
+    /// (`response_timeout_ms`) ends the connection with an `ETIMEDOUT` EQ
+    /// error and `KFI_SHUTDOWN`; the oldest overdue operation (the write)
+    /// fails with `ETIMEDOUT`, the read with `ECANCELED`, each once.
+    #[test]
+    fn unanswered_rma_ends_the_connection() -> Result {
+        let n = net(c"7506")?;
+        let pep = listen(&n)?;
+        let c = cq(&n)?;
+        let wbuf = [0x5au8; 64];
+        let mut rbuf = [0u8; 64];
+        let (raw, sep) = accepted_raw(&n, 7506, &c)?;
+        let outcome = (|| -> Result {
+            check!(post_write(&sep, &wbuf, 0x1234, 7) == 0, "write not posted");
+            check!(
+                post_read(&sep, &mut rbuf, 0x1234, 8) == 0,
+                "read not posted"
+            );
+            // Both frames arrive whole: only the answers are missing.
+            for want in [Op::Write, Op::ReadReq] {
+                check!(wait_readable(&raw, 5000), "no {:?} frame", want);
+                let h = frame::recv_hdr(&raw)?;
+                check!(h.op == want, "frame {:?}, not {:?}", h.op, want);
+                drain(&raw, h.rma_bytes() + h.len as usize)?;
+            }
+            let cq_errs = [(7, ETIMEDOUT), (8, ECANCELED)];
+            expect_timeout(&n, &c, &raw, RESPONSE_TIMEOUT_MS, &cq_errs, || Ok(()))?;
+            let mut e = sys::kfi_cq_data_entry::default();
+            check!(
+                c.read_data(&mut e) == EAGAIN.to_errno() as isize,
+                "a third completion"
+            );
+            Ok(())
+        })();
+        drop(sep);
+        drop(raw);
         drop(pep);
         outcome
     }

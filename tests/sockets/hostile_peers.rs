@@ -199,10 +199,27 @@ pub(crate) fn key(mr: &Owned<sys::kfid_mr>) -> u64 {
 
 /// Posts an RMA write of `buf` to `len` bytes at 0 of region `key`.
 pub(crate) fn post_write(ep: &Owned<sys::kfid_ep>, buf: &[u8], key: u64, ctx: usize) -> c_int {
-    let v = kvec(buf);
+    post_rma(ep, kvec(buf), key, ctx, false)
+}
+
+/// Posts an RMA read of `buf.len()` bytes at 0 of region `key` into
+/// `buf`.
+pub(crate) fn post_read(ep: &Owned<sys::kfid_ep>, buf: &mut [u8], key: u64, ctx: usize) -> c_int {
+    post_rma(ep, kvec_mut(buf), key, ctx, true)
+}
+
+/// Posts an RMA write (or, `read`, a read) of the buffer `v` to as many
+/// bytes at 0 of region `key`.
+fn post_rma(
+    ep: &Owned<sys::kfid_ep>,
+    v: kernel::bindings::kvec,
+    key: u64,
+    ctx: usize,
+    read: bool,
+) -> c_int {
     let remote = sys::kfi_rma_iov {
         addr: 0,
-        len: buf.len(),
+        len: v.iov_len,
         key,
     };
     let mut m = sys::kfi_msg_rma {
@@ -214,8 +231,15 @@ pub(crate) fn post_write(ep: &Owned<sys::kfid_ep>, buf: &[u8], key: u64, ctx: us
     m.msg.__bindgen_anon_1.msg_iov = &v;
     m.msg.iov_count = 1;
     m.msg.context = ctx as *mut c_void;
-    // SAFETY: An open endpoint; callers keep `buf` until the completion.
-    unsafe { rc(ep.writemsg(&m, 0)) }
+    // SAFETY: An open endpoint; callers keep the buffer until the
+    // completion.
+    unsafe {
+        rc(if read {
+            ep.readmsg(&m, 0)
+        } else {
+            ep.writemsg(&m, 0)
+        })
+    }
 }
 
 /// Reads and drops `len` bytes from `s`.

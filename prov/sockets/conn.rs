@@ -1,0 +1,330 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! One kfi_sockets connection, as MSG endpoints (`ep.rs`) and RDM
+//! endpoints (`rdm.rs`) use it: its state and queues ([`State`],
+//! [`Shared`]), queueing and cancelling operations, start, teardown,
+//! flush and close. The work that moves data is in `rx.rs` and `tx.rs`,
+//! driven by socket callbacks (`progress.rs`).
+//!
+//! Posting (messages, tagged messages, RMA, atomics) may happen in any
+//! context but hard interrupt: it only queues the operation in rings and
+//! lists allocated when the connection was made and queues the
+//! connection's transmit work. The transmit work sends queued operations
+//! and the responses the receive work asks for; the receive work reads
+//! frames, places messages into posted receives, serves peers' RMA and
+//! atomics on this domain's registered memory and completes our
+//! operations when their responses arrive. Only the transmit work writes
+//! to the socket, so the receive work never waits for a full socket and
+//! two endpoints serving each other cannot deadlock. Closing removes the
+//! callbacks, shuts the socket down and waits until no work item runs.
+
+use kernel::{
+    new_condvar, new_mutex, new_spinlock_irq,
+    prelude::*,
+    sync::{Arc, CondVar, Mutex, SpinLockIrq},
+    workqueue::{new_work, Work},
+};
+
+use crate::{
+    kfi::{
+        provider::{EqRef, FidRef},
+        ring::Ring,
+        toolkit::{
+            completion::{report_err, CqEntry, Reports},
+            workers::Workers,
+        },
+    },
+    ksock::{NetNs, SockAddr, Socket},
+    mr::MrTable,
+    op::{Pending, Resp, TxOp},
+    progress,
+    rxq::RxQueues,
+    wire::Hdr,
+};
+
+/// Operations that may be queued in each direction, and operations that
+/// may wait for their response.
+pub(crate) const QUEUE: usize = 64;
+/// Responses the receiver queues for the transmitter before it stops
+/// reading (backpressure on a peer that asks faster than it reads).
+pub(crate) const RESP_MAX: usize = QUEUE;
+/// Bytes of the receive work's buffer for payload nobody takes.
+const SCRATCH: usize = 16 << 10;
+/// Most tagged messages held for receives not posted yet (their bytes:
+/// the `unexpected_bytes_max` parameter).
+pub(crate) const UNEXP_MAX: usize = QUEUE;
+
+/// The state of one connection.
+pub(crate) struct State {
+    /// The endpoint, for events (MSG endpoints; RDM connections have none).
+    pub(crate) fid: Option<FidRef>,
+    /// Where our operations complete (CQ and counters).
+    pub(crate) tx_cq: Reports,
+    pub(crate) eq: Option<EqRef>,
+    pub(crate) sock: Option<Arc<Socket>>,
+    pub(crate) connected: bool,
+    pub(crate) closing: bool,
+    /// The private data of a `kfi_connect` for the connector.
+    pub(crate) cm_param: KVec<u8>,
+    /// Where `kfi_connect` connects to (explicit, or the info's).
+    pub(crate) cm_dest: Option<SockAddr>,
+    pub(crate) tx: Ring<TxOp>,
+    pub(crate) pending: KVec<Pending>,
+    pub(crate) resp: KVec<Resp>,
+    pub(crate) next_id: u64,
+    /// Work items queued or running (`progress.rs`).
+    pub(crate) active: u32,
+    /// A message header whose receive is not posted yet.
+    pub(crate) parked: Option<Hdr>,
+    /// The connection ended and was torn down.
+    pub(crate) dead: bool,
+    /// `KFI_CONNECTED` was reported: the end may be reported too.
+    pub(crate) cm_open: bool,
+    /// An end that came before `KFI_CONNECTED` was reported.
+    pub(crate) cm_deferred: Option<Error>,
+}
+
+/// One connection: what its endpoint and its two workers share.
+///
+/// Lock order: the endpoint's receive queues (`rxq`) may be held while the
+/// connection's `state` is taken, never the other way round.
+#[pin_data]
+pub(crate) struct Shared {
+    #[pin]
+    pub(crate) state: SpinLockIrq<State>,
+    /// Woken when anything is queued or taken, or the connection closes.
+    #[pin]
+    pub(crate) wake: CondVar,
+    /// Woken when a work item finishes.
+    #[pin]
+    pub(crate) idle: CondVar,
+    #[pin]
+    pub(crate) rx_work: Work<Shared, 0>,
+    #[pin]
+    pub(crate) tx_work: Work<Shared, 1>,
+    /// The receive work's buffer for payload nobody takes.
+    #[pin]
+    pub(crate) scratch: Mutex<KVec<u8>>,
+    /// The connector.
+    #[pin]
+    pub(crate) workers: Workers,
+    pub(crate) dest: Option<SockAddr>,
+    pub(crate) ns: NetNs,
+    /// The domain's registered memory, which peers reach through us.
+    pub(crate) mrs: Arc<MrTable>,
+    /// The endpoint's receive queues.
+    pub(crate) rxq: Arc<RxQueues>,
+    /// Whether the receive queues end with this connection (MSG).
+    pub(crate) owns_rx: bool,
+}
+
+impl Shared {
+    /// A connection of an endpoint: `sock` if already connected (accepted),
+    /// else to `dest`. Process context.
+    pub(crate) fn new(
+        sock: Option<Arc<Socket>>,
+        dest: Option<SockAddr>,
+        ns: NetNs,
+        mrs: Arc<MrTable>,
+        rxq: Arc<RxQueues>,
+        owns_rx: bool,
+    ) -> Result<Arc<Self>> {
+        let mut scratch = KVec::with_capacity(SCRATCH, GFP_KERNEL)?;
+        scratch.resize(SCRATCH, 0, GFP_KERNEL)?;
+        Arc::pin_init(
+            try_pin_init!(Shared {
+                state <- new_spinlock_irq!(State {
+                    fid: None,
+                    tx_cq: Reports::default(),
+                    eq: None,
+                    sock,
+                    connected: false,
+                    closing: false,
+                    cm_param: KVec::new(),
+                    cm_dest: None,
+                    tx: Ring::new(QUEUE)?,
+                    pending: KVec::with_capacity(QUEUE, GFP_KERNEL)?,
+                    resp: KVec::with_capacity(RESP_MAX, GFP_KERNEL)?,
+                    next_id: 1,
+                    active: 0,
+                    parked: None,
+                    dead: false,
+                    cm_open: false,
+                    cm_deferred: None,
+                }),
+                wake <- new_condvar!(),
+                idle <- new_condvar!(),
+                rx_work <- new_work!("kfi_sockets::rx"),
+                tx_work <- new_work!("kfi_sockets::tx"),
+                scratch <- new_mutex!(scratch),
+                workers <- Workers::new(),
+                dest,
+                ns,
+                mrs,
+                rxq,
+                owns_rx,
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Whether operations may still be queued.
+    pub(crate) fn usable(&self) -> bool {
+        let s = self.state.lock();
+        !s.closing && (s.connected || s.sock.is_none())
+    }
+
+    /// Queues `op` for the transmitter; `EAGAIN` when the queue is full.
+    pub(crate) fn queue(self: &Arc<Self>, op: TxOp) -> Result {
+        let mut s = self.state.lock();
+        if !s.connected || s.closing {
+            return Err(ENOTCONN);
+        }
+        s.tx.push(op).map_err(|_| EAGAIN)?;
+        drop(s);
+        progress::kick_tx(self);
+        Ok(())
+    }
+
+    /// `kfi_cancel` of our operation posted with `context` that is still
+    /// in the transmit queue: taken out (the rest keep their order), it
+    /// completes once with `ECANCELED`. `ENOENT` once the transmitter took
+    /// it: it is on the wire or waits for its response. Any context but
+    /// hard interrupt.
+    pub(crate) fn cancel_queued(&self, context: usize) -> Result {
+        let (op, cq) = {
+            let mut s = self.state.lock();
+            let op = s.tx.take_where(|op| op.context == context).ok_or(ENOENT)?;
+            (op, s.tx_cq)
+        };
+        report_err(cq, &op.entry(), ECANCELED);
+        Ok(())
+    }
+
+    /// Closes the connection: no callback or work item uses it when this
+    /// returns; what was still queued fails with `ECANCELED`. Process
+    /// context.
+    pub(crate) fn close(&self) {
+        let sock = {
+            let mut s = self.state.lock();
+            s.closing = true;
+            s.sock.clone()
+        };
+        if let Some(sock) = &sock {
+            progress::unhook(sock);
+            sock.shutdown();
+        }
+        self.wake.notify_all();
+        self.rxq.unstall(self);
+        if self.owns_rx {
+            self.rxq.close();
+        }
+        progress::wait_idle(self);
+        self.workers.wait_idle();
+        flush(self);
+    }
+}
+
+/// The connection is up: its socket's callbacks drive it from now on.
+pub(crate) fn start(sh: &Arc<Shared>) -> Result {
+    let sock = sh.state.lock().sock.clone().ok_or(ENOTCONN)?;
+    progress::hook(sh, &sock)?;
+    {
+        let mut s = sh.state.lock();
+        if s.closing {
+            // `close` may have unhooked before we hooked: undo it here.
+            drop(s);
+            progress::unhook(&sock);
+            return Err(ECANCELED);
+        }
+        s.connected = true;
+    }
+    // Bytes may have arrived before the callbacks were in place.
+    progress::kick_rx(sh);
+    progress::kick_tx(sh);
+    Ok(())
+}
+
+/// Reports `KFI_CONNECTED` (with the peer's private `data`) for a
+/// connection that `start` started, then the end of the connection if it
+/// came first: the ULP always hears of a connection before its end.
+pub(crate) fn report_connected(sh: &Shared, eq: EqRef, fid: FidRef, data: &[u8]) {
+    let _ = eq.post_connected(fid, data);
+    let ended = {
+        let mut s = sh.state.lock();
+        s.cm_open = true;
+        s.cm_deferred.take().filter(|_| !s.closing)
+    };
+    if let Some(e) = ended {
+        report_end(eq, fid, e);
+    }
+}
+
+/// The connection is gone: every operation still queued or waiting for a
+/// response fails with `ECANCELED`; held responses are dropped. The
+/// receive queues close too if they are the connection's own (MSG).
+pub(crate) fn flush(sh: &Shared) {
+    let mut ops: KVec<CqEntry> = KVec::new();
+    let (tx_cq, resp, pending) = {
+        let mut s = sh.state.lock();
+        s.connected = false;
+        while let Some(op) = s.tx.front().copied() {
+            s.tx.pop();
+            // Injects too: they complete silently only when sent.
+            let _ = ops.push(op.entry(), GFP_ATOMIC);
+        }
+        (
+            s.tx_cq,
+            core::mem::take(&mut s.resp),
+            core::mem::take(&mut s.pending),
+        )
+    };
+    drop(resp);
+    for c in ops.iter() {
+        report_err(tx_cq, c, ECANCELED);
+    }
+    for p in pending.iter() {
+        report_err(tx_cq, &p.entry(), ECANCELED);
+    }
+    if sh.owns_rx {
+        sh.rxq.close();
+    }
+    sh.wake.notify_all();
+}
+
+/// The connection ended (`e`): the endpoint hears of it, and the transmit
+/// work (the only one that may still use the buffers of operations being
+/// sent) fails what was queued or waits for a response. Once.
+pub(crate) fn teardown(sh: &Arc<Shared>, sock: &Socket, e: Error) {
+    let (closing, eq, fid) = {
+        let mut s = sh.state.lock();
+        if s.dead {
+            return;
+        }
+        s.dead = true;
+        if !s.cm_open {
+            // `KFI_CONNECTED` is not reported yet: it reports this after.
+            s.cm_deferred = Some(e);
+        }
+        (s.closing || !s.cm_open, s.eq, s.fid)
+    };
+    // A send in progress fails; the next run of the transmit work flushes.
+    sock.shutdown();
+    progress::kick_tx(sh);
+    if closing {
+        return;
+    }
+    if let (Some(eq), Some(fid)) = (eq, fid) {
+        report_end(eq, fid, e);
+    }
+}
+
+/// Reports the end `e` of the connection of endpoint `fid`: an error
+/// entry if the peer broke the protocol, stalled inside a frame or left
+/// one of our operations unanswered (`ETIMEDOUT`), then `KFI_SHUTDOWN`.
+pub(crate) fn report_end(eq: EqRef, fid: FidRef, e: Error) {
+    if e == EPROTO || e == ETIMEDOUT {
+        let _ = eq.post_err(fid, e, &[]);
+    }
+    let _ = eq.post_shutdown(fid);
+}

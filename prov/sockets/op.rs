@@ -1,0 +1,376 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The operations of a kfi_sockets connection, as plain values: what the
+//! ULP posts for the transmitter ([`TxOp`], built from its `kfi_msg*`
+//! here), a posted receive ([`RxOp`]), one of our operations waiting for
+//! its response ([`Pending`]), a message held for a receive not posted
+//! yet ([`Unexpected`]) and a response the receiver queues for the
+//! transmitter ([`Resp`]). Nothing here locks, sleeps or knows about the
+//! connection (`conn.rs`) that queues them.
+
+use kernel::prelude::*;
+
+use crate::{
+    atomics::{self, ATOMIC_MAX},
+    bufs::{self, Buf},
+    kfi::{kfi_sys as sys, provider::AtomicKind, toolkit::completion::CqEntry},
+    ksock::Deadline,
+    mr::Access,
+    wire::{Op, RmaDesc, RMA_IOV_MAX},
+};
+
+/// Most buffers of one operation.
+pub(crate) const IOV_MAX: usize = 4;
+/// Largest inject (copied at post time).
+pub(crate) const INJECT_MAX: usize = 256;
+
+/// Flags that ask for the target's acknowledgement.
+const ACKED: u64 =
+    sys::KFI_TRANSMIT_COMPLETE | sys::KFI_DELIVERY_COMPLETE | sys::KFI_COMMIT_COMPLETE;
+
+/// What a queued operation is.
+#[derive(Clone, Copy, PartialEq, Eq, Default, Debug)]
+pub(crate) enum Kind {
+    #[default]
+    Msg,
+    Tagged,
+    Write,
+    Read,
+    Atomic,
+}
+
+/// An operation queued for the transmitter.
+#[derive(Clone, Copy)]
+pub(crate) struct TxOp {
+    pub(crate) kind: Kind,
+    /// Payload (sends, writes, atomic operands) or destination (reads).
+    pub(crate) bufs: [Buf; IOV_MAX],
+    pub(crate) n: usize,
+    /// Bytes copied at post time (`KFI_INJECT`).
+    pub(crate) inject: Option<usize>,
+    pub(crate) inject_data: [u8; INJECT_MAX],
+    pub(crate) rma: [RmaDesc; RMA_IOV_MAX],
+    pub(crate) nrma: usize,
+    /// Atomics: compare operands and the buffers for the old values.
+    pub(crate) cmp: [Buf; IOV_MAX],
+    pub(crate) ncmp: usize,
+    pub(crate) res: [Buf; IOV_MAX],
+    pub(crate) nres: usize,
+    pub(crate) datatype: u32,
+    pub(crate) atomic_op: u32,
+    pub(crate) context: usize,
+    pub(crate) flags: u64,
+    pub(crate) data: u64,
+    pub(crate) tag: u64,
+}
+
+impl Default for TxOp {
+    fn default() -> Self {
+        Self {
+            kind: Kind::Msg,
+            bufs: [Buf::default(); IOV_MAX],
+            n: 0,
+            inject: None,
+            inject_data: [0; INJECT_MAX],
+            rma: [RmaDesc::default(); RMA_IOV_MAX],
+            nrma: 0,
+            cmp: [Buf::default(); IOV_MAX],
+            ncmp: 0,
+            res: [Buf::default(); IOV_MAX],
+            nres: 0,
+            datatype: 0,
+            atomic_op: 0,
+            context: 0,
+            flags: 0,
+            data: 0,
+            tag: 0,
+        }
+    }
+}
+
+impl TxOp {
+    /// Whether the operation completes only on the target's response:
+    /// always for RMA and atomics (the target may refuse the access), for
+    /// messages when a completion level beyond inject was asked for.
+    pub(crate) fn wants_reply(&self) -> bool {
+        !matches!(self.kind, Kind::Msg | Kind::Tagged) || self.flags & ACKED != 0
+    }
+
+    /// The flags of the operation's completion.
+    /// The completion of the operation (its context, flags and whether
+    /// the ULP asked for it), nothing transferred yet.
+    pub(crate) fn entry(&self) -> CqEntry {
+        CqEntry {
+            asked: self.flags & sys::KFI_COMPLETION != 0,
+            ..CqEntry::of(self.context, self.completion_flags())
+        }
+    }
+
+    /// Fenced (`KFI_FENCE`): it waits until every operation posted before
+    /// it on its connection has completed.
+    pub(crate) fn fenced(&self) -> bool {
+        self.flags & sys::KFI_FENCE != 0
+    }
+
+    pub(crate) fn completion_flags(&self) -> u64 {
+        match self.kind {
+            Kind::Msg => sys::KFI_SEND | sys::KFI_MSG,
+            Kind::Tagged => sys::KFI_SEND | sys::KFI_TAGGED,
+            Kind::Write => sys::KFI_RMA | sys::KFI_WRITE,
+            Kind::Read => sys::KFI_RMA | sys::KFI_READ,
+            Kind::Atomic if self.nres > 0 => sys::KFI_ATOMIC | sys::KFI_READ,
+            Kind::Atomic => sys::KFI_ATOMIC | sys::KFI_WRITE,
+        }
+    }
+}
+
+/// A posted receive (the tag matcher keeps a tagged one's tag).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct RxOp {
+    pub(crate) bufs: [Buf; IOV_MAX],
+    pub(crate) n: usize,
+    pub(crate) context: usize,
+    /// Posted with `KFI_COMPLETION` (see [`CqEntry::asked`]).
+    pub(crate) asked: bool,
+}
+
+impl RxOp {
+    /// The completion of the receive, with `flags` (`KFI_RECV | kind`).
+    pub(crate) fn entry(&self, flags: u64) -> CqEntry {
+        CqEntry {
+            asked: self.asked,
+            ..CqEntry::of(self.context, flags)
+        }
+    }
+}
+
+/// An operation that waits for its response, entered before its frame is
+/// sent.
+#[derive(Clone, Copy)]
+pub(crate) struct Pending {
+    pub(crate) id: u64,
+    pub(crate) kind: Kind,
+    pub(crate) context: usize,
+    /// The completion's flags and length, and whether the ULP asked for
+    /// it.
+    pub(crate) flags: u64,
+    pub(crate) len: usize,
+    pub(crate) asked: bool,
+    /// Where a read's data or an atomic's old values go.
+    pub(crate) bufs: [Buf; IOV_MAX],
+    pub(crate) n: usize,
+    /// Bytes the response must carry.
+    pub(crate) expect: usize,
+    /// Atomics: the element size.
+    pub(crate) elem: usize,
+    /// Inject: no completion unless it fails.
+    pub(crate) silent: bool,
+    /// The transmitter has sent the whole frame: its buffers are free.
+    pub(crate) sent: bool,
+    /// When the response is due (`response_timeout_ms` after `sent`;
+    /// `None` before, or without a bound).
+    pub(crate) due: Option<Deadline>,
+    /// The response's outcome, when it came before `sent`: the
+    /// transmitter completes the operation once the frame is out.
+    pub(crate) early: Option<Result>,
+}
+
+impl Pending {
+    /// The operation's completion, nothing transferred reported.
+    pub(crate) fn entry(&self) -> CqEntry {
+        CqEntry {
+            asked: self.asked,
+            ..CqEntry::of(self.context, self.flags)
+        }
+    }
+}
+
+/// A tagged message that arrived before its receive was posted (the tag
+/// matcher keeps its tag). Up to `unexpected_bytes_max` of payload: from
+/// pages (`KVVec`) rather than one high-order kmalloc, so never dropped
+/// under a spinlock (a vmalloc'd buffer is freed in process context).
+pub(crate) struct Unexpected {
+    pub(crate) data: Option<u64>,
+    pub(crate) payload: KVVec<u8>,
+}
+
+/// A response for the transmitter to send.
+pub(crate) struct Resp {
+    /// `Ack`, `ReadResp` or `AtomicResp`.
+    pub(crate) op: Op,
+    pub(crate) id: u64,
+    /// 0 or a positive errno.
+    pub(crate) status: u64,
+    /// A read's data: checked ranges of registered regions.
+    pub(crate) reads: KVec<Access>,
+    /// An atomic's old values (wire order).
+    pub(crate) old: [u8; ATOMIC_MAX],
+    pub(crate) old_len: usize,
+}
+
+impl Resp {
+    /// A response without data.
+    pub(crate) fn status(op: Op, id: u64, r: Result) -> Self {
+        Self {
+            op,
+            id,
+            status: match r {
+                Ok(()) => 0,
+                Err(e) => (-e.to_errno()) as u64,
+            },
+            reads: KVec::new(),
+            old: [0; ATOMIC_MAX],
+            old_len: 0,
+        }
+    }
+}
+
+/// Remote descriptors of an RMA operation, with their total length.
+fn rma_descs(r: &sys::kfi_msg_rma, out: &mut [RmaDesc; RMA_IOV_MAX]) -> Result<(usize, u64)> {
+    if r.rma_iov_count > RMA_IOV_MAX {
+        return Err(EINVAL);
+    }
+    // SAFETY: kfabric.ko checked `rma_iov` non-NULL with `rma_iov_count`
+    // entries.
+    let list = unsafe { core::slice::from_raw_parts(r.rma_iov, r.rma_iov_count) };
+    let mut total = 0u64;
+    for (o, d) in out.iter_mut().zip(list) {
+        *o = RmaDesc {
+            addr: d.addr,
+            len: d.len as u64,
+            key: d.key,
+        };
+        total = total.checked_add(d.len as u64).ok_or(EINVAL)?;
+    }
+    Ok((list.len(), total))
+}
+
+/// Copies the payload of an inject into the operation.
+fn take_inject(op: &mut TxOp) -> Result {
+    let n = bufs::total(&op.bufs[..op.n]);
+    if n > INJECT_MAX {
+        return Err(EINVAL);
+    }
+    // SAFETY: The ULP's buffers, valid for this call.
+    op.inject = Some(unsafe { bufs::gather(&op.bufs[..op.n], &mut op.inject_data[..n]) });
+    Ok(())
+}
+
+/// Completes building `op`: copies an inject's payload.
+fn built(mut op: TxOp) -> Result<TxOp> {
+    if op.flags & sys::KFI_INJECT != 0 {
+        take_inject(&mut op)?;
+    }
+    Ok(op)
+}
+
+/// The operation of `kfi_sendmsg`.
+pub(crate) fn send_op(m: &sys::kfi_msg, fl: u64) -> Result<TxOp> {
+    let mut op = TxOp {
+        context: m.context as usize,
+        flags: fl,
+        data: m.data,
+        ..Default::default()
+    };
+    op.n = bufs::of_msg(m, &mut op.bufs)?;
+    built(op)
+}
+
+/// The operation of `kfi_tsendmsg`.
+pub(crate) fn tsend_op(t: &sys::kfi_msg_tagged, fl: u64) -> Result<TxOp> {
+    let mut op = TxOp {
+        kind: Kind::Tagged,
+        context: t.msg.context as usize,
+        flags: fl,
+        data: t.msg.data,
+        tag: t.tag,
+        ..Default::default()
+    };
+    op.n = bufs::of_msg(&t.msg, &mut op.bufs)?;
+    built(op)
+}
+
+/// The operation of `kfi_writemsg` or `kfi_readmsg`. Local and remote
+/// buffers must have the same total length.
+pub(crate) fn rma_op(kind: Kind, r: &sys::kfi_msg_rma, fl: u64) -> Result<TxOp> {
+    if kind == Kind::Read && fl & sys::KFI_INJECT != 0 {
+        return Err(EINVAL);
+    }
+    let mut op = TxOp {
+        kind,
+        context: r.msg.context as usize,
+        flags: fl,
+        data: r.msg.data,
+        ..Default::default()
+    };
+    op.n = bufs::of_msg(&r.msg, &mut op.bufs)?;
+    let (nrma, remote) = rma_descs(r, &mut op.rma)?;
+    op.nrma = nrma;
+    if bufs::total(&op.bufs[..op.n]) as u64 != remote {
+        return Err(EINVAL);
+    }
+    built(op)
+}
+
+/// The operation of `kfi_atomicmsg` and its fetch and compare forms: one
+/// remote array of at most `ATOMIC_MAX` bytes.
+pub(crate) fn atomic_op(
+    m: &sys::kfi_msg_atomic,
+    compare: &[sys::kfi_ioc],
+    result: &[sys::kfi_ioc],
+    fl: u64,
+) -> Result<TxOp> {
+    let size = atomics::elem_size(m.datatype).ok_or(EOPNOTSUPP)?;
+    if !atomics::supported(m.op)
+        || atomics::has_compare(m.op) == compare.is_empty()
+        || m.rma_iov_count != 1
+        || fl & sys::KFI_INJECT != 0
+    {
+        return Err(EINVAL);
+    }
+    // SAFETY: kfabric.ko checked `rma_iov` non-NULL with one entry.
+    let target = unsafe { *m.rma_iov };
+    let len = target.count.checked_mul(size).ok_or(EINVAL)?;
+    if len == 0 || len > ATOMIC_MAX {
+        return Err(EINVAL);
+    }
+    // SAFETY: kfabric.ko checked `msg_iov` non-NULL with `iov_count`
+    // entries.
+    let src = unsafe { core::slice::from_raw_parts(m.msg_iov, m.iov_count) };
+    let mut op = TxOp {
+        kind: Kind::Atomic,
+        context: m.context as usize,
+        flags: fl,
+        data: m.data,
+        datatype: m.datatype,
+        atomic_op: m.op,
+        nrma: 1,
+        ..Default::default()
+    };
+    op.rma[0] = RmaDesc {
+        addr: target.addr,
+        len: len as u64,
+        key: target.key,
+    };
+    op.n = bufs::of_iocs(src, size, &mut op.bufs)?;
+    op.ncmp = bufs::of_iocs(compare, size, &mut op.cmp)?;
+    op.nres = bufs::of_iocs(result, size, &mut op.res)?;
+    let sizes_ok = bufs::total(&op.bufs[..op.n]) == len
+        && (op.ncmp == 0 || bufs::total(&op.cmp[..op.ncmp]) == len)
+        && (op.nres == 0 || bufs::total(&op.res[..op.nres]) == len);
+    if !sizes_ok {
+        return Err(EINVAL);
+    }
+    Ok(op)
+}
+
+/// `kfi_atomicvalid` and friends: how many elements one operation may
+/// have.
+pub(crate) fn atomic_valid(kind: AtomicKind, datatype: u32, op: u32) -> Result<usize> {
+    let size = atomics::elem_size(datatype).ok_or(EOPNOTSUPP)?;
+    let compare = matches!(kind, AtomicKind::Compare);
+    if !atomics::supported(op) || atomics::has_compare(op) != compare {
+        return Err(EOPNOTSUPP);
+    }
+    Ok(ATOMIC_MAX / size)
+}

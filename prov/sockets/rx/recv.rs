@@ -1,0 +1,272 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The receive work's messages (`Msg`, `Tagged`): straight from the socket
+//! into the oldest posted receive (tagged ones into the oldest matching
+//! tagged receive), or into a held copy when none is posted yet, within
+//! the endpoint's bounds (`held.rs`, the tag matcher), so that the frames
+//! behind them are still read; a message that finds no room parks the
+//! connection until a receive is posted.
+
+use kernel::{prelude::*, sync::Arc};
+
+use super::{Rx, Step};
+use crate::{
+    bufs, frame,
+    held::MsgRoom,
+    kfi::{
+        kfi_sys as sys,
+        toolkit::{
+            completion::{report_err, report_recv, CqEntry, Reports},
+            tags::{Matched, Room},
+        },
+    },
+    ksock::Socket,
+    op::{RxOp, Unexpected},
+    rxq::{RxQueues, RxState},
+    wire::Hdr,
+};
+
+/// Completes a receive (`kind`: `KFI_MSG` or `KFI_TAGGED`) from a held
+/// message.
+pub(crate) fn complete_held(
+    cq: Reports,
+    op: &RxOp,
+    kind: u64,
+    tag: u64,
+    data: Option<u64>,
+    payload: &[u8],
+) {
+    // SAFETY: A posted receive's buffers, valid until it completes.
+    let placed = unsafe { bufs::scatter(&op.bufs[..op.n], payload) };
+    finish_recv(
+        cq,
+        op,
+        kind,
+        tag,
+        data,
+        placed,
+        payload.len().saturating_sub(placed),
+    );
+}
+
+/// Completes a tagged receive with the held message the tag matcher gave
+/// it.
+pub(crate) fn complete_matched(cq: Reports, m: &Matched<RxOp, Unexpected>) {
+    complete_held(
+        cq,
+        &m.recv,
+        sys::KFI_TAGGED,
+        m.tag,
+        m.msg.data,
+        &m.msg.payload,
+    );
+}
+
+/// A receive taken off its queue whose payload could not be read: it
+/// fails here, as nobody else can report it any more.
+fn fail_recv_on_err(
+    cq: Reports,
+    op: &RxOp,
+    kind: u64,
+    r: Result<(usize, usize)>,
+) -> Result<(usize, usize)> {
+    if let Err(e) = r {
+        report_err(cq, &op.entry(sys::KFI_RECV | kind), e);
+    }
+    r
+}
+
+/// Reports a receive that got `placed` bytes and lost `truncated`.
+fn finish_recv(
+    cq: Reports,
+    op: &RxOp,
+    kind: u64,
+    tag: u64,
+    data: Option<u64>,
+    placed: usize,
+    truncated: usize,
+) {
+    let cq_data = if data.is_some() {
+        sys::KFI_REMOTE_CQ_DATA
+    } else {
+        0
+    };
+    let c = CqEntry {
+        len: placed,
+        buf: op.bufs[0].base,
+        data: data.unwrap_or(0),
+        tag,
+        ..op.entry(sys::KFI_RECV | kind | cq_data)
+    };
+    report_recv(cq, &c, truncated);
+}
+
+impl Rx<'_> {
+    /// Parks `h` until a receive is posted (called with the receive
+    /// queues locked, so no posting slips between the check and this).
+    fn park(&self, s: &mut RxState, h: &Hdr) -> Result<Step> {
+        // Once: a parked connection is re-run by every arriving segment.
+        if !s.stalled.iter().any(|c| Arc::ptr_eq(c, self.sh)) {
+            s.stalled.push(self.sh.clone(), GFP_ATOMIC)?;
+        }
+        self.sh.state.lock().parked = Some(*h);
+        Ok(Step::Parked)
+    }
+
+    /// A message for the oldest posted receive; held until there is one
+    /// (`held.rs`), so that the frames behind it are read meanwhile, or,
+    /// when there is no room to hold it, parked.
+    pub(super) fn msg(&mut self, h: &Hdr) -> Result<Step> {
+        let q = &self.sh.rxq;
+        let (op, cq) = {
+            let mut s = q.state.lock();
+            if s.closing || self.closing() {
+                return Err(ECANCELED);
+            }
+            if s.rx.is_empty() {
+                return match s.held.reserve(h.len as usize) {
+                    Some(room) => {
+                        drop(s);
+                        self.hold_msg(h, room)
+                    }
+                    None => self.park(&mut s, h),
+                };
+            }
+            (s.rx.remove(0).map_err(|_| EINVAL)?, s.cq)
+        };
+        // SAFETY: A posted receive's buffers, valid until it completes.
+        let placing = unsafe { self.place(&op.bufs[..op.n], h.len as usize) };
+        let (placed, dropped) = fail_recv_on_err(cq, &op, sys::KFI_MSG, placing)?;
+        finish_recv(cq, &op, sys::KFI_MSG, 0, Self::cq_data(h), placed, dropped);
+        self.ack_if_asked(h)?;
+        Ok(Step::Done)
+    }
+
+    /// Reads the payload of message `h` into the `room` reserved for it
+    /// and holds it, unless a receive was posted meanwhile: that receive
+    /// takes it at once.
+    fn hold_msg(&mut self, h: &Hdr, room: MsgRoom) -> Result<Step> {
+        let q = &self.sh.rxq;
+        let payload = match Self::read_payload(self.sock, h.len as usize) {
+            Ok(p) => p,
+            Err(e) => {
+                let mut s = q.state.lock();
+                s.held.release(room);
+                // Connections parked for want of that room may go on.
+                RxQueues::resume(&mut s);
+                return Err(e);
+            }
+        };
+        let u = Unexpected {
+            data: Self::cq_data(h),
+            payload,
+        };
+        // Dropped (maybe vmalloc'd) after the lock.
+        let (unheld, cq) = {
+            let mut s = q.state.lock();
+            if s.closing {
+                s.held.release(room);
+                (Some((None, u)), s.cq)
+            } else if s.rx.is_empty() {
+                (s.held.hold(room, u).err().map(|u| (None, u)), s.cq)
+            } else {
+                // Posted while we read: it would have taken this message.
+                s.held.release(room);
+                (Some((s.rx.remove(0).ok(), u)), s.cq)
+            }
+        };
+        match unheld {
+            None => {}
+            Some((Some(op), u)) => {
+                complete_held(cq, &op, sys::KFI_MSG, 0, u.data, &u.payload);
+            }
+            Some((None, _)) => return Err(ECANCELED),
+        }
+        // Held counts as delivered: the data is placed at the target.
+        self.ack_if_asked(h)?;
+        Ok(Step::Done)
+    }
+
+    /// A tagged message: into the oldest matching tagged receive, or held
+    /// until one is posted (parked while too much is held).
+    pub(super) fn tagged(&mut self, h: &Hdr) -> Result<Step> {
+        let len = h.len as usize;
+        let q = &self.sh.rxq;
+        let found = {
+            let mut s = q.state.lock();
+            if s.closing || self.closing() {
+                return Err(ECANCELED);
+            }
+            match s.tagged.take_posted(h.tag) {
+                Some(op) => Ok((op, s.cq)),
+                // The connection's share: it alone parks when that is used.
+                None => match s.tagged.reserve_from(len, Arc::as_ptr(self.sh) as usize) {
+                    Room::Reserved(r) => Err(r),
+                    // Larger than everything we would ever hold.
+                    Room::Never => return Err(EPROTO),
+                    Room::Full => return self.park(&mut s, h),
+                },
+            }
+        };
+        let room = match found {
+            Err(room) => room,
+            Ok((op, cq)) => {
+                // SAFETY: A posted receive's buffers, valid until it
+                // completes.
+                let placing = unsafe { self.place(&op.bufs[..op.n], len) };
+                let (placed, dropped) = fail_recv_on_err(cq, &op, sys::KFI_TAGGED, placing)?;
+                finish_recv(
+                    cq,
+                    &op,
+                    sys::KFI_TAGGED,
+                    h.tag,
+                    Self::cq_data(h),
+                    placed,
+                    dropped,
+                );
+                self.ack_if_asked(h)?;
+                return Ok(Step::Done);
+            }
+        };
+        let payload = match Self::read_payload(self.sock, len) {
+            Ok(p) => p,
+            Err(e) => {
+                let mut s = q.state.lock();
+                s.tagged.release(room);
+                // Connections parked for want of that room may go on.
+                RxQueues::resume(&mut s);
+                return Err(e);
+            }
+        };
+        let u = Unexpected {
+            data: Self::cq_data(h),
+            payload,
+        };
+        // A matching receive may have been posted meanwhile.
+        let taken = {
+            let mut s = q.state.lock();
+            if s.closing {
+                s.tagged.release(room);
+                return Err(ECANCELED);
+            }
+            let cq = s.cq;
+            s.tagged.hold(room, h.tag, u)?.map(|m| (m, cq))
+        };
+        if let Some((m, cq)) = taken {
+            complete_matched(cq, &m);
+        }
+        // Held counts as delivered: the data is placed at the target.
+        self.ack_if_asked(h)?;
+        Ok(Step::Done)
+    }
+
+    /// Reads a tagged message's `len` payload bytes into a buffer of its
+    /// own (for the unexpected queue, which has room reserved for them);
+    /// from pages when large, never one high-order kmalloc.
+    fn read_payload(sock: &Socket, len: usize) -> Result<KVVec<u8>> {
+        let mut payload = KVVec::with_capacity(len, GFP_KERNEL)?;
+        payload.resize(len, 0, GFP_KERNEL)?;
+        frame::recv_exact(sock, &mut payload)?;
+        Ok(payload)
+    }
+}

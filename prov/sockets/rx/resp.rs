@@ -1,0 +1,209 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Responses to our own operations (`ReadResp`, `AtomicResp`, `Ack`): each
+//! completes the pending operation it names, never before that
+//! operation's frame has been sent whole (an earlier answer is held in
+//! the pending entry for the transmitter); read data and old values go
+//! straight into the ULP's buffers. A response for nothing we asked, or
+//! of the wrong length, breaks the protocol (`EPROTO`). A response that
+//! does not come within `response_timeout_ms` of its frame ends the
+//! connection ([`expire_responses`]).
+
+use kernel::prelude::*;
+
+use super::Rx;
+use crate::{
+    atomics::{self, ATOMIC_MAX},
+    bufs,
+    conn::Shared,
+    frame,
+    kfi::toolkit::completion::{report, report_err, CqEntry, Reports},
+    ksock::{Deadline, Socket},
+    op::{Kind, Pending},
+    progress,
+    wire::Hdr,
+};
+
+/// Our operations whose response is overdue (`response_timeout_ms` after
+/// their frame was sent): the oldest such fails with `ETIMEDOUT` and so
+/// does the connection (`Err`; the teardown cancels the rest, as for a
+/// frame that misses its deadline). Else the timer is armed again for
+/// the next response due. Called by the receive work, which the timer
+/// queues; takes the connection's lock only, never waits.
+pub(crate) fn expire_responses(sh: &Shared, sock: &Socket) -> Result {
+    let (late, next, cq) = {
+        let mut s = sh.state.lock();
+        let mut next: Option<Deadline> = None;
+        let mut late = None;
+        for (i, p) in s.pending.iter().enumerate() {
+            let Some(due) = p.due else { continue };
+            if due.left_ms().is_none() {
+                late = Some(i);
+                break;
+            }
+            next = Some(next.map_or(due, |n| n.earlier(due)));
+        }
+        let late = late.and_then(|i| s.pending.remove(i).ok());
+        (late, next, s.tx_cq)
+    };
+    if let Some(p) = late {
+        report_err(cq, &p.entry(), ETIMEDOUT);
+        return Err(ETIMEDOUT);
+    }
+    if let Some(ms) = next.and_then(Deadline::left_ms) {
+        progress::arm_timer(sock, ms);
+    }
+    Ok(())
+}
+
+/// Our operation a response answers.
+struct Answered {
+    p: Pending,
+    cq: Reports,
+    /// Taken off the pending list (its frame had been sent).
+    taken: bool,
+}
+
+/// Completes our operation `p` with the outcome `st` (a successful
+/// inject completes silently).
+pub(crate) fn finish(cq: Reports, p: &Pending, st: Result) {
+    let c = p.entry();
+    match st {
+        Ok(()) if p.silent => cq.count_only(p.flags),
+        Ok(()) => report(cq, &CqEntry { len: p.len, ..c }),
+        Err(e) => report_err(cq, &c, e),
+    }
+}
+
+/// A received status word as a result: 0, or a positive errno (anything
+/// else is `EIO`).
+fn status(v: u64) -> Result {
+    match v {
+        0 => Ok(()),
+        1..4096 => Err(Error::from_errno(-(v as i32))),
+        _ => Err(EIO),
+    }
+}
+
+impl Rx<'_> {
+    /// Finds our operation `id` among those waiting (`EPROTO` if there is
+    /// none, or it was answered already: the peer answers what we never
+    /// asked). Taken off the list if its frame has been sent; else it stays
+    /// there and the answer is held until the transmitter is done with it.
+    fn pending(&self, id: u64, kind: Option<Kind>) -> Result<Answered> {
+        let mut s = self.sh.state.lock();
+        let i = s
+            .pending
+            .iter()
+            .position(|p| p.id == id && p.early.is_none() && kind.is_none_or(|k| k == p.kind))
+            .ok_or(EPROTO)?;
+        let cq = s.tx_cq;
+        let p = *s.pending.get(i).ok_or(EPROTO)?;
+        if !p.sent {
+            return Ok(Answered {
+                p,
+                cq,
+                taken: false,
+            });
+        }
+        s.pending.remove(i).map_err(|_| EPROTO)?;
+        drop(s);
+        // An operation may wait for room in the pending list.
+        progress::kick_tx(self.sh);
+        Ok(Answered { p, cq, taken: true })
+    }
+
+    /// Completes `a` with the outcome `st`, or, if its frame is still
+    /// being sent, leaves that to the transmitter.
+    fn finish(&self, a: &Answered, st: Result) {
+        if a.taken {
+            finish(a.cq, &a.p, st);
+            return;
+        }
+        let done = {
+            let mut s = self.sh.state.lock();
+            let Some(i) = s.pending.iter().position(|p| p.id == a.p.id) else {
+                // Flushed meanwhile: the flush reported it.
+                return;
+            };
+            let Some(p) = s.pending.get_mut(i) else {
+                return;
+            };
+            if !p.sent {
+                p.early = Some(st);
+                return;
+            }
+            s.pending.remove(i).ok()
+        };
+        if let Some(p) = done {
+            progress::kick_tx(self.sh);
+            finish(a.cq, &p, st);
+        }
+    }
+
+    /// Fails `a` because its response broke the protocol (`e`). An
+    /// operation whose frame is still being sent stays in the list: the
+    /// teardown that follows cancels it once the transmitter lets go.
+    fn fail_answered(a: &Answered, e: Error) -> Error {
+        if a.taken {
+            report_err(a.cq, &a.p.entry(), e);
+        }
+        e
+    }
+
+    /// Finds our operation a data response answers, with the response's
+    /// status. The response must carry exactly the bytes asked for, or
+    /// none with an error status (`EPROTO` otherwise; the operation fails).
+    fn data_response(&self, h: &Hdr, kind: Kind, most: usize) -> Result<(Answered, Result)> {
+        let a = self.pending(h.id, Some(kind))?;
+        let st = status(h.data);
+        let ok_len = if st.is_ok() { a.p.expect as u64 } else { 0 };
+        if h.len != ok_len || a.p.expect > most {
+            return Err(Self::fail_answered(&a, EPROTO));
+        }
+        Ok((a, st))
+    }
+
+    /// The data of our read, straight into the ULP's buffers (which the
+    /// read's own frame does not carry, so they may be filled before it
+    /// has left).
+    pub(super) fn read_resp(&mut self, h: &Hdr) -> Result {
+        let (a, st) = self.data_response(h, Kind::Read, usize::MAX)?;
+        if st.is_ok() {
+            // SAFETY: The buffers of our read, valid until it completes.
+            if let Err(e) = unsafe { self.place(&a.p.bufs[..a.p.n], a.p.expect) } {
+                return Err(Self::fail_answered(&a, e));
+            }
+        }
+        self.finish(&a, st);
+        Ok(())
+    }
+
+    /// The old values of our atomic (its frame carries a copy of the
+    /// operands, never the result buffers).
+    pub(super) fn atomic_resp(&mut self, h: &Hdr) -> Result {
+        let (a, st) = self.data_response(h, Kind::Atomic, ATOMIC_MAX)?;
+        let p = &a.p;
+        let mut old = [0u8; ATOMIC_MAX];
+        if let Err(e) = frame::recv_exact(self.sock, &mut old[..h.len as usize]) {
+            return Err(Self::fail_answered(&a, e));
+        }
+        if st.is_ok() && p.n > 0 {
+            atomics::to_wire(&mut old[..p.expect], p.elem);
+            // SAFETY: Our fetch's result buffers, valid until it completes.
+            unsafe { bufs::scatter(&p.bufs[..p.n], &old[..p.expect]) };
+        }
+        self.finish(&a, st);
+        Ok(())
+    }
+
+    /// An acknowledgement of our operation.
+    pub(super) fn ack(&mut self, h: &Hdr) -> Result {
+        let a = self.pending(h.id, None)?;
+        if matches!(a.p.kind, Kind::Read | Kind::Atomic) {
+            return Err(Self::fail_answered(&a, EPROTO));
+        }
+        self.finish(&a, status(h.data));
+        Ok(())
+    }
+}

@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The receive work as the target of a peer's RMA and atomics (`Write`,
+//! `ReadReq`, `Atomic`): every descriptor is checked against the domain's
+//! registered memory before a byte is placed or read; a refused access is
+//! answered with its errno and changes nothing. The answers go to the
+//! transmitter (`Rx::respond`).
+
+use kernel::prelude::*;
+
+use super::Rx;
+use crate::{
+    atomics::{self, ATOMIC_MAX},
+    bufs, frame,
+    kfi::{kfi_sys as sys, toolkit::completion::CqEntry},
+    mr::Access,
+    op::Resp,
+    wire::{flags, Hdr, Op, RmaDesc, PAYLOAD_MAX},
+};
+
+/// The rights a peer's atomic `op` needs on the target region, and
+/// whether it writes it: a read needs `KFI_REMOTE_READ` and writes
+/// nothing; the others need `KFI_REMOTE_WRITE`, and `KFI_REMOTE_READ` too
+/// when they return the old values (`fetch`) or compare with them.
+fn atomic_rights(op: u32, fetch: bool) -> (u64, bool) {
+    if op == sys::KFI_ATOMIC_READ {
+        (sys::KFI_REMOTE_READ, false)
+    } else if fetch || atomics::has_compare(op) {
+        (sys::KFI_REMOTE_READ | sys::KFI_REMOTE_WRITE, true)
+    } else {
+        (sys::KFI_REMOTE_WRITE, true)
+    }
+}
+
+impl Rx<'_> {
+    /// Checks every descriptor of a peer's access; all or nothing.
+    fn check(&mut self, h: &Hdr, need: u64) -> Result<(Result<KVec<Access>>, u64)> {
+        let descs = frame::recv_rma(self.sock, h)?;
+        let mut total = 0u64;
+        for d in descs.iter() {
+            total = total.checked_add(d.len).ok_or(EPROTO)?;
+        }
+        let mut acc = KVec::with_capacity(descs.len(), GFP_KERNEL)?;
+        for d in descs.iter() {
+            match self.sh.mrs.access(d.key, d.addr, d.len, need, self.sock) {
+                Ok(a) => acc.push(a, GFP_KERNEL)?,
+                Err(e) => return Ok((Err(e), total)),
+            }
+        }
+        Ok((Ok(acc), total))
+    }
+
+    /// A peer's RMA write: placed only if every descriptor checks out.
+    pub(super) fn write(&mut self, h: &Hdr) -> Result {
+        let (acc, total) = self.check(h, sys::KFI_REMOTE_WRITE)?;
+        if total != h.len {
+            return Err(EPROTO);
+        }
+        let acc = match acc {
+            Ok(acc) => acc,
+            Err(e) => {
+                self.discard(h.len as usize)?;
+                return self.respond(Resp::status(Op::Ack, h.id, Err(e)));
+            }
+        };
+        for a in acc.iter() {
+            // SAFETY: Checked ranges of registered regions, held by `a`.
+            unsafe { self.place(a.bufs(), a.len()) }?;
+        }
+        if h.flags & flags::COMMIT_COMPLETE != 0 {
+            for a in acc.iter() {
+                a.commit();
+            }
+        }
+        drop(acc);
+        let to = self.sh.rxq.cq();
+        match Self::cq_data(h) {
+            // The peer decides how many of these there are: one the CQ has
+            // no room for ends the connection rather than let a flood
+            // crowd out the endpoint's own completions for ever.
+            Some(data) if to.cq.is_some() => to
+                .try_report(&CqEntry {
+                    len: h.len as usize,
+                    data,
+                    // Remote CQ data is reported on a selective CQ too.
+                    asked: true,
+                    ..CqEntry::of(
+                        0,
+                        sys::KFI_RMA | sys::KFI_REMOTE_WRITE | sys::KFI_REMOTE_CQ_DATA,
+                    )
+                })
+                .map_err(|_| EPROTO)?,
+            _ => to.count_only(sys::KFI_RMA | sys::KFI_REMOTE_WRITE),
+        }
+        self.respond(Resp::status(Op::Ack, h.id, Ok(())))
+    }
+
+    /// A peer's RMA read: the transmitter sends the checked ranges.
+    pub(super) fn read_req(&mut self, h: &Hdr) -> Result {
+        let (acc, total) = self.check(h, sys::KFI_REMOTE_READ)?;
+        let r = match acc {
+            Ok(_) if total > PAYLOAD_MAX => Resp::status(Op::ReadResp, h.id, Err(EMSGSIZE)),
+            Ok(acc) => {
+                let mut r = Resp::status(Op::ReadResp, h.id, Ok(()));
+                r.reads = acc;
+                r
+            }
+            Err(e) => Resp::status(Op::ReadResp, h.id, Err(e)),
+        };
+        self.respond(r)
+    }
+
+    /// A peer's atomic: one descriptor, operands (and compare values) in
+    /// the payload; applied under the domain's atomic lock.
+    pub(super) fn atomic(&mut self, h: &Hdr) -> Result {
+        let descs = frame::recv_rma(self.sock, h)?;
+        let d: RmaDesc = match descs.first() {
+            Some(d) if descs.len() == 1 => *d,
+            _ => return Err(EPROTO),
+        };
+        let datatype = h.tag as u32;
+        let op = (h.tag >> 32) as u32;
+        // Bounded before any arithmetic: these lengths come from the peer.
+        if d.len > ATOMIC_MAX as u64 {
+            return Err(EPROTO);
+        }
+        let len = d.len as usize;
+        let want = if atomics::has_compare(op) {
+            2 * len
+        } else {
+            len
+        };
+        if h.len != want as u64 {
+            return Err(EPROTO);
+        }
+        let mut operands = [0u8; 2 * ATOMIC_MAX];
+        frame::recv_exact(self.sock, &mut operands[..want])?;
+        let (src, cmp) = operands[..want].split_at(len);
+        let mut r = Resp::status(Op::AtomicResp, h.id, Ok(()));
+        let fetch = h.flags & flags::FETCH != 0;
+        let (need, writes) = atomic_rights(op, fetch);
+        let outcome = (|| -> Result {
+            atomics::elem_size(datatype).ok_or(EOPNOTSUPP)?;
+            let a = self.sh.mrs.access(d.key, d.addr, d.len, need, self.sock)?;
+            let mut target = [0u8; ATOMIC_MAX];
+            self.sh.mrs.atomically(|| {
+                // SAFETY: A checked range of a registered region, held by
+                // `a`; atomics on it are serialized by the lock we hold.
+                unsafe { bufs::gather(a.bufs(), &mut target[..len]) };
+                atomics::apply(
+                    datatype,
+                    op,
+                    &mut target[..len],
+                    src,
+                    cmp,
+                    &mut r.old[..len],
+                )?;
+                if writes {
+                    // SAFETY: As above.
+                    unsafe { bufs::scatter(a.bufs(), &target[..len]) };
+                }
+                Ok::<(), Error>(())
+            })?;
+            if writes && h.flags & flags::COMMIT_COMPLETE != 0 {
+                a.commit();
+            }
+            // Old values only to whom may read them.
+            r.old_len = if fetch { len } else { 0 };
+            Ok(())
+        })();
+        match outcome {
+            // Done with our region: counted as a write if it wrote.
+            Ok(()) => self.sh.rxq.cq().count_only(if writes {
+                sys::KFI_ATOMIC | sys::KFI_REMOTE_WRITE
+            } else {
+                sys::KFI_ATOMIC | sys::KFI_REMOTE_READ
+            }),
+            Err(e) => r = Resp::status(Op::AtomicResp, h.id, Err(e)),
+        }
+        self.respond(r)
+    }
+}
