@@ -128,7 +128,9 @@ mod e2e_ops {
     fn drain(cq: &Cq<'_>, n: usize) -> Result<Drained> {
         let (mut ok, mut failed) = (KVec::new(), KVec::new());
         for _ in 0..n {
-            match cq.sread(WAIT_MS) {
+            // Longer than `WAIT_MS`: a 32 MiB message over the veth pair
+            // on the debug kernel takes about 20 s.
+            match cq.sread(3 * WAIT_MS) {
                 Ok(c) => ok.push(c.context, GFP_KERNEL)?,
                 Err(CqError::Failed { context, err, .. }) => {
                     failed.push((context, err), GFP_KERNEL)?

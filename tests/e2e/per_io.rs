@@ -6,7 +6,15 @@
 
 use kernel::{bindings, page::Page, prelude::*};
 
-use crate::{kfi::kfi_sys as sys, net::*, pattern::pattern, rma::riov, rma::rma, sides::*, skip};
+use crate::{
+    kfi::{kfabric::Owned, kfi_sys as sys},
+    net::*,
+    pattern::pattern,
+    rma::riov,
+    rma::rma,
+    sides::*,
+    skip,
+};
 
 const PAGES: usize = 16;
 const OFF: u64 = 0x7000_0000;
@@ -37,6 +45,21 @@ fn gather(pages: &[Page], out: &mut [u8]) -> Result {
         unsafe { p.read_raw(chunk.as_mut_ptr(), 0, chunk.len()) }?;
     }
     Ok(())
+}
+
+/// Unmaps `region` once no peer access uses it: the target may let go of
+/// the region a moment after its answer reached us (`EBUSY` meanwhile),
+/// within a second at most.
+fn unmap_when_idle(region: &Owned<sys::kfid_mr>) -> Result {
+    for _ in 0..1000 {
+        match region.unmap() {
+            Err(e) if e == EBUSY => {
+                kernel::time::delay::fsleep(kernel::time::Delta::from_millis(1))
+            }
+            r => return r,
+        }
+    }
+    Err(ETIMEDOUT)
 }
 
 /// A 64 KiB write and read across 16 bio_vec pages of a mapping (one
@@ -95,7 +118,7 @@ pub(crate) fn per_io_mapping() -> Result {
     assert_eq!(wait_ok(&p.ccq)?.op_context as usize, 2);
     assert!(back[..] == src[3000..len - 2000]);
     // Unmapped: the key is dead, nothing more is written.
-    region.unmap()?;
+    unmap_when_idle(&region)?;
     assert_eq!(region.key(), 0);
     assert_eq!(region.unmap(), Err(EINVAL));
     let z = zeroed(64, 0x33)?;
@@ -120,7 +143,7 @@ pub(crate) fn per_io_mapping() -> Result {
     let ret = unsafe { rma(&p.cep, false, &lz, &[far], 5, 0, 0) };
     assert_eq!(ret, 0);
     assert_eq!(wait_err(&p.ccq)?.err, -ERANGE.to_errno());
-    region.unmap()?;
+    unmap_when_idle(&region)?;
     gather(&pages, &mut got)?;
     assert!(got[..10] == src[..10] && got[10..74].iter().all(|&x| x == 0x33));
     assert!(got[74..] == src[74..]);
