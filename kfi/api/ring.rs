@@ -14,11 +14,13 @@ pub(crate) struct Ring<S> {
     len: usize,
 }
 
-impl<S: Clone + Default> Ring<S> {
+impl<S: Default> Ring<S> {
     /// A ring with room for `size` (non-zero) slots. Process context.
     pub(crate) fn new(size: usize) -> Result<Self> {
         let mut slots = KVec::with_capacity(size, GFP_KERNEL)?;
-        slots.resize(size, S::default(), GFP_KERNEL)?;
+        for _ in 0..size {
+            slots.push(S::default(), GFP_KERNEL)?;
+        }
         Ok(Self {
             slots,
             head: 0,
@@ -38,11 +40,19 @@ impl<S: Clone + Default> Ring<S> {
 
     /// Appends `slot`; `ENOSPC` when full.
     pub(crate) fn push(&mut self, slot: S) -> Result {
+        self.try_push(slot).map_err(|_| ENOSPC)
+    }
+
+    /// Appends `slot`, or gives it back when the ring is full.
+    pub(crate) fn try_push(&mut self, slot: S) -> core::result::Result<(), S> {
         if self.len == self.slots.len() {
-            return Err(ENOSPC);
+            return Err(slot);
         }
         let tail = self.wrap(self.len);
-        *self.slots.get_mut(tail).ok_or(ENOSPC)? = slot;
+        match self.slots.get_mut(tail) {
+            Some(s) => *s = slot,
+            None => return Err(slot),
+        }
         self.len += 1;
         Ok(())
     }
@@ -59,10 +69,11 @@ impl<S: Clone + Default> Ring<S> {
     /// move up, so the order of the rest is kept. O(len).
     pub(crate) fn take_where(&mut self, pred: impl Fn(&S) -> bool) -> Option<S> {
         let n = (0..self.len).find(|&n| self.slots.get(self.wrap(n)).is_some_and(&pred))?;
-        let taken = self.slots.get(self.wrap(n))?.clone();
+        let at = self.wrap(n);
+        let taken = core::mem::take(self.slots.get_mut(at)?);
         for m in n..self.len - 1 {
             let (to, from) = (self.wrap(m), self.wrap(m + 1));
-            let next = self.slots.get(from)?.clone();
+            let next = core::mem::take(self.slots.get_mut(from)?);
             *self.slots.get_mut(to)? = next;
         }
         self.len -= 1;
@@ -71,9 +82,17 @@ impl<S: Clone + Default> Ring<S> {
 
     /// Drops the oldest slot (if any).
     pub(crate) fn pop(&mut self) {
-        if self.len > 0 {
-            self.head = self.wrap(1);
-            self.len -= 1;
+        let _ = self.pop_front();
+    }
+
+    /// Takes out the oldest slot (its place keeps a default value).
+    pub(crate) fn pop_front(&mut self) -> Option<S> {
+        if self.len == 0 {
+            return None;
         }
+        let taken = core::mem::take(self.slots.get_mut(self.head)?);
+        self.head = self.wrap(1);
+        self.len -= 1;
+        Some(taken)
     }
 }

@@ -22,7 +22,7 @@ pub(crate) struct Buf {
 
 /// Fills `out` with the buffers of `segs`; returns how many. `EINVAL` if
 /// there are more than `out` holds, or the list is broken.
-fn fill_from(segs: Segments<'_>, out: &mut [Buf]) -> Result<usize> {
+pub(crate) fn fill_from(segs: Segments<'_>, out: &mut [Buf]) -> Result<usize> {
     if segs.remaining() > out.len() {
         return Err(EINVAL);
     }
@@ -55,15 +55,8 @@ pub(crate) unsafe fn fill(
     fill_from(unsafe { Segments::new(iov_type, list, count) }?, out)
 }
 
-/// The buffers of a message (checked by kfabric.ko) into `out`.
-pub(crate) fn of_msg(m: &sys::kfi_msg, out: &mut [Buf]) -> Result<usize> {
-    // SAFETY: Messages reach kfi_sockets only through its data-path
-    // methods, from kfabric.ko, which checked the list.
-    fill_from(unsafe { Segments::of_msg(m) }?, out)
-}
-
 /// Atomic operand arrays as buffers of `size`-byte elements.
-pub(crate) fn of_iocs(iocs: &[sys::kfi_ioc], size: usize, out: &mut [Buf]) -> Result<usize> {
+pub(crate) fn fill_iocs(iocs: &[sys::kfi_ioc], size: usize, out: &mut [Buf]) -> Result<usize> {
     if iocs.len() > out.len() {
         return Err(EINVAL);
     }

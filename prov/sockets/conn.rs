@@ -174,13 +174,18 @@ impl Shared {
         !s.closing && (s.connected || s.sock.is_none())
     }
 
-    /// Queues `op` for the transmitter; `EAGAIN` when the queue is full.
-    pub(crate) fn queue(self: &Arc<Self>, op: TxOp) -> Result {
+    /// Moves `op` into the transmit queue (leaving a default in its
+    /// place); `EAGAIN` when the queue is full, `ENOTCONN` when the
+    /// connection is not up, and then `op` stays where it is.
+    pub(crate) fn queue(self: &Arc<Self>, op: &mut TxOp) -> Result {
         let mut s = self.state.lock();
         if !s.connected || s.closing {
             return Err(ENOTCONN);
         }
-        s.tx.push(op).map_err(|_| EAGAIN)?;
+        if let Err(back) = s.tx.try_push(core::mem::take(op)) {
+            *op = back;
+            return Err(EAGAIN);
+        }
         drop(s);
         progress::kick_tx(self);
         Ok(())
@@ -268,8 +273,7 @@ pub(crate) fn flush(sh: &Shared) {
     let (tx_cq, resp, pending) = {
         let mut s = sh.state.lock();
         s.connected = false;
-        while let Some(op) = s.tx.front().copied() {
-            s.tx.pop();
+        while let Some(op) = s.tx.pop_front() {
             // Injects too: they complete silently only when sent.
             let _ = ops.push(op.entry(), GFP_ATOMIC);
         }

@@ -10,6 +10,7 @@ use core::ffi::c_void;
 use kernel::{prelude::*, sync::Arc};
 
 use crate::{
+    buflist::LIST_MAX,
     conn::{self, Shared},
     frame::{self, Answer},
     info_ns,
@@ -21,7 +22,7 @@ use crate::{
     },
     ksock::{SockAddr, Socket},
     mr::MrTable,
-    op::{TxOp, INJECT_MAX, IOV_MAX},
+    op::{TxOp, INJECT_MAX},
     pep::{take_request, with_timeout},
     rxq::RxQueues,
     wire::RMA_IOV_MAX,
@@ -88,8 +89,8 @@ pub(crate) fn attr() -> EndpointAttr {
     EndpointAttr {
         caps: CAPS,
         op_flags: OP_FLAGS,
-        tx_iov_limit: IOV_MAX,
-        rx_iov_limit: IOV_MAX,
+        tx_iov_limit: LIST_MAX,
+        rx_iov_limit: LIST_MAX,
         rma_iov_limit: RMA_IOV_MAX,
         inject_size: INJECT_MAX,
         max_msg_size: crate::wire::PAYLOAD_MAX as usize,
@@ -282,8 +283,8 @@ impl SockEp {
 
     /// Posts a send, write, read or atomic (any context but hard
     /// interrupt).
-    pub(crate) fn post(&self, op: TxOp) -> Result {
-        self.0.queue(op)
+    pub(crate) fn post(&self, mut op: TxOp) -> Result {
+        self.0.queue(&mut op)
     }
 
     /// `kfi_recvmsg` (any context but hard interrupt).

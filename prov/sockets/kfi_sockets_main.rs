@@ -20,6 +20,7 @@ use kernel::prelude::*;
 mod kfi;
 
 mod atomics;
+mod buflist;
 mod bufs;
 mod conn;
 mod ep;
@@ -187,10 +188,10 @@ fn entry(addr: &SockAddr, src: bool, ns: NetNs, ep_type: u32) -> Result<Info> {
     tx.rma_iov_limit = wire::RMA_IOV_MAX;
     tx.inject_size = op::INJECT_MAX;
     tx.size = conn::QUEUE;
-    tx.iov_limit = op::IOV_MAX;
+    tx.iov_limit = buflist::LIST_MAX;
     rx.caps = ep::CAPS;
     rx.size = conn::QUEUE;
-    rx.iov_limit = op::IOV_MAX;
+    rx.iov_limit = buflist::LIST_MAX;
     epa.type_ = ep_type;
     epa.max_msg_size = wire::PAYLOAD_MAX as usize;
     Ok(i)

@@ -12,15 +12,14 @@ use kernel::prelude::*;
 
 use crate::{
     atomics::{self, ATOMIC_MAX},
-    bufs::{self, Buf},
+    buflist::List,
+    bufs,
     kfi::{kfi_sys as sys, provider::AtomicKind, toolkit::completion::CqEntry},
     ksock::Deadline,
     mr::Access,
     wire::{Op, RmaDesc, RMA_IOV_MAX},
 };
 
-/// Most buffers of one operation.
-pub(crate) const IOV_MAX: usize = 4;
 /// Largest inject (copied at post time).
 pub(crate) const INJECT_MAX: usize = 256;
 
@@ -40,22 +39,21 @@ pub(crate) enum Kind {
 }
 
 /// An operation queued for the transmitter.
-#[derive(Clone, Copy)]
 pub(crate) struct TxOp {
     pub(crate) kind: Kind,
     /// Payload (sends, writes, atomic operands) or destination (reads).
-    pub(crate) bufs: [Buf; IOV_MAX],
-    pub(crate) n: usize,
+    pub(crate) bufs: List,
     /// Bytes copied at post time (`KFI_INJECT`).
     pub(crate) inject: Option<usize>,
     pub(crate) inject_data: [u8; INJECT_MAX],
     pub(crate) rma: [RmaDesc; RMA_IOV_MAX],
     pub(crate) nrma: usize,
     /// Atomics: compare operands and the buffers for the old values.
-    pub(crate) cmp: [Buf; IOV_MAX],
-    pub(crate) ncmp: usize,
-    pub(crate) res: [Buf; IOV_MAX],
-    pub(crate) nres: usize,
+    pub(crate) cmp: List,
+    pub(crate) res: List,
+    /// Atomics: the old values come back (`res` names where they go, until
+    /// the transmitter hands it to the operation's pending entry).
+    pub(crate) fetch: bool,
     pub(crate) datatype: u32,
     pub(crate) atomic_op: u32,
     pub(crate) context: usize,
@@ -68,16 +66,14 @@ impl Default for TxOp {
     fn default() -> Self {
         Self {
             kind: Kind::Msg,
-            bufs: [Buf::default(); IOV_MAX],
-            n: 0,
+            bufs: List::default(),
             inject: None,
             inject_data: [0; INJECT_MAX],
             rma: [RmaDesc::default(); RMA_IOV_MAX],
             nrma: 0,
-            cmp: [Buf::default(); IOV_MAX],
-            ncmp: 0,
-            res: [Buf::default(); IOV_MAX],
-            nres: 0,
+            cmp: List::default(),
+            res: List::default(),
+            fetch: false,
             datatype: 0,
             atomic_op: 0,
             context: 0,
@@ -118,17 +114,16 @@ impl TxOp {
             Kind::Tagged => sys::KFI_SEND | sys::KFI_TAGGED,
             Kind::Write => sys::KFI_RMA | sys::KFI_WRITE,
             Kind::Read => sys::KFI_RMA | sys::KFI_READ,
-            Kind::Atomic if self.nres > 0 => sys::KFI_ATOMIC | sys::KFI_READ,
+            Kind::Atomic if self.fetch => sys::KFI_ATOMIC | sys::KFI_READ,
             Kind::Atomic => sys::KFI_ATOMIC | sys::KFI_WRITE,
         }
     }
 }
 
 /// A posted receive (the tag matcher keeps a tagged one's tag).
-#[derive(Clone, Copy, Default)]
+#[derive(Default)]
 pub(crate) struct RxOp {
-    pub(crate) bufs: [Buf; IOV_MAX],
-    pub(crate) n: usize,
+    pub(crate) bufs: List,
     pub(crate) context: usize,
     /// Posted with `KFI_COMPLETION` (see [`CqEntry::asked`]).
     pub(crate) asked: bool,
@@ -146,7 +141,6 @@ impl RxOp {
 
 /// An operation that waits for its response, entered before its frame is
 /// sent.
-#[derive(Clone, Copy)]
 pub(crate) struct Pending {
     pub(crate) id: u64,
     pub(crate) kind: Kind,
@@ -157,8 +151,7 @@ pub(crate) struct Pending {
     pub(crate) len: usize,
     pub(crate) asked: bool,
     /// Where a read's data or an atomic's old values go.
-    pub(crate) bufs: [Buf; IOV_MAX],
-    pub(crate) n: usize,
+    pub(crate) bufs: List,
     /// Bytes the response must carry.
     pub(crate) expect: usize,
     /// Atomics: the element size.
@@ -176,6 +169,17 @@ pub(crate) struct Pending {
 }
 
 impl Pending {
+    /// The entry as a response handler needs it while the frame is still
+    /// being sent: it takes over the buffers the response fills, which
+    /// nothing else uses (the frame never carries them), and the entry
+    /// keeps the rest for the transmitter.
+    pub(crate) fn take_answer(&mut self) -> Pending {
+        Pending {
+            bufs: core::mem::take(&mut self.bufs),
+            ..*self
+        }
+    }
+
     /// The operation's completion, nothing transferred reported.
     pub(crate) fn entry(&self) -> CqEntry {
         CqEntry {
@@ -247,12 +251,12 @@ fn rma_descs(r: &sys::kfi_msg_rma, out: &mut [RmaDesc; RMA_IOV_MAX]) -> Result<(
 
 /// Copies the payload of an inject into the operation.
 fn take_inject(op: &mut TxOp) -> Result {
-    let n = bufs::total(&op.bufs[..op.n]);
+    let n = op.bufs.total();
     if n > INJECT_MAX {
         return Err(EINVAL);
     }
     // SAFETY: The ULP's buffers, valid for this call.
-    op.inject = Some(unsafe { bufs::gather(&op.bufs[..op.n], &mut op.inject_data[..n]) });
+    op.inject = Some(unsafe { bufs::gather(&op.bufs, &mut op.inject_data[..n]) });
     Ok(())
 }
 
@@ -266,27 +270,27 @@ fn built(mut op: TxOp) -> Result<TxOp> {
 
 /// The operation of `kfi_sendmsg`.
 pub(crate) fn send_op(m: &sys::kfi_msg, fl: u64) -> Result<TxOp> {
-    let mut op = TxOp {
+    let op = TxOp {
         context: m.context as usize,
         flags: fl,
         data: m.data,
+        bufs: List::of_msg(m)?,
         ..Default::default()
     };
-    op.n = bufs::of_msg(m, &mut op.bufs)?;
     built(op)
 }
 
 /// The operation of `kfi_tsendmsg`.
 pub(crate) fn tsend_op(t: &sys::kfi_msg_tagged, fl: u64) -> Result<TxOp> {
-    let mut op = TxOp {
+    let op = TxOp {
         kind: Kind::Tagged,
         context: t.msg.context as usize,
         flags: fl,
         data: t.msg.data,
         tag: t.tag,
+        bufs: List::of_msg(&t.msg)?,
         ..Default::default()
     };
-    op.n = bufs::of_msg(&t.msg, &mut op.bufs)?;
     built(op)
 }
 
@@ -301,12 +305,12 @@ pub(crate) fn rma_op(kind: Kind, r: &sys::kfi_msg_rma, fl: u64) -> Result<TxOp> 
         context: r.msg.context as usize,
         flags: fl,
         data: r.msg.data,
+        bufs: List::of_msg(&r.msg)?,
         ..Default::default()
     };
-    op.n = bufs::of_msg(&r.msg, &mut op.bufs)?;
     let (nrma, remote) = rma_descs(r, &mut op.rma)?;
     op.nrma = nrma;
-    if bufs::total(&op.bufs[..op.n]) as u64 != remote {
+    if op.bufs.total() as u64 != remote {
         return Err(EINVAL);
     }
     built(op)
@@ -345,6 +349,10 @@ pub(crate) fn atomic_op(
         datatype: m.datatype,
         atomic_op: m.op,
         nrma: 1,
+        bufs: List::of_iocs(src, size)?,
+        cmp: List::of_iocs(compare, size)?,
+        res: List::of_iocs(result, size)?,
+        fetch: !result.is_empty(),
         ..Default::default()
     };
     op.rma[0] = RmaDesc {
@@ -352,12 +360,9 @@ pub(crate) fn atomic_op(
         len: len as u64,
         key: target.key,
     };
-    op.n = bufs::of_iocs(src, size, &mut op.bufs)?;
-    op.ncmp = bufs::of_iocs(compare, size, &mut op.cmp)?;
-    op.nres = bufs::of_iocs(result, size, &mut op.res)?;
-    let sizes_ok = bufs::total(&op.bufs[..op.n]) == len
-        && (op.ncmp == 0 || bufs::total(&op.cmp[..op.ncmp]) == len)
-        && (op.nres == 0 || bufs::total(&op.res[..op.nres]) == len);
+    let sizes_ok = op.bufs.total() == len
+        && (op.cmp.is_empty() || op.cmp.total() == len)
+        && (op.res.is_empty() || op.res.total() == len);
     if !sizes_ok {
         return Err(EINVAL);
     }

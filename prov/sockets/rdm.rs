@@ -75,7 +75,7 @@ const PEER_BACKLOG: usize = QUEUE / 4;
 const FULL_RING_POLL_MS: u32 = 10;
 
 /// An operation and its destination.
-#[derive(Clone, Copy, Default)]
+#[derive(Default)]
 struct Queued {
     op: TxOp,
     dest: u64,
@@ -537,10 +537,11 @@ enum Handed {
 
 /// Hands `q` to its peer's connection without waiting: starts opening the
 /// connection if there is none; fails `q` if opening failed (`failed`).
-fn hand_over(r: &Arc<Rdm>, q: &Queued, failed: &[(SockAddr, Error)]) -> Handed {
+/// `op` stays with the caller unless it was queued.
+fn hand_over(r: &Arc<Rdm>, op: &mut TxOp, dest: u64, failed: &[(SockAddr, Error)]) -> Handed {
     // Not in one expression: the lock guard would live through it.
     let av = r.state.lock().av;
-    let peer = match av.ok_or(EINVAL).and_then(|av| peer_of(av, q.dest)) {
+    let peer = match av.ok_or(EINVAL).and_then(|av| peer_of(av, dest)) {
         Ok(p) => p,
         Err(e) => return Handed::Done(Err(e)),
     };
@@ -552,7 +553,7 @@ fn hand_over(r: &Arc<Rdm>, q: &Queued, failed: &[(SockAddr, Error)]) -> Handed {
         .map(|c| c.conn.clone());
     if let Some(c) = found {
         drop(s);
-        return match c.queue(q.op) {
+        return match c.queue(op) {
             Err(e) if e == EAGAIN => Handed::Wait,
             other => Handed::Done(other),
         };
@@ -594,23 +595,30 @@ fn dispatcher(r: &Arc<Rdm>) {
         let mut progressed = false;
         let mut i = 0;
         loop {
-            let q = {
-                let t = r.txq.lock();
+            // The operation leaves its slot while it is handed over (the
+            // slot keeps its place: only this dispatcher removes, and close
+            // looks at the queue only once the dispatcher has returned).
+            let (mut op, dest) = {
+                let mut t = r.txq.lock();
                 if t.closing {
                     return;
                 }
-                match t.ops.get(i) {
-                    Some(q) => *q,
+                match t.ops.get_mut(i) {
+                    Some(q) if waiting.contains(&q.dest) => {
+                        i += 1;
+                        continue;
+                    }
+                    Some(q) => (core::mem::take(&mut q.op), q.dest),
                     None => break,
                 }
             };
-            if waiting.contains(&q.dest) {
-                i += 1;
-                continue;
-            }
-            match hand_over(r, &q, &failed) {
+            let entry = op.entry();
+            match hand_over(r, &mut op, dest, &failed) {
                 Handed::Wait => {
-                    let _ = waiting.push_within_capacity(q.dest);
+                    if let Some(q) = r.txq.lock().ops.get_mut(i) {
+                        q.op = op;
+                    }
+                    let _ = waiting.push_within_capacity(dest);
                     i += 1;
                 }
                 Handed::Done(outcome) => {
@@ -618,7 +626,7 @@ fn dispatcher(r: &Arc<Rdm>) {
                     progressed = true;
                     if let Err(e) = outcome {
                         let cq = r.state.lock().tx_cq;
-                        report_err(cq, &q.op.entry(), e);
+                        report_err(cq, &entry, e);
                     }
                 }
             }

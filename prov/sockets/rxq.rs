@@ -18,7 +18,7 @@ use kernel::{
 };
 
 use crate::{
-    bufs,
+    buflist::List,
     conn::{Shared, QUEUE, UNEXP_MAX},
     held::HeldMsgs,
     kfi::{
@@ -111,29 +111,31 @@ impl RxQueues {
     /// `kfi_recvmsg` with `flags`: queues a receive (`EAGAIN` when `QUEUE`
     /// wait).
     pub(crate) fn post(&self, m: &sys::kfi_msg, flags: u64) -> Result {
-        let mut op = RxOp {
+        let op = RxOp {
             context: m.context as usize,
             asked: flags & sys::KFI_COMPLETION != 0,
-            ..Default::default()
+            bufs: List::of_msg(m)?,
         };
-        op.n = bufs::of_msg(m, &mut op.bufs)?;
         let (held, cq) = {
             let mut s = self.state.lock();
             if s.closing {
                 return Err(ENOTCONN);
             }
             // The oldest held message, if any, is this receive's.
-            let held = s.held.take();
-            if held.is_none() {
-                if s.rx.len() >= QUEUE {
-                    return Err(EAGAIN);
+            let held = match s.held.take() {
+                Some(u) => Some((u, op)),
+                None => {
+                    if s.rx.len() >= QUEUE {
+                        return Err(EAGAIN);
+                    }
+                    s.rx.push(op, GFP_ATOMIC)?;
+                    None
                 }
-                s.rx.push(op, GFP_ATOMIC)?;
-            }
+            };
             Self::resume(&mut s);
             (held, s.cq)
         };
-        if let Some(u) = held {
+        if let Some((u, op)) = held {
             rx::complete_held(cq, &op, sys::KFI_MSG, 0, u.data, &u.payload);
         }
         Ok(())
@@ -163,12 +165,11 @@ impl RxQueues {
     /// `kfi_trecvmsg`: takes the oldest matching held message, else
     /// queues the receive.
     pub(crate) fn post_tagged(&self, t: &sys::kfi_msg_tagged, flags: u64) -> Result {
-        let mut op = RxOp {
+        let op = RxOp {
             context: t.msg.context as usize,
             asked: flags & sys::KFI_COMPLETION != 0,
-            ..Default::default()
+            bufs: List::of_msg(&t.msg)?,
         };
-        op.n = bufs::of_msg(&t.msg, &mut op.bufs)?;
         let (held, cq) = {
             let mut s = self.state.lock();
             if s.closing {

@@ -33,10 +33,13 @@ use crate::{
         toolkit::completion::{report, report_err, CqEntry, Reports},
     },
     ksock::{Deadline, Socket},
-    op::{Kind, Pending, Resp, TxOp, IOV_MAX},
+    op::{Kind, Pending, Resp, TxOp},
     progress, rx,
     wire::{flags, Hdr, Op},
 };
+
+/// Buffers of one frame gathered on the transmitter's stack.
+const PARTS_ON_STACK: usize = 4;
 
 /// What the transmitter does next.
 // One lives on the worker's stack at a time: boxing would allocate per
@@ -54,7 +57,7 @@ impl Job {
         let n = match self {
             Job::Resp(r) => r.reads.iter().map(|a| a.len()).sum(),
             Job::Op(op, ..) if op.kind == Kind::Read || op.kind == Kind::Atomic => 0,
-            Job::Op(op, ..) => op.inject.unwrap_or_else(|| bufs::total(&op.bufs[..op.n])),
+            Job::Op(op, ..) => op.inject.unwrap_or_else(|| op.bufs.total()),
         };
         n as u64
     }
@@ -122,22 +125,25 @@ fn next_job(sh: &Shared) -> Option<Job> {
     if !s.resp.is_empty() {
         return s.resp.remove(0).ok().map(Job::Resp);
     }
-    let op = s.tx.front().copied()?;
+    let op = s.tx.front()?;
     if op.fenced() && !s.pending.is_empty() {
         // Kicked again when the last pending operation completes.
         return None;
     }
     if !op.wants_reply() {
-        s.tx.pop();
+        let op = s.tx.pop_front()?;
         return Some(Job::Op(op, 0, s.tx_cq));
     }
     if s.pending.len() >= QUEUE {
         return None;
     }
-    s.tx.pop();
+    // Room first: an operation taken out of the queue is never lost.
+    s.pending.reserve(1, GFP_ATOMIC).ok()?;
+    let mut op = s.tx.pop_front()?;
     let id = s.next_id;
     s.next_id = id.wrapping_add(1).max(1);
-    s.pending.push(pending_of(&op, id), GFP_ATOMIC).ok()?;
+    let p = pending_of(&mut op, id);
+    s.pending.push(p, GFP_ATOMIC).ok()?;
     Some(Job::Op(op, id, s.tx_cq))
 }
 
@@ -172,9 +178,11 @@ fn sent(sh: &Shared, sock: &Socket, id: u64, cq: Reports) {
     }
 }
 
-/// The entry of `op` in the list of operations waiting for a response.
-fn pending_of(op: &TxOp, id: u64) -> Pending {
-    let sent = op.inject.unwrap_or_else(|| bufs::total(&op.bufs[..op.n]));
+/// The entry of `op` in the list of operations waiting for a response;
+/// where the response's data goes (a read's buffers, an atomic's result
+/// buffers) moves into it, as the frame does not need it.
+fn pending_of(op: &mut TxOp, id: u64) -> Pending {
+    let sent = op.inject.unwrap_or_else(|| op.bufs.total());
     let mut p = Pending {
         id,
         kind: op.kind,
@@ -182,8 +190,7 @@ fn pending_of(op: &TxOp, id: u64) -> Pending {
         flags: op.completion_flags(),
         len: sent,
         asked: op.flags & sys::KFI_COMPLETION != 0,
-        bufs: [Default::default(); IOV_MAX],
-        n: 0,
+        bufs: Default::default(),
         expect: 0,
         elem: 0,
         silent: op.inject.is_some(),
@@ -193,19 +200,13 @@ fn pending_of(op: &TxOp, id: u64) -> Pending {
     };
     match op.kind {
         Kind::Read => {
-            p.bufs = op.bufs;
-            p.n = op.n;
+            p.bufs = core::mem::take(&mut op.bufs);
             p.expect = sent;
         }
         Kind::Atomic => {
-            p.bufs = op.res;
-            p.n = op.nres;
+            p.bufs = core::mem::take(&mut op.res);
             // Old values come back only to a fetch (wire flag FETCH).
-            p.expect = if op.nres > 0 {
-                op.rma[0].len as usize
-            } else {
-                0
-            };
+            p.expect = if op.fetch { op.rma[0].len as usize } else { 0 };
             p.elem = atomics::elem_size(op.datatype).unwrap_or(8);
             p.len = 0;
         }
@@ -234,39 +235,52 @@ fn send_op(sock: &Socket, op: &TxOp, id: u64, cq: Reports) -> Result {
         h.flags |= flags::DELIVERY_COMPLETE;
     }
     let rma = &op.rma[..op.nrma];
-    let mut parts: [&[u8]; IOV_MAX] = [&[]; IOV_MAX];
     let mut operands = [0u8; 2 * ATOMIC_MAX];
+    let mut one: [&[u8]; 1] = [&[]];
+    // The ULP's buffers: a long list gathers into an allocation of its
+    // own (process context), a short one on the stack.
+    let mut short: [&[u8]; PARTS_ON_STACK] = [&[]; PARTS_ON_STACK];
+    let mut long: KVec<&[u8]> = KVec::new();
     let payload: &[&[u8]] = match (op.kind, op.inject) {
         (Kind::Read, _) => &[],
         (Kind::Atomic, _) => {
             h.tag = u64::from(op.datatype) | u64::from(op.atomic_op) << 32;
-            if op.nres > 0 {
+            if op.fetch {
                 h.flags |= flags::FETCH;
             }
             let len = op.rma[0].len as usize;
-            let want = if op.ncmp > 0 { 2 * len } else { len };
+            let want = if op.cmp.is_empty() { len } else { 2 * len };
             // SAFETY: The operation's operand buffers, valid until it
             // completes.
             unsafe {
-                bufs::gather(&op.bufs[..op.n], &mut operands[..len]);
-                bufs::gather(&op.cmp[..op.ncmp], &mut operands[len..want]);
+                bufs::gather(&op.bufs, &mut operands[..len]);
+                bufs::gather(&op.cmp, &mut operands[len..want]);
             }
             let size = atomics::elem_size(op.datatype).ok_or(EINVAL)?;
             atomics::to_wire(&mut operands[..want], size);
-            parts[0] = &operands[..want];
-            &parts[..1]
+            one[0] = &operands[..want];
+            &one
         }
         (_, Some(n)) => {
-            parts[0] = &op.inject_data[..n];
-            &parts[..1]
+            one[0] = &op.inject_data[..n];
+            &one
         }
-        _ => {
-            for (p, b) in parts.iter_mut().zip(&op.bufs[..op.n]) {
+        _ if op.bufs.len() <= PARTS_ON_STACK => {
+            for (p, b) in short.iter_mut().zip(&op.bufs) {
                 // SAFETY: A queued operation's buffer, valid until it
                 // completes.
                 *p = unsafe { slice(b) };
             }
-            &parts[..op.n]
+            &short[..op.bufs.len()]
+        }
+        _ => {
+            long.reserve(op.bufs.len(), GFP_KERNEL)?;
+            for b in &op.bufs {
+                // SAFETY: A queued operation's buffer, valid until it
+                // completes.
+                long.push(unsafe { slice(b) }, GFP_KERNEL)?;
+            }
+            &long
         }
     };
     if op.kind == Kind::Tagged {
@@ -278,7 +292,7 @@ fn send_op(sock: &Socket, op: &TxOp, id: u64, cq: Reports) -> Result {
         (true, _) => {}
         (false, None) => {
             let c = CqEntry {
-                len: bufs::total(&op.bufs[..op.n]),
+                len: op.bufs.total(),
                 ..op.entry()
             };
             report(cq, &c);

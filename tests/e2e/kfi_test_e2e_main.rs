@@ -28,6 +28,7 @@ mod pattern;
 // The cases of `kfi_e2e`, one concept a file; `sides` is what they share.
 mod atomics;
 mod cm;
+mod iov;
 mod msg;
 mod per_io;
 mod rdm;
@@ -137,7 +138,7 @@ fn port(n: i32, buf: &mut [u8; 8]) -> Result<&CStr> {
 /// The suite: each case is written in the file of its concept.
 #[kunit_tests(kfi_e2e)]
 mod e2e {
-    use super::{atomics, cm, msg, per_io, rdm, rma, tagged};
+    use super::{atomics, cm, iov, msg, per_io, rdm, rma, tagged};
     use kernel::prelude::*;
 
     #[test]
@@ -168,6 +169,11 @@ mod e2e {
     #[test]
     fn rma_errors() -> Result {
         rma::rma_errors()
+    }
+
+    #[test]
+    fn long_buffer_lists() -> Result {
+        iov::long_buffer_lists()
     }
 
     #[test]

@@ -32,6 +32,9 @@ pub(crate) struct Offers {
     caps: u64,
     pub(crate) op_flags: u64,
     pub(crate) max_msg: usize,
+    /// Most local buffers of an operation, and of a receive.
+    pub(crate) tx_iov: usize,
+    pub(crate) rx_iov: usize,
     mr_mode: u64,
     protocol: u32,
 }
@@ -45,6 +48,8 @@ impl Offers {
                 caps: (*fi).caps,
                 op_flags: (*(*fi).tx_attr).op_flags,
                 max_msg: (*(*fi).ep_attr).max_msg_size,
+                tx_iov: (*(*fi).tx_attr).iov_limit,
+                rx_iov: (*(*fi).rx_attr).iov_limit,
                 mr_mode: (*(*fi).domain_attr).mr_mode,
                 protocol: (*(*fi).ep_attr).protocol,
             }

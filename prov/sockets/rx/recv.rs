@@ -37,7 +37,7 @@ pub(crate) fn complete_held(
     payload: &[u8],
 ) {
     // SAFETY: A posted receive's buffers, valid until it completes.
-    let placed = unsafe { bufs::scatter(&op.bufs[..op.n], payload) };
+    let placed = unsafe { bufs::scatter(&op.bufs, payload) };
     finish_recv(
         cq,
         op,
@@ -93,7 +93,7 @@ fn finish_recv(
     };
     let c = CqEntry {
         len: placed,
-        buf: op.bufs[0].base,
+        buf: op.bufs.first_base(),
         data: data.unwrap_or(0),
         tag,
         ..op.entry(sys::KFI_RECV | kind | cq_data)
@@ -135,7 +135,7 @@ impl Rx<'_> {
             (s.rx.remove(0).map_err(|_| EINVAL)?, s.cq)
         };
         // SAFETY: A posted receive's buffers, valid until it completes.
-        let placing = unsafe { self.place(&op.bufs[..op.n], h.len as usize) };
+        let placing = unsafe { self.place(&op.bufs, h.len as usize) };
         let (placed, dropped) = fail_recv_on_err(cq, &op, sys::KFI_MSG, placing)?;
         finish_recv(cq, &op, sys::KFI_MSG, 0, Self::cq_data(h), placed, dropped);
         self.ack_if_asked(h)?;
@@ -213,7 +213,7 @@ impl Rx<'_> {
             Ok((op, cq)) => {
                 // SAFETY: A posted receive's buffers, valid until it
                 // completes.
-                let placing = unsafe { self.place(&op.bufs[..op.n], len) };
+                let placing = unsafe { self.place(&op.bufs, len) };
                 let (placed, dropped) = fail_recv_on_err(cq, &op, sys::KFI_TAGGED, placing)?;
                 finish_recv(
                     cq,

@@ -98,15 +98,15 @@ impl Rx<'_> {
             .position(|p| p.id == id && p.early.is_none() && kind.is_none_or(|k| k == p.kind))
             .ok_or(EPROTO)?;
         let cq = s.tx_cq;
-        let p = *s.pending.get(i).ok_or(EPROTO)?;
-        if !p.sent {
+        let entry = s.pending.get_mut(i).ok_or(EPROTO)?;
+        if !entry.sent {
             return Ok(Answered {
-                p,
+                p: entry.take_answer(),
                 cq,
                 taken: false,
             });
         }
-        s.pending.remove(i).map_err(|_| EPROTO)?;
+        let p = s.pending.remove(i).map_err(|_| EPROTO)?;
         drop(s);
         // An operation may wait for room in the pending list.
         progress::kick_tx(self.sh);
@@ -171,7 +171,7 @@ impl Rx<'_> {
         let (a, st) = self.data_response(h, Kind::Read, usize::MAX)?;
         if st.is_ok() {
             // SAFETY: The buffers of our read, valid until it completes.
-            if let Err(e) = unsafe { self.place(&a.p.bufs[..a.p.n], a.p.expect) } {
+            if let Err(e) = unsafe { self.place(&a.p.bufs, a.p.expect) } {
                 return Err(Self::fail_answered(&a, e));
             }
         }
@@ -188,10 +188,10 @@ impl Rx<'_> {
         if let Err(e) = frame::recv_exact(self.sock, &mut old[..h.len as usize]) {
             return Err(Self::fail_answered(&a, e));
         }
-        if st.is_ok() && p.n > 0 {
+        if st.is_ok() && !p.bufs.is_empty() {
             atomics::to_wire(&mut old[..p.expect], p.elem);
             // SAFETY: Our fetch's result buffers, valid until it completes.
-            unsafe { bufs::scatter(&p.bufs[..p.n], &old[..p.expect]) };
+            unsafe { bufs::scatter(&p.bufs, &old[..p.expect]) };
         }
         self.finish(&a, st);
         Ok(())
