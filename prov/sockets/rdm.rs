@@ -688,8 +688,11 @@ impl Drop for RdmEp {
             b.shutdown();
         }
         r.rxq.close();
+        // One bound for all of them: each sends the responses it has
+        // queued (`Shared::close_by`).
+        let by = conn::drain_deadline();
         for c in conns.iter() {
-            c.conn.close();
+            c.conn.close_by(by);
         }
         r.workers.wait_idle();
         // Operations never handed to a connection.
