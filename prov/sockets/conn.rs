@@ -15,13 +15,16 @@
 //! atomics on this domain's registered memory and completes our
 //! operations when their responses arrive. Only the transmit work writes
 //! to the socket, so the receive work never waits for a full socket and
-//! two endpoints serving each other cannot deadlock. Closing removes the
-//! callbacks, shuts the socket down and waits until no work item runs.
+//! two endpoints serving each other cannot deadlock. Closing lets the
+//! receive work finish the frame in hand and the transmitter send the
+//! responses queued (for a bounded time), then removes the callbacks,
+//! shuts the socket down and waits until no work item runs.
 
 use kernel::{
     new_condvar, new_mutex, new_spinlock_irq,
     prelude::*,
-    sync::{Arc, CondVar, Mutex, SpinLockIrq},
+    sync::{Arc, CondVar, CondVarTimeoutResult, Mutex, SpinLockIrq},
+    time::msecs_to_jiffies,
     workqueue::{new_work, Work},
 };
 
@@ -34,7 +37,7 @@ use crate::{
             workers::Workers,
         },
     },
-    ksock::{NetNs, SockAddr, Socket},
+    ksock::{Deadline, NetNs, SockAddr, Socket},
     mr::MrTable,
     op::{Pending, Resp, TxOp},
     progress,
@@ -63,6 +66,10 @@ pub(crate) struct State {
     pub(crate) eq: Option<EqRef>,
     pub(crate) sock: Option<Arc<Socket>>,
     pub(crate) connected: bool,
+    /// Closing has begun: the receive work takes no new frame, the
+    /// transmitter sends responses but none of our operations
+    /// (`Shared::close_by`).
+    pub(crate) draining: bool,
     pub(crate) closing: bool,
     /// The private data of a `kfi_connect` for the connector.
     pub(crate) cm_param: KVec<u8>,
@@ -71,6 +78,10 @@ pub(crate) struct State {
     pub(crate) tx: Ring<TxOp>,
     pub(crate) pending: KVec<Pending>,
     pub(crate) resp: KVec<Resp>,
+    /// The transmitter has taken a response off `resp` and is sending it.
+    pub(crate) resp_out: bool,
+    /// The receive work is handling frames (`rx::run`).
+    pub(crate) rx_running: bool,
     pub(crate) next_id: u64,
     /// Work items queued or running (`progress.rs`).
     pub(crate) active: u32,
@@ -139,12 +150,15 @@ impl Shared {
                     eq: None,
                     sock,
                     connected: false,
+                    draining: false,
                     closing: false,
                     cm_param: KVec::new(),
                     cm_dest: None,
                     tx: Ring::new(QUEUE)?,
                     pending: KVec::with_capacity(QUEUE, GFP_KERNEL)?,
                     resp: KVec::with_capacity(RESP_MAX, GFP_KERNEL)?,
+                    resp_out: false,
+                    rx_running: false,
                     next_id: 1,
                     active: 0,
                     parked: None,
@@ -207,9 +221,17 @@ impl Shared {
     }
 
     /// Closes the connection: no callback or work item uses it when this
-    /// returns; what was still queued fails with `ECANCELED`. Process
-    /// context.
+    /// returns; what was still queued fails with `ECANCELED`. The frame
+    /// the receive work has in hand and the responses queued go out
+    /// first, for at most [`drain_deadline`]. Process context.
     pub(crate) fn close(&self) {
+        self.close_by(drain_deadline());
+    }
+
+    /// [`Self::close`], sending the queued responses until `by` at most
+    /// (one deadline for all the connections of an RDM endpoint).
+    pub(crate) fn close_by(&self, by: Deadline) {
+        self.drain(by);
         let sock = {
             let mut s = self.state.lock();
             s.closing = true;
@@ -228,7 +250,53 @@ impl Shared {
         self.workers.wait_idle();
         flush(self);
     }
+
+    /// Lets the receive work finish the frame in hand (it takes no new
+    /// one) and the transmitter send the responses queued, but none of
+    /// our operations, until both are done, the connection ends or `by`
+    /// passes. The receive work reports a message, then queues its `Ack`
+    /// (`rx/recv.rs`; a peer's write or atomic: the CQ entry or counter,
+    /// then the answer): a ULP that closes as soon as it has the message
+    /// must not make the peer's delivery complete send fail with
+    /// `ECANCELED` although it was delivered. Process context.
+    fn drain(&self, by: Deadline) {
+        let mut s = self.state.lock();
+        s.draining = true;
+        loop {
+            let drained = !s.rx_running && s.resp.is_empty() && !s.resp_out;
+            if s.closing || s.dead || !s.connected || drained {
+                return;
+            }
+            // Woken by either work item when it is done with a frame or
+            // a response, and when the connection ends.
+            let Some(ms) = by.left_ms() else {
+                return;
+            };
+            match self
+                .wake
+                .wait_interruptible_timeout(&mut s, msecs_to_jiffies(ms))
+            {
+                CondVarTimeoutResult::Woken { .. } => {}
+                // A closing task that is being killed does not wait.
+                CondVarTimeoutResult::Timeout | CondVarTimeoutResult::Signal { .. } => return,
+            }
+        }
+    }
 }
+
+/// How long closing waits for queued responses to go out: the time one
+/// frame may take to leave (`frame_timeout_ms`, its default if that is 0),
+/// so a peer that reads nothing holds a close up for no longer.
+pub(crate) fn drain_deadline() -> Deadline {
+    let ms = match crate::frame_timeout_ms() {
+        0 => DRAIN_MS_UNBOUNDED,
+        ms => ms,
+    };
+    Deadline::after_ms(u64::from(ms))
+}
+
+/// [`drain_deadline`] when frames have no bound of their own.
+const DRAIN_MS_UNBOUNDED: u32 = 5000;
 
 /// The connection is up: its socket's callbacks drive it from now on.
 pub(crate) fn start(sh: &Arc<Shared>) -> Result {

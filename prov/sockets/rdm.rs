@@ -102,6 +102,11 @@ struct State {
     busy: KVec<Arc<Socket>>,
     /// Peers' requests being read (at most `handshake_max`).
     reading: usize,
+    /// Addresses of peers' requests that passed the check and are being
+    /// accepted (at most one per address, and `handshake_max` in all):
+    /// taken until the connection is filed, so that a twin request is
+    /// refused before we answer either, not after the first was accepted.
+    claimed: KVec<SockAddr>,
     /// Peers a worker is opening a connection to.
     opening: KVec<SockAddr>,
     /// Peers whose opening failed, with the error, for the dispatcher to
@@ -164,6 +169,7 @@ impl RdmEp {
                     conns: KVec::new(),
                     busy: KVec::new(),
                     reading: 0,
+                    claimed: KVec::new(),
                     opening: KVec::new(),
                     failed: KVec::new(),
                     closing: false,
@@ -308,16 +314,15 @@ fn take_ended(conns: &mut KVec<Conn>) -> KVec<Arc<Shared>> {
 }
 
 /// Files a connection under the peer's address, unless the endpoint is
-/// closing or (`incoming`) the peer has a live connection already: then
-/// it is closed here. Its room was reserved by `track` of its socket,
-/// which the caller untracks after this.
+/// closing: then it is closed here. Its room was reserved by `track` of
+/// its socket, which the caller untracks after this; an `incoming` one's
+/// address by `claim_peer`, which the caller releases after this.
 fn add_conn(r: &Rdm, peer: SockAddr, conn: Arc<Shared>, incoming: bool) -> Result<Arc<Shared>> {
     let mut s = r.state.lock();
-    if s.closing || (incoming && has_incoming(&s.conns, &peer)) {
-        let e = if s.closing { ECANCELED } else { EADDRINUSE };
+    if s.closing {
         drop(s);
         conn.close();
-        return Err(e);
+        return Err(ECANCELED);
     }
     let ended = take_ended(&mut s.conns);
     let filed = s.conns.push(
@@ -428,8 +433,11 @@ fn end_reading(r: &Rdm) {
 /// The address a peer's request claims (its listening address), checked
 /// against the socket: the IP must be the one the peer connects from (a
 /// wildcard claim is filed under that IP), and no live connection that the
-/// peer opened may have it already. `EACCES` or `EADDRINUSE` otherwise.
-fn claimed_peer(r: &Rdm, sock: &Socket, data: &[u8]) -> Result<SockAddr> {
+/// peer opened may have it already, nor a request being accepted (`EACCES`
+/// or `EADDRINUSE` otherwise). Taken for this request in the same step
+/// (`State::claimed`): the caller releases it with [`unclaim`] once the
+/// connection is filed or has failed.
+fn claim_peer(r: &Rdm, sock: &Socket, data: &[u8]) -> Result<SockAddr> {
     let claim = SockAddr::from_bytes(data)?;
     let real = sock.peer_addr()?;
     let peer = if claim.ip_unspecified() {
@@ -439,17 +447,31 @@ fn claimed_peer(r: &Rdm, sock: &Socket, data: &[u8]) -> Result<SockAddr> {
     } else {
         return Err(EACCES);
     };
-    if has_incoming(&r.state.lock().conns, &peer) {
+    let mut s = r.state.lock();
+    if has_incoming(&s.conns, &peer) || s.claimed.iter().any(|c| c.as_bytes() == peer.as_bytes()) {
         return Err(EADDRINUSE);
     }
+    s.claimed.push(peer, GFP_KERNEL)?;
     Ok(peer)
+}
+
+/// Releases the claim [`claim_peer`] took.
+fn unclaim(r: &Rdm, peer: &SockAddr) {
+    let mut s = r.state.lock();
+    if let Some(i) = s
+        .claimed
+        .iter()
+        .position(|c| c.as_bytes() == peer.as_bytes())
+    {
+        let _ = s.claimed.remove(i);
+    }
 }
 
 /// A peer's request: its private data is the peer's listening address.
 fn incoming(r: &Arc<Rdm>, sock: Arc<Socket>) {
     let outcome = (|| -> Result {
         let data = with_timeout(&sock, || frame::read_connreq(&sock))?;
-        let peer = match claimed_peer(r, &sock, &data) {
+        let peer = match claim_peer(r, &sock, &data) {
             Ok(p) => p,
             Err(e) => {
                 // The peer hears `ECONNREFUSED`.
@@ -457,11 +479,16 @@ fn incoming(r: &Arc<Rdm>, sock: Arc<Socket>) {
                 return Err(e);
             }
         };
-        frame::accept(&sock, &[])?;
-        let conn = connection(r, sock.clone(), peer)?;
-        // Checked again: a twin request may have been filed meanwhile.
-        add_conn(r, peer, conn, true)?;
-        Ok(())
+        let filed = (|| -> Result {
+            frame::accept(&sock, &[])?;
+            let conn = connection(r, sock.clone(), peer)?;
+            add_conn(r, peer, conn, true)?;
+            Ok(())
+        })();
+        // Filed by now (the filed connection refuses twins from here on)
+        // or failed.
+        unclaim(r, &peer);
+        filed
     })();
     untrack(r, &sock);
     end_reading(r);
@@ -669,8 +696,11 @@ impl Drop for RdmEp {
             b.shutdown();
         }
         r.rxq.close();
+        // One bound for all of them: each sends the responses it has
+        // queued (`Shared::close_by`).
+        let by = conn::drain_deadline();
         for c in conns.iter() {
-            c.conn.close();
+            c.conn.close_by(by);
         }
         r.workers.wait_idle();
         // Operations never handed to a connection.

@@ -35,31 +35,42 @@ pub(crate) use recv::{complete_held, complete_matched};
 pub(crate) use resp::{expire_responses, finish};
 
 /// The receive work (`progress.rs`): handles the frames that have arrived.
+/// Marked as running (`State::rx_running`) meanwhile: a close waits for
+/// the frame in hand, whose completion the ULP may have seen already, to
+/// be done with, so that its `Ack` is queued before the close drains the
+/// responses (`Shared::close_by`).
 pub(crate) fn run(sh: &Arc<Shared>) {
     let sock = {
-        let s = sh.state.lock();
-        if s.dead || s.closing {
+        let mut s = sh.state.lock();
+        if s.dead || s.closing || s.draining {
             return;
         }
-        s.sock.clone()
+        let Some(sock) = s.sock.clone() else {
+            return;
+        };
+        s.rx_running = true;
+        sock
     };
-    let Some(sock) = sock else {
-        return;
-    };
-    if let Err(e) = expire_responses(sh, &sock) {
-        teardown(sh, &sock, e);
+    run_frames(sh, &sock);
+    sh.state.lock().rx_running = false;
+    sh.wake.notify_all();
+}
+
+fn run_frames(sh: &Arc<Shared>, sock: &Arc<Socket>) {
+    if let Err(e) = expire_responses(sh, sock) {
+        teardown(sh, sock, e);
         return;
     }
     let mut scratch = sh.scratch.lock();
     let end = Rx {
         sh,
-        sock: &sock,
+        sock,
         scratch: &mut scratch,
     }
     .run();
     drop(scratch);
     if let Err(e) = end {
-        teardown(sh, &sock, e);
+        teardown(sh, sock, e);
     }
 }
 
@@ -94,11 +105,18 @@ struct Rx<'a> {
 }
 
 impl Rx<'_> {
-    /// Handles frames until the socket has no more bytes or a message
-    /// waits for a receive.
+    /// Handles frames until the socket has no more bytes, a message
+    /// waits for a receive or the connection is closing (a close that
+    /// drains it takes no new frame).
     fn run(mut self) -> Result {
         loop {
-            let parked = self.sh.state.lock().parked.take();
+            let parked = {
+                let mut s = self.sh.state.lock();
+                if s.closing || s.draining {
+                    return Ok(());
+                }
+                s.parked.take()
+            };
             let h = match parked {
                 Some(h) => {
                     // We made it wait, not the peer: its clock starts now.
@@ -107,7 +125,7 @@ impl Rx<'_> {
                     h
                 }
                 None => {
-                    if self.closing() || !self.sock.readable() {
+                    if !self.sock.readable() {
                         return Ok(());
                     }
                     // The frame has begun: its header is due by the

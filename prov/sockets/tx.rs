@@ -4,7 +4,8 @@
 //! socket (process context; it may sleep while the socket is full).
 //!
 //! It sends the responses the receive work queued first (they free the
-//! peer's operations), then our queued operations in posting order. An
+//! peer's operations), then our queued operations in posting order; while
+//! a close drains the connection (`Shared::close_by`), responses only. An
 //! operation that completes on the target's response is entered in the
 //! pending list before its frame leaves, so the response always finds it;
 //! at most `QUEUE` operations wait at once, which bounds what a peer must
@@ -98,6 +99,11 @@ pub(crate) fn run(sh: &Arc<Shared>) {
                 }
             }),
         };
+        if matches!(job, Job::Resp(_)) {
+            // A close may wait for the queued responses to be out.
+            sh.state.lock().resp_out = false;
+            sh.wake.notify_all();
+        }
         if let (Err(e), Job::Op(op, 0, cq)) = (&r, &job) {
             // Not in the pending list, so nobody else will report it; an
             // inject that failed is reported like any other operation.
@@ -116,14 +122,20 @@ pub(crate) fn run(sh: &Arc<Shared>) {
 /// What to send next: a response, else the oldest queued operation if it
 /// may go (an operation that waits for a response needs room in the
 /// pending list, where it is entered now). `None`: nothing, or the
-/// connection is closing.
+/// connection is closing (while a close drains, responses only).
 fn next_job(sh: &Shared) -> Option<Job> {
     let mut s = sh.state.lock();
     if s.closing || !s.connected {
         return None;
     }
     if !s.resp.is_empty() {
-        return s.resp.remove(0).ok().map(Job::Resp);
+        let r = s.resp.remove(0).ok()?;
+        s.resp_out = true;
+        return Some(Job::Resp(r));
+    }
+    if s.draining {
+        // Our operations fail with `ECANCELED` at the close.
+        return None;
     }
     let op = s.tx.front()?;
     if op.fenced() && !s.pending.is_empty() {

@@ -240,15 +240,27 @@ mod cases {
         Ok(())
     }
 
-    /// A raw peer from `from` that asks the RDM endpoint on 127.0.0.1:`port`
-    /// for a connection, claiming to be `claim`: whether it was accepted.
-    fn rdm_claim(from: [u8; 4], port: u16, claim: &SockAddr) -> Result<(bool, Socket)> {
+    /// A raw peer from `from` that has asked the RDM endpoint on
+    /// 127.0.0.1:`port` for a connection, claiming to be `claim`; not
+    /// answered yet.
+    fn rdm_request(from: [u8; 4], port: u16, claim: &SockAddr) -> Result<Socket> {
         let local = SockAddr::v4(from, 0);
         let s = Socket::tcp(&local)?;
         s.bind(&local)?;
         frame::connect_start(&s, &SockAddr::v4([127, 0, 0, 1], port), claim.as_bytes())?;
-        let accepted = matches!(frame::connect_finish(&s), Ok(frame::Answer::Accepted(_)));
-        Ok((accepted, s))
+        Ok(s)
+    }
+
+    /// Whether the RDM endpoint accepted the request of `s`.
+    fn rdm_accepted(s: &Socket) -> bool {
+        matches!(frame::connect_finish(s), Ok(frame::Answer::Accepted(_)))
+    }
+
+    /// A raw peer from `from` that asks the RDM endpoint on 127.0.0.1:`port`
+    /// for a connection, claiming to be `claim`: whether it was accepted.
+    fn rdm_claim(from: [u8; 4], port: u16, claim: &SockAddr) -> Result<(bool, Socket)> {
+        let s = rdm_request(from, port, claim)?;
+        Ok((rdm_accepted(&s), s))
     }
 
     /// Issue 10, bug 3: an RDM peer's claimed address must be its own (the
@@ -272,6 +284,32 @@ mod cases {
         drop(second);
         drop(first);
         drop(spoof);
+        drop(r);
+        Ok(())
+    }
+
+    /// Issue 10, bug 3, at once: two requests claiming the same address
+    /// are both sent before either is answered. Exactly one is accepted:
+    /// the endpoint takes the address when it checks the first, before it
+    /// answers, so the twin is refused, not accepted and then dropped.
+    #[test]
+    fn rdm_twin_claims_get_one_connection() -> Result {
+        const ROUNDS: u16 = 4;
+        let r = rdm_side(c"7508")?;
+        for round in 0..ROUNDS {
+            let claim = SockAddr::v4([127, 0, 0, 1], 21000 + round);
+            let a = rdm_request([127, 0, 0, 1], 7508, &claim)?;
+            let b = rdm_request([127, 0, 0, 1], 7508, &claim)?;
+            let accepted = [rdm_accepted(&a), rdm_accepted(&b)];
+            ensure!(
+                accepted.iter().filter(|&&x| x).count() == 1,
+                "round {}: twin claims accepted: {:?}",
+                round,
+                accepted
+            );
+            drop(a);
+            drop(b);
+        }
         drop(r);
         Ok(())
     }

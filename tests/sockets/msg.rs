@@ -3,7 +3,7 @@
 //! `kfi_sockets_msg`: the provider itself, through kfabric.ko, over
 //! loopback: connection management, messages of every buffer type and
 //! size, rejects, garbage from raw and user-space peers, handshake
-//! deadlines.
+//! deadlines, a delivery complete send whose receiver closes at once.
 
 use kernel::prelude::*;
 
@@ -452,6 +452,68 @@ mod msg_tests {
         silent.connect(&addr)?;
         drop(pep);
         drop(silent);
+        Ok(())
+    }
+
+    /// A delivery complete send whose receiver closes its endpoint as
+    /// soon as it has the message (as the two-host suite's cases end):
+    /// the send was delivered, so it completes as done, never with
+    /// `ECANCELED`, and then the sender hears of the end. The close races
+    /// with the receiver's `Ack`: a few rounds.
+    #[test]
+    fn delivered_send_completes_when_the_receiver_closes() -> Result {
+        const ROUNDS: usize = 8;
+        let n = net(c"7507")?;
+        let pep = listen(&n)?;
+        let mut failed = 0;
+        for round in 0..ROUNDS {
+            let (ccq, scq) = (cq(&n)?, cq(&n)?);
+            let (cep, sep) = connected_pair(&n, &ccq, &scq)?;
+            let mut rbuf = [0u8; 8];
+            let r = kvec_mut(&mut rbuf);
+            let t = kvec(b"all done");
+            // SAFETY: Open endpoints; the buffers outlive them.
+            let posted = unsafe {
+                (
+                    rc(sep.recvmsg(&msg(&r, 1, 0), 0)),
+                    rc(cep.sendmsg(&msg(&t, 2, 0), sys::KFI_DELIVERY_COMPLETE)),
+                )
+            };
+            let mut e = sys::kfi_cq_data_entry::default();
+            let received = if posted == (0, 0) {
+                sread(&scq, &mut e)
+            } else {
+                0
+            };
+            // The receiver closes as soon as it has the message.
+            drop(sep);
+            let sent = sread(&ccq, &mut e);
+            let mut err = sys::kfi_cq_err_entry::default();
+            if sent == -(sys::KFI_EAVAIL as isize) {
+                ccq.readerr(&mut err);
+            }
+            let ended = event(&n).map(|(ev, buf, _)| (ev, cm_entry(&buf).fid == cep.fid()));
+            // Nothing asserted before the endpoints are closed.
+            drop(cep);
+            let ok = posted == (0, 0)
+                && received == 1
+                && sent == 1
+                && e.op_context as usize == 2
+                && ended == Ok((sys::KFI_SHUTDOWN, true))
+                && &rbuf == b"all done";
+            if !ok {
+                pr_err!(
+                    "kfi_sockets_msg: round {}: received {}, the delivered send completed {} (error {})\n",
+                    round,
+                    received,
+                    sent,
+                    err.err
+                );
+                failed += 1;
+            }
+        }
+        drop(pep);
+        assert_eq!(failed, 0);
         Ok(())
     }
 
