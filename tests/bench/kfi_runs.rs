@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! kfi_sockets through kfabric.ko, driven the way the baseline is: a
-//! client and a server endpoint over loopback, each with its own CQ, each
+//! A kfabric provider (kfi_sockets over loopback, kfi_ibverbs over a soft
+//! RDMA device) through kfabric.ko, driven the way the baselines are: a
+//! client and a server endpoint, each with its own CQ, each
 //! side of a run a work item (`spawn.rs`) that posts operations and waits
 //! on its CQ. RMA runs have one side: the target is passive.
 //!
@@ -9,7 +10,7 @@
 //! names a posted, not yet completed operation of a kind the side expects,
 //! its length is the operation's size and its flags are its kind's.
 
-use kernel::{prelude::*, sync::Arc};
+use kernel::{prelude::*, str::CString, sync::Arc};
 
 use crate::{
     kfi::{kfabric::Owned, kfi_sys as sys, ulp::Mr},
@@ -21,8 +22,8 @@ use crate::{
 /// Entries of each CQ: more than a window's worth of completions.
 const CQ_SIZE: usize = 64;
 
-/// A connected kfi_sockets pair. Fields drop in order: endpoints, the
-/// listener, the CQs, then the domain and fabric.
+/// A connected pair of one provider. Fields drop in order: endpoints,
+/// the listener, the CQs, then the domain and fabric.
 pub(crate) struct Pair {
     cep: Owned<sys::kfid_ep>,
     sep: Owned<sys::kfid_ep>,
@@ -33,6 +34,11 @@ pub(crate) struct Pair {
     /// The largest message sent with `KFI_INJECT` (as a latency test
     /// sends small messages).
     inject: usize,
+    /// The provider's largest message or RMA transfer.
+    pub(crate) max_msg: usize,
+    /// The domain's name (`siw0`, `rxe0`; "-" if it has none), naming the
+    /// fabric in the samples.
+    pub(crate) domain: CString,
 }
 
 // SAFETY: kfabric objects may be used from any thread (kfabric.ko and the
@@ -42,17 +48,26 @@ unsafe impl Send for Pair {}
 // SAFETY: See `Send`.
 unsafe impl Sync for Pair {}
 
-/// Connects a pair through 127.0.0.1:`port`.
-pub(crate) fn pair(port: &CStr) -> Result<Arc<Pair>> {
-    let n = net(port)?;
+/// Connects a pair of provider `prov` through `node`:`port` (numeric).
+pub(crate) fn pair(prov: &CStr, node: &CStr, port: &CStr) -> Result<Arc<Pair>> {
+    let n = net_on(prov, node, port)?;
     let pep = listen(&n)?;
     let ccq = cq_sized(&n, CQ_SIZE)?;
     let scq = cq_sized(&n, CQ_SIZE)?;
     let (cep, sep) = connected_pair(&n, &ccq, &scq)?;
     // SAFETY: A valid entry of the list `n` owns.
-    let tx = unsafe { (*n.dst.first()).tx_attr };
-    // SAFETY: NULL or the entry's own transmit attributes.
-    let inject = unsafe { tx.as_ref() }.map_or(0, |t| t.inject_size);
+    let e = unsafe { &*n.dst.first() };
+    // SAFETY: NULL or the entry's own attributes.
+    let (tx, ep, dom) = unsafe { (e.tx_attr.as_ref(), e.ep_attr.as_ref(), e.domain_attr.as_ref()) };
+    let inject = tx.map_or(0, |t| t.inject_size);
+    let max_msg = ep.map_or(0, |a| a.max_msg_size);
+    let name = dom.map_or(core::ptr::null_mut(), |d| d.name);
+    let domain = if name.is_null() {
+        CString::try_from(c"-")?
+    } else {
+        // SAFETY: A domain name is a NUL-terminated string the entry owns.
+        CString::try_from(unsafe { CStr::from_char_ptr(name.cast()) })?
+    };
     Ok(Arc::new(
         Pair {
             cep,
@@ -62,6 +77,8 @@ pub(crate) fn pair(port: &CStr) -> Result<Arc<Pair>> {
             scq,
             n,
             inject,
+            max_msg,
+            domain,
         },
         GFP_KERNEL,
     )?)
