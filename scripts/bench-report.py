@@ -88,7 +88,7 @@ def parse_samples(path):
                 s.setdefault("fabric", "sockets")
                 samples.append(s)
             elif line.startswith("bench: config "):
-                config = dict(w.split("=", 1) for w in line.split()[2:] if "=" in w)
+                config.update(w.split("=", 1) for w in line.split()[2:] if "=" in w)
             elif line.startswith("bench: ib "):
                 ib = dict(w.split("=", 1) for w in line.split()[2:] if "=" in w)
                 config.setdefault("ib", {})[ib.get("fabric", "?")] = ib
@@ -425,8 +425,9 @@ def print_ib_report(config, rows, fabrics):
           " same threads, windows and sizes)" % fab)
         if ib:
             p("  sizes capped at %s B (ping-pong %s B): a run moves at most %s B, what one region of the"
-              " device holds" % (human(int(ib.get("max_size", 0))), human(int(ib.get("pp_max", 0))),
-                                 human(int(ib.get("cap", 0)))))
+              " device holds; at most %s operations a run" % (
+                  human(int(ib.get("max_size", 0))), human(int(ib.get("pp_max", 0))),
+                  human(int(ib.get("cap", 0))), ib.get("max_iters", "?")))
         pp = [r for r in sel if r["op"] in ("ib_pingpong", "kfi_pingpong")]
         if pp:
             p("  ping-pong (round trip, usec)")

@@ -95,6 +95,10 @@ module! {
             default: 3000,
             description: "Most operations in one run",
         },
+        ib_max_iters: u32 {
+            default: 200,
+            description: "Most operations in one kfi_ibverbs or raw verbs run (soft RDMA is slow under TCG)",
+        },
     },
 }
 
@@ -140,6 +144,7 @@ struct Plan {
     pp_max: usize,
     budget: usize,
     max_iters: usize,
+    ib_max_iters: usize,
 }
 
 impl Plan {
@@ -151,6 +156,8 @@ impl Plan {
             pp_max: p(module_parameters::pp_max.value()).clamp(MIN_SIZE, pattern::MAX_SIZE),
             budget: p(module_parameters::budget_mib.value()).clamp(1, 256) << 20,
             max_iters: p(module_parameters::max_iters.value()).clamp(MIN_ITERS, 100_000),
+            ib_max_iters: p(module_parameters::ib_max_iters.value())
+                .clamp(MIN_ITERS, raw_ib::RECV_DEPTH),
         }
     }
 
@@ -164,10 +171,10 @@ impl Plan {
         ((PP_BUDGET_MIB << 20) / size).clamp(MIN_ITERS, PP_ITERS.min(self.max_iters))
     }
 
-    /// `iters` operations of `size` bytes, cut to what `cap` bytes and
-    /// the raw verbs receive queue hold; `None` below `MIN_ITERS`.
-    fn capped(iters: usize, size: usize, cap: usize) -> Option<usize> {
-        let n = iters.min(cap / size).min(raw_ib::RECV_DEPTH);
+    /// `iters` operations of `size` bytes, cut to `ib_max_iters` and to
+    /// what `cap` bytes hold; `None` below `MIN_ITERS`.
+    fn capped(&self, iters: usize, size: usize, cap: usize) -> Option<usize> {
+        let n = iters.min(cap / size).min(self.ib_max_iters);
         (n >= MIN_ITERS).then_some(n)
     }
 }
@@ -526,13 +533,15 @@ fn bench_ibverbs(plan: &Plan, node: &'static CStr) -> Result<usize> {
     let pp_max = plan.pp_max.min(cap / MIN_ITERS);
     let ib = raw_ib::pair(node, c"7494", cap, pp_max.max(MIN_SIZE))?;
     let fabric = CString::try_from(&*kfi.domain)?;
+    let largest = |max: usize| sizes(max).filter(|&s| s * MIN_ITERS <= cap).last();
     pr_info!(
-        "bench: ib fabric={} node={} cap={} max_size={} pp_max={}\n",
+        "bench: ib fabric={} node={} cap={} max_size={} pp_max={} max_iters={}\n",
         &*fabric,
         node,
         cap,
-        plan.max_size.min(cap / MIN_ITERS),
-        pp_max
+        largest(plan.max_size).unwrap_or(0),
+        largest(pp_max).unwrap_or(0),
+        plan.ib_max_iters
     );
     let mut b = Bench {
         kfi,
@@ -544,7 +553,7 @@ fn bench_ibverbs(plan: &Plan, node: &'static CStr) -> Result<usize> {
     };
     let pp = [Row::IbPingpong, Row::KfiPingpong];
     for size in sizes(pp_max) {
-        let Some(iters) = Plan::capped(plan.pp_iters(size), size, cap) else {
+        let Some(iters) = plan.capped(plan.pp_iters(size), size, cap) else {
             continue;
         };
         let sh = Shape {
@@ -556,7 +565,7 @@ fn bench_ibverbs(plan: &Plan, node: &'static CStr) -> Result<usize> {
     }
     let bw = bw_rows(Some(Row::Ib))?;
     for size in sizes(plan.max_size) {
-        let Some(iters) = Plan::capped(plan.iters(size), size, cap) else {
+        let Some(iters) = plan.capped(plan.iters(size), size, cap) else {
             continue;
         };
         let sh = Shape {

@@ -36,6 +36,9 @@ pub(crate) struct Pair {
     inject: usize,
     /// The provider's largest message or RMA transfer.
     pub(crate) max_msg: usize,
+    /// RMA addresses are the target's virtual addresses
+    /// (`KFI_MR_VIRT_ADDR`), not offsets into its region.
+    virt_addr: bool,
     /// The domain's name (`siw0`, `rxe0`; "-" if it has none), naming the
     /// fabric in the samples.
     pub(crate) domain: CString,
@@ -58,10 +61,17 @@ pub(crate) fn pair(prov: &CStr, node: &CStr, port: &CStr) -> Result<Arc<Pair>> {
     // SAFETY: A valid entry of the list `n` owns.
     let e = unsafe { &*n.dst.first() };
     // SAFETY: NULL or the entry's own attributes.
-    let (tx, ep, dom) = unsafe { (e.tx_attr.as_ref(), e.ep_attr.as_ref(), e.domain_attr.as_ref()) };
+    let (tx, ep, dom) = unsafe {
+        (
+            e.tx_attr.as_ref(),
+            e.ep_attr.as_ref(),
+            e.domain_attr.as_ref(),
+        )
+    };
     let inject = tx.map_or(0, |t| t.inject_size);
     let max_msg = ep.map_or(0, |a| a.max_msg_size);
     let name = dom.map_or(core::ptr::null_mut(), |d| d.name);
+    let virt_addr = dom.is_some_and(|d| d.mr_mode & sys::KFI_MR_VIRT_ADDR != 0);
     let domain = if name.is_null() {
         CString::try_from(c"-")?
     } else {
@@ -78,6 +88,7 @@ pub(crate) fn pair(prov: &CStr, node: &CStr, port: &CStr) -> Result<Arc<Pair>> {
             n,
             inject,
             max_msg,
+            virt_addr,
             domain,
         },
         GFP_KERNEL,
@@ -561,12 +572,18 @@ fn rma(p: &Pair, kind: Kind, sh: Shape, b: &mut Bufs, ops: &mut Track) -> Result
         Kind::Write => (&mut b.dst, &mut b.src, sys::KFI_REMOTE_WRITE),
         _ => (&mut b.src, &mut b.dst, sys::KFI_REMOTE_READ),
     };
+    // Where the region starts in the RMA addresses of the provider.
+    let base = if p.virt_addr {
+        remote.as_ptr() as u64
+    } else {
+        0
+    };
     let region = register(&p.n, remote, access)?;
     let t0 = Time::now();
     while ops.done < sh.iters {
         while ops.posted < sh.iters && ops.in_flight() < sh.win {
             let i = ops.posted;
-            let at = sh.span(i)?.start as u64;
+            let at = base.checked_add(sh.span(i)?.start as u64).ok_or(EINVAL)?;
             // SAFETY: Operation `i` of the local buffer is used by nothing
             // else until it completes (a write only reads it); the side
             // keeps its buffers while operations are in flight.

@@ -112,7 +112,7 @@ impl Cm {
             if let Some(e) = g.err {
                 return Err(e);
             }
-            if done(&*g) {
+            if done(&g) {
                 return Ok(());
             }
             let left = WAIT_MS - span_ns(t0, &[Time::now()]) / 1_000_000;
@@ -200,6 +200,13 @@ struct Done {
     /// The length every receive of the run must have.
     recv_len: AtomicUsize,
 }
+
+// SAFETY: The `ib_cqe` entries are written once, at creation, and only
+// read afterwards (by ib_core, from any CPU); the counts are behind their
+// lock and the length is atomic.
+unsafe impl Send for Done {}
+// SAFETY: See `Send`.
+unsafe impl Sync for Done {}
 
 /// The done callback of send-queue requests.
 ///
@@ -429,7 +436,14 @@ pub(crate) fn pair(node: &CStr, port: &CStr, cap: usize, slot: usize) -> Result<
     ccm.wait(|s| s.up)?;
     scm.wait(|s| s.up)?;
     let src_mr = region(&pd, &mem, 0, cap, server.qp(), sys::IB_ACCESS_REMOTE_READ)?;
-    let dst_mr = region(&pd, &mem, cap, cap, server.qp(), sys::IB_ACCESS_REMOTE_WRITE)?;
+    let dst_mr = region(
+        &pd,
+        &mem,
+        cap,
+        cap,
+        server.qp(),
+        sys::IB_ACCESS_REMOTE_WRITE,
+    )?;
     Ok(Arc::new(
         IbPair {
             client,
@@ -489,11 +503,6 @@ enum Area {
 }
 
 impl IbPair {
-    /// The most bytes a run may move.
-    pub(crate) fn cap(&self) -> usize {
-        self.cap
-    }
-
     /// The entry of operation `i` of `area` (`sh`'s layout; slots: `i`
     /// is 0 or 1).
     fn sge(&self, area: Area, sh: Shape, i: usize) -> Result<sys::ib_sge> {
@@ -539,7 +548,8 @@ impl IbPair {
     /// there.
     fn unload(&self, sh: Shape, bufs: &mut Bufs) -> Result {
         let total = sh.total()?;
-        let d = self.mem.bytes().get(self.cap..self.cap + total).ok_or(EINVAL)?;
+        let end = self.cap.checked_add(total).ok_or(EINVAL)?;
+        let d = self.mem.bytes().get(self.cap..end).ok_or(EINVAL)?;
         bufs.dst.get_mut(..total).ok_or(EINVAL)?.copy_from_slice(d);
         Ok(())
     }
