@@ -49,7 +49,8 @@ BUSY_CPUS = 0.25
 # Guest steal time above this share of its CPU time makes the run busy.
 BUSY_STEAL = 0.01
 
-KFI_ROWS = [("kfi_send", "send/recv"), ("kfi_write", "RMA write"), ("kfi_read", "RMA read")]
+KFI_ROWS = [("kfi_send", "send/recv"), ("kfi_tagged", "tagged send/recv"), ("kfi_write", "RMA write"),
+            ("kfi_read", "RMA read")]
 # kfi_ibverbs rows and their raw verbs baselines (same window).
 IB_ROWS = [("kfi_send", "ib_send", "send/recv"), ("kfi_write", "ib_write", "RMA write"),
            ("kfi_read", "ib_read", "RMA read")]
@@ -604,7 +605,8 @@ def plot(rows, facts, path):
         fig, (bw, ra, lat) = plt.subplots(1, 3, figsize=(17, 5.2))
     size_fmt = FuncFormatter(lambda v, _: human(int(v)) if v >= 1 else "")
     styles = {1: "--", 8: "-"}
-    colors = {"raw_stream": "black", "kfi_send": "tab:blue", "kfi_write": "tab:orange", "kfi_read": "tab:green"}
+    colors = {"raw_stream": "black", "kfi_send": "tab:blue", "kfi_tagged": "tab:purple", "kfi_write": "tab:orange",
+              "kfi_read": "tab:green"}
 
     def series(op, win):
         sel = sorted((r for r in rows if r["op"] == op and r["window"] == win), key=lambda r: r["bytes"])

@@ -213,10 +213,13 @@ impl Row {
             Row::Kfi(Kind::Send, _) | Row::Kfi(Kind::Recv, _) => "kfi_send",
             Row::Kfi(Kind::Write, _) => "kfi_write",
             Row::Kfi(Kind::Read, _) => "kfi_read",
+            Row::Kfi(Kind::TSend, _) | Row::Kfi(Kind::TRecv, _) => "kfi_tagged",
             Row::IbPingpong => "ib_pingpong",
             Row::Ib(Kind::Send, _) | Row::Ib(Kind::Recv, _) => "ib_send",
             Row::Ib(Kind::Write, _) => "ib_write",
             Row::Ib(Kind::Read, _) => "ib_read",
+            // Raw verbs have no tags; never built.
+            Row::Ib(Kind::TSend, _) | Row::Ib(Kind::TRecv, _) => "ib_tagged",
             Row::Memcpy => "memcpy",
         }
     }
@@ -469,12 +472,12 @@ fn bench() -> Result<usize> {
 
 /// The bandwidth rows of `kinds`, each kfi row after its baseline `raw`
 /// (None: one baseline row for all, `RawStream`).
-fn bw_rows(raw: Option<fn(Kind, usize) -> Row>) -> Result<KVec<Row>> {
+fn bw_rows(kinds: &[Kind], raw: Option<fn(Kind, usize) -> Row>) -> Result<KVec<Row>> {
     let mut bw = KVec::new();
     if raw.is_none() {
         bw.push(Row::RawStream, GFP_KERNEL)?;
     }
-    for kind in [Kind::Send, Kind::Write, Kind::Read] {
+    for &kind in kinds {
         for w in WINDOWS {
             if let Some(r) = raw {
                 bw.push(r(kind, w), GFP_KERNEL)?;
@@ -512,7 +515,8 @@ fn bench_sockets(plan: &Plan) -> Result<usize> {
         };
         b.rows(&pp, sh, plan.reps)?;
     }
-    let bw = bw_rows(None)?;
+    // kfi_sockets has tagged messages; kfi_ibverbs not yet.
+    let bw = bw_rows(&[Kind::Send, Kind::TSend, Kind::Write, Kind::Read], None)?;
     for size in sizes(plan.max_size) {
         let sh = Shape {
             size,
@@ -563,7 +567,7 @@ fn bench_ibverbs(plan: &Plan, node: &'static CStr) -> Result<usize> {
         };
         b.rows(&pp, sh, plan.reps)?;
     }
-    let bw = bw_rows(Some(Row::Ib))?;
+    let bw = bw_rows(&[Kind::Send, Kind::Write, Kind::Read], Some(Row::Ib))?;
     for size in sizes(plan.max_size) {
         let Some(iters) = plan.capped(plan.iters(size), size, cap) else {
             continue;

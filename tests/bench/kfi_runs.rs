@@ -10,7 +10,7 @@
 //! names a posted, not yet completed operation of a kind the side expects,
 //! its length is the operation's size and its flags are its kind's.
 
-use kernel::{prelude::*, str::CString, sync::Arc};
+use kernel::{bindings, prelude::*, str::CString, sync::Arc};
 
 use crate::{
     kfi::{kfabric::Owned, kfi_sys as sys, ulp::Mr},
@@ -102,6 +102,10 @@ pub(crate) enum Kind {
     Recv,
     Write,
     Read,
+    /// Tagged send (`kfi_tsendmsg`), tag = operation index.
+    TSend,
+    /// Tagged receive of one tag: the operation index.
+    TRecv,
 }
 
 /// The bits of a completion's flags that name the operation.
@@ -131,6 +135,17 @@ impl Kind {
             Kind::Recv => sys::KFI_RECV | sys::KFI_MSG,
             Kind::Write => sys::KFI_RMA | sys::KFI_WRITE,
             Kind::Read => sys::KFI_RMA | sys::KFI_READ,
+            Kind::TSend => sys::KFI_SEND | sys::KFI_TAGGED,
+            Kind::TRecv => sys::KFI_RECV | sys::KFI_TAGGED,
+        }
+    }
+
+    /// The receive kind of a message kind.
+    fn peer(self) -> Self {
+        if self == Kind::TSend {
+            Kind::TRecv
+        } else {
+            Kind::Recv
         }
     }
 
@@ -248,6 +263,36 @@ unsafe fn post_recv(ep: &Owned<sys::kfid_ep>, buf: &mut [u8], ctx: usize) -> Res
     // SAFETY: The message is read during the call, the buffer kept by the
     // caller.
     unsafe { ep.recvmsg(&msg(&v, ctx, 0), 0) }
+}
+
+/// Posts a tagged receive into `v` matching only `tag`, or sends `v` with
+/// `tag` (`send`), with context `ctx`.
+///
+/// # Safety
+///
+/// As for [`post_recv`] and [`post_send`], for the buffer `v` describes
+/// (made by `kvec` for a send, by `kvec_mut` for a receive).
+unsafe fn post_tagged(
+    ep: &Owned<sys::kfid_ep>,
+    send: bool,
+    v: bindings::kvec,
+    tag: u64,
+    ctx: usize,
+) -> Result {
+    let t = sys::kfi_msg_tagged {
+        msg: msg(&v, ctx, 0),
+        tag,
+        ignore: 0,
+    };
+    // SAFETY: The descriptor is read during the call, the buffer kept by
+    // the caller (a send only reads it).
+    unsafe {
+        if send {
+            ep.tsendmsg(&t, 0)
+        } else {
+            ep.trecvmsg(&t, 0)
+        }
+    }
 }
 
 /// Sends `buf` with context `ctx` and `flags`.
@@ -468,9 +513,10 @@ fn echo(p: &Pair, sh: Shape, slots: &mut [u8], recv: &mut Track, send: &mut Trac
     Ok(())
 }
 
-/// Bandwidth runs: send/recv, RMA write or RMA read of every operation,
-/// `sh.win` in flight. The operation moves operation `i` of the source to
-/// operation `i` of the destination.
+/// Bandwidth runs: send/recv, tagged send/recv (operation `i` with tag
+/// `i`, received by a receive of that tag only), RMA write or RMA read of
+/// every operation, `sh.win` in flight. The operation moves operation `i`
+/// of the source to operation `i` of the destination.
 pub(crate) fn stream(
     p: &Arc<Pair>,
     kind: Kind,
@@ -481,7 +527,7 @@ pub(crate) fn stream(
     if sh.win == 0 {
         return Err(EINVAL);
     }
-    if kind != Kind::Send {
+    if kind != Kind::Send && kind != Kind::TSend {
         let pc = p.clone();
         let j = spawn(move || {
             let t = tracks(sh, (kind, false), (Kind::Send, true));
@@ -501,12 +547,12 @@ pub(crate) fn stream(
     let (src, dst) = bufs.split();
     let ps = p.clone();
     let receiver = spawn(move || {
-        let t = tracks(sh, (Kind::Recv, false), (Kind::Send, true));
+        let t = tracks(sh, (kind.peer(), false), (kind, true));
         side(dst, t, |b, recv, _| receive(&ps, sh, &mut b.dst, recv))
     })?;
     let pc = p.clone();
     let sender = spawn(move || {
-        let t = tracks(sh, (Kind::Send, false), (Kind::Recv, true));
+        let t = tracks(sh, (kind, false), (kind.peer(), true));
         side(src, t, |b, send, _| transmit(&pc, sh, &b.src, send))
     });
     let sender = match sender {
@@ -533,15 +579,24 @@ pub(crate) fn stream(
     ))
 }
 
-/// The sender of a send/recv run: its start and end.
+/// The sender of a send/recv run (tagged if `send` tracks tagged
+/// sends): its start and end.
 fn transmit(p: &Pair, sh: Shape, src: &[u8], send: &mut Track) -> Result<(Time, Time)> {
     let t0 = Time::now();
     while send.done < sh.iters {
         while send.posted < sh.iters && send.in_flight() < sh.win {
             let i = send.posted;
-            // SAFETY: The source is never written during a run; the side
-            // keeps its buffers while operations are in flight.
-            unsafe { post_send(&p.cep, sh.op(src, i)?, Kind::Send.context(i), 0) }?;
+            let ctx = send.kind.context(i);
+            // SAFETY: The source is never written during a run (a send
+            // only reads it); the side keeps its buffers while operations
+            // are in flight.
+            unsafe {
+                if send.kind == Kind::TSend {
+                    post_tagged(&p.cep, true, kvec(sh.op(src, i)?), i as u64, ctx)
+                } else {
+                    post_send(&p.cep, sh.op(src, i)?, ctx, 0)
+                }
+            }?;
             send.posted();
         }
         reap(&p.ccq, &mut [send])?;
@@ -554,9 +609,16 @@ fn receive(p: &Pair, sh: Shape, dst: &mut [u8], recv: &mut Track) -> Result<Time
     while recv.done < sh.iters {
         while recv.posted < sh.iters && recv.in_flight() < sh.win {
             let i = recv.posted;
+            let (buf, ctx) = (sh.op_mut(dst, i)?, recv.kind.context(i));
             // SAFETY: Operation `i` of the destination is used by nothing
             // else until it completes; kept as in `transmit`.
-            unsafe { post_recv(&p.sep, sh.op_mut(dst, i)?, Kind::Recv.context(i)) }?;
+            unsafe {
+                if recv.kind == Kind::TRecv {
+                    post_tagged(&p.sep, false, kvec_mut(buf), i as u64, ctx)
+                } else {
+                    post_recv(&p.sep, buf, ctx)
+                }
+            }?;
             recv.posted();
         }
         reap(&p.scq, &mut [recv])?;
