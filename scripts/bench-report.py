@@ -3,7 +3,9 @@
 """bench-report.py OUTDIR: the summary of 'make bench'.
 
 Reads what the guest left in OUTDIR (samples.txt: one 'bench: sample ...'
-line per timed run of kfi_bench.ko; guest.txt: the guest's facts and CPU
+line per timed run of kfi_bench.ko, each naming its fabric: 'sockets' for
+kfi_sockets against kernel TCP, an RDMA domain such as 'siw0' or 'rxe0' for
+kfi_ibverbs against raw ib_core verbs on it; guest.txt: the guest's facts and CPU
 times) and what run-demo.sh recorded on the host (host.txt: load before and
 after), and writes:
 
@@ -37,12 +39,21 @@ TARGETS = [
     ("kfi_write", 64 << 10, None, ">=", 0.95),
     ("kfi_pingpong", 64, 64, "<=", 1.25),
 ]
+# kfi_ibverbs targets: (fabric prefix, row, least bytes, most bytes,
+# comparison, bound), against the raw verbs row of the same window.
+IB_TARGETS = [
+    ("siw", "kfi_write", 64 << 10, None, ">=", 0.97),
+]
 # Other processes using more CPUs than this, on average, make the run busy.
 BUSY_CPUS = 0.25
 # Guest steal time above this share of its CPU time makes the run busy.
 BUSY_STEAL = 0.01
 
-KFI_ROWS = [("kfi_send", "send/recv"), ("kfi_write", "RMA write"), ("kfi_read", "RMA read")]
+KFI_ROWS = [("kfi_send", "send/recv"), ("kfi_tagged", "tagged send/recv"), ("kfi_write", "RMA write"),
+            ("kfi_read", "RMA read")]
+# kfi_ibverbs rows and their raw verbs baselines (same window).
+IB_ROWS = [("kfi_send", "ib_send", "send/recv"), ("kfi_write", "ib_write", "RMA write"),
+           ("kfi_read", "ib_read", "RMA read")]
 PP_ROWS = [
     ("raw_pingpong", "raw TCP, two threads"),
     ("raw_pingpong_1thread", "raw TCP, one thread (floor)"),
@@ -74,10 +85,14 @@ def parse_samples(path):
                 kv = dict(w.split("=", 1) for w in line.split()[2:] if "=" in w)
                 if kv.get("rep") == "warmup":
                     continue
-                s = {k: (v if k in ("row", "cpus") else int(v)) for k, v in kv.items()}
+                s = {k: (v if k in ("row", "cpus", "fabric") else int(v)) for k, v in kv.items()}
+                s.setdefault("fabric", "sockets")
                 samples.append(s)
             elif line.startswith("bench: config "):
-                config = dict(w.split("=", 1) for w in line.split()[2:] if "=" in w)
+                config.update(w.split("=", 1) for w in line.split()[2:] if "=" in w)
+            elif line.startswith("bench: ib "):
+                ib = dict(w.split("=", 1) for w in line.split()[2:] if "=" in w)
+                config.setdefault("ib", {})[ib.get("fabric", "?")] = ib
             elif line.startswith("bench: "):
                 status.append(line[len("bench: "):])
     return samples, config, status
@@ -248,6 +263,7 @@ def placement(samples):
 
 
 def build_rows(samples):
+    """kfi_sockets rows, against kernel TCP."""
     rows = []
     sizes = sorted({s["bytes"] for s in samples if s["row"] == "raw_stream"})
     # Memcpy bound.
@@ -325,6 +341,134 @@ def build_rows(samples):
     return rows
 
 
+def ib_target_for(fabric, row, size):
+    for f, r, least, most, op, bound in IB_TARGETS:
+        if fabric.startswith(f) and r == row and size >= least and (most is None or size <= most):
+            return (op, bound)
+    return None
+
+
+def bw_row(op, size, win, m, fabric):
+    """A bandwidth row of the samples m (by repetition)."""
+    vals = [mbps(s) for s in m.values()]
+    row = {"fabric": fabric, "op": op, "bytes": size, "window": win, "iters": next(iter(m.values()))["iters"],
+           "reps": len(vals), "mbps": stats(vals),
+           "mxfers_per_s": statistics.median([s["iters"] * 1000.0 / s["ns"] for s in m.values()]),
+           "usec_per_xfer": statistics.median([s["ns"] / s["iters"] / 1000.0 for s in m.values()]),
+           "verified": all(s["verified"] for s in m.values()), "samples": sample_list(m, mbps)}
+    row.update(cost(m))
+    return row
+
+
+def pp_row(op, size, m, fabric):
+    p50 = [s["p50"] / 1000.0 for s in m.values()]
+    row = {"fabric": fabric, "op": op, "bytes": size, "window": 1, "iters": next(iter(m.values()))["iters"],
+           "reps": len(p50), "rtt_us_p50": stats(p50),
+           "rtt_us_p99": stats([s["p99"] / 1000.0 for s in m.values()]),
+           "rtt_us_mean": stats([s["ns"] / s["iters"] / 1000.0 for s in m.values()]),
+           "verified": all(s["verified"] for s in m.values()),
+           "samples": sample_list(m, lambda s: s["p50"] / 1000.0)}
+    row.update(cost(m))
+    return row
+
+
+def build_ib_rows(samples, fabric):
+    """kfi_ibverbs rows of one fabric, each kfi row after its raw verbs
+    baseline: ping-pong against ib_pingpong, each bandwidth row against
+    the raw row of the same operation and window."""
+    rows = []
+    for size in sorted({s["bytes"] for s in samples if s["row"] == "ib_pingpong"}):
+        raw = by_rep(samples, "ib_pingpong", size)
+        rows.append(pp_row("ib_pingpong", size, raw, fabric))
+        m = by_rep(samples, "kfi_pingpong", size)
+        if not m:
+            continue
+        row = pp_row("kfi_pingpong", size, m, fabric)
+        row["raw_rtt_us_p50"] = rows[-1]["rtt_us_p50"]["median"]
+        rb = ratio_block(m, raw, lambda s: s["p50"])
+        if rb:
+            row.update(rb)
+        rows.append(row)
+    for kfi, base, _ in IB_ROWS:
+        for win in sorted({s["win"] for s in samples if s["row"] == base}):
+            for size in sorted({s["bytes"] for s in samples if s["row"] == base and s["win"] == win}):
+                raw = by_rep(samples, base, size, win)
+                rr = bw_row(base, size, win, raw, fabric)
+                rows.append(rr)
+                m = by_rep(samples, kfi, size, win)
+                if not m:
+                    continue
+                row = bw_row(kfi, size, win, m, fabric)
+                row["raw_mbps"] = rr["mbps"]["median"]
+                row["raw_usec_per_xfer"] = rr["usec_per_xfer"]
+                if "cpu_us_per_mib" in row and rr.get("cpu_us_per_mib"):
+                    row["cpu_ratio"] = row["cpu_us_per_mib"] / rr["cpu_us_per_mib"]
+                rb = ratio_block(m, raw, mbps)
+                if rb:
+                    row.update(rb)
+                    t = ib_target_for(fabric, kfi, size)
+                    if t and win >= TARGET_WINDOW:
+                        row["target"] = "%s %.2fx raw verbs" % t
+                        row["verdict"] = verdict(t, rb["ratio_min"], rb["ratio_max"])
+                rows.append(row)
+    return rows
+
+
+def print_ib_report(config, rows, fabrics):
+    """The kfi_ibverbs tables: per fabric, ping-pong and each operation and
+    window, the kfi row beside its raw verbs baseline."""
+    p = print
+    for fab in fabrics:
+        sel = [r for r in rows if r["fabric"] == fab]
+        ib = config.get("ib", {}).get(fab, {})
+        p("")
+        p("kfi_ibverbs on %s against raw ib_core verbs on the same device (RC QP pair through rdma_cm,"
+          " same threads, windows and sizes)" % fab)
+        if ib:
+            p("  sizes capped at %s B (ping-pong %s B): a run moves at most %s B, what one region of the"
+              " device holds; at most %s operations a run" % (
+                  human(int(ib.get("max_size", 0))), human(int(ib.get("pp_max", 0))),
+                  human(int(ib.get("cap", 0))), ib.get("max_iters", "?")))
+        pp = [r for r in sel if r["op"] in ("ib_pingpong", "kfi_pingpong")]
+        if pp:
+            p("  ping-pong (round trip, usec)")
+            p("    %-13s %7s %6s %8s %8s %8s %8s %7s %-13s %9s %s"
+              % ("row", "bytes", "iters", "p50min", "p50med", "p50p90", "p99med", "ratio", "spread",
+                 "cpu us/op", "verified"))
+            for r in pp:
+                p("    %-13s %7s %6d %8.1f %8.1f %8.1f %8.1f %7s %-13s %s %s"
+                  % (r["op"], human(r["bytes"]), r["iters"], r["rtt_us_p50"]["min"], r["rtt_us_p50"]["median"],
+                     r["rtt_us_p50"]["p90"], r["rtt_us_p99"]["median"],
+                     "%.2fx" % r["ratio"] if "ratio" in r else "-", spread(r),
+                     cpu_col(r, "cpu_us_per_op"), "yes" if r["verified"] else "NO"))
+        for kfi, base, label in IB_ROWS:
+            for win in sorted({r["window"] for r in sel if r["op"] == kfi}):
+                ks = [r for r in sel if r["op"] == kfi and r["window"] == win]
+                raws = {r["bytes"]: r for r in sel if r["op"] == base and r["window"] == win}
+                p("  %s (%s) beside %s, window %d" % (kfi, label, base, win))
+                p("    %7s %6s %9s %9s %9s %9s %9s %9s %7s %-13s %-13s %9s %7s %s"
+                  % ("bytes", "iters", "raw MB/s", "MB/s min", "median", "p90", "raw us/x", "usec/xfer", "ratio",
+                     "spread", "target", "cpu/MiB", "cpu/raw", "verified"))
+                for r in ks:
+                    rr = raws.get(r["bytes"], {})
+                    p("    %7s %6d %9.1f %9.1f %9.1f %9.1f %9.2f %9.2f %6.2fx %-13s %-13s %s %7s %s"
+                      % (human(r["bytes"]), r["iters"], r.get("raw_mbps", float("nan")), r["mbps"]["min"],
+                         r["mbps"]["median"], r["mbps"]["p90"], r.get("raw_usec_per_xfer", float("nan")),
+                         r["usec_per_xfer"], r.get("ratio", float("nan")), spread(r), r.get("verdict", ""),
+                         cpu_col(r, "cpu_us_per_mib"), "%.2fx" % r["cpu_ratio"] if "cpu_ratio" in r else "-",
+                         "yes" if r["verified"] and rr.get("verified", False) else "NO"))
+    p("")
+    p("kfi_ibverbs targets (verdict from the spread)")
+    for f, row, least, most, op, bound in IB_TARGETS:
+        for fab in (x for x in fabrics if x.startswith(f)):
+            sel = [r for r in rows if r["fabric"] == fab and r["op"] == row and "verdict" in r]
+            parts = ["%s %s (%.2fx %s)" % (human(r["bytes"]), r["verdict"], r["ratio"], spread(r)) for r in sel]
+            top = max((r["bytes"] for r in rows if r["fabric"] == fab and r["op"] == row), default=0)
+            why = "not measured (largest size %s B)" % human(top) if not parts else "; ".join(parts)
+            p("  %s on %s %s %.2fx raw verbs at >= %s, window %d: %s"
+              % (row, fab, op, bound, human(least), TARGET_WINDOW, why))
+
+
 def human(n):
     for unit, shift in (("M", 20), ("K", 10)):
         if n >= 1 << shift and n % (1 << shift) == 0:
@@ -384,10 +528,11 @@ def print_report(facts, config, status, rows, placement_rows):
                 p("  kfi_pingpong %s B: %.2fx the one-thread floor" % (human(r["bytes"]), r["ratio_vs_floor"]))
 
     raw = [r for r in rows if r["op"] == "raw_stream"]
-    p("")
-    p("raw_stream (two threads, blocking kernel_sendmsg/kernel_recvmsg, TCP_NODELAY)")
-    p("  %7s %6s %9s %9s %9s %10s %9s %s" % ("bytes", "iters", "MB/s min", "median", "p90", "usec/xfer",
-                                             "cpu/MiB", "verified"))
+    if raw:
+        p("")
+        p("raw_stream (two threads, blocking kernel_sendmsg/kernel_recvmsg, TCP_NODELAY)")
+        p("  %7s %6s %9s %9s %9s %10s %9s %s" % ("bytes", "iters", "MB/s min", "median", "p90", "usec/xfer",
+                                                 "cpu/MiB", "verified"))
     for r in raw:
         p("  %7s %6d %9.0f %9.0f %9.0f %10.2f %s %s"
           % (human(r["bytes"]), r["iters"], r["mbps"]["min"], r["mbps"]["median"], r["mbps"]["p90"],
@@ -441,10 +586,6 @@ def print_report(facts, config, status, rows, placement_rows):
         p("  %s %s %.2fx raw %s: %s" % (row, op, bound, where, "; ".join(parts) or "not measured"))
     if facts["busy"]:
         p("  (busy machine: the verdicts above are not evidence)")
-    bad = [s for s in status if s.startswith("failed")]
-    if bad:
-        p("")
-        p("BENCH FAILED: " + "; ".join(bad))
 
 
 def plot(rows, facts, path):
@@ -455,10 +596,17 @@ def plot(rows, facts, path):
     except ImportError:
         return "skipped: no matplotlib for %s (Debian: python3-matplotlib)" % sys.executable
     from matplotlib.ticker import FuncFormatter
-    fig, (bw, ra, lat) = plt.subplots(1, 3, figsize=(17, 5.2))
+    ib_rows = [r for r in rows if r.get("fabric", "sockets") != "sockets"]
+    rows = [r for r in rows if r.get("fabric", "sockets") == "sockets"]
+    if ib_rows:
+        fig, axes = plt.subplots(2, 3, figsize=(17, 10.4))
+        (bw, ra, lat), ib_axes = axes[0], axes[1]
+    else:
+        fig, (bw, ra, lat) = plt.subplots(1, 3, figsize=(17, 5.2))
     size_fmt = FuncFormatter(lambda v, _: human(int(v)) if v >= 1 else "")
     styles = {1: "--", 8: "-"}
-    colors = {"raw_stream": "black", "kfi_send": "tab:blue", "kfi_write": "tab:orange", "kfi_read": "tab:green"}
+    colors = {"raw_stream": "black", "kfi_send": "tab:blue", "kfi_tagged": "tab:purple", "kfi_write": "tab:orange",
+              "kfi_read": "tab:green"}
 
     def series(op, win):
         sel = sorted((r for r in rows if r["op"] == op and r["window"] == win), key=lambda r: r["bytes"])
@@ -528,11 +676,57 @@ def plot(rows, facts, path):
     lat.set_title("latency")
     lat.legend(fontsize=7)
     lat.grid(True, axis="y", alpha=0.3)
+    if ib_rows:
+        plot_ib(ib_rows, ib_axes, size_fmt, colors)
     fig.suptitle("kfabric bench: accel %s, %s vCPUs, HZ %s%s" % (
         facts["accel"], facts["vcpus"], facts["hz"], " - BUSY MACHINE" if facts["busy"] else ""))
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     return None
+
+
+def plot_ib(rows, axes, size_fmt, colors):
+    """The kfi_ibverbs panels: bandwidth of each fabric with 8 in flight,
+    kfi (solid) beside raw verbs (dashed); the ratios; the ping-pongs."""
+    fabrics = sorted({r["fabric"] for r in rows})
+    bw_ax, ra, lat = axes
+    marks = ["o", "s", "^", "v"]
+    for fi, fab in enumerate(fabrics):
+        for kfi, base, label in IB_ROWS:
+            for op, style, name in ((kfi, "-", "kfi"), (base, "--", "raw verbs")):
+                sel = sorted((r for r in rows if r["fabric"] == fab and r["op"] == op
+                              and r["window"] == TARGET_WINDOW), key=lambda r: r["bytes"])
+                if not sel:
+                    continue
+                x = [r["bytes"] for r in sel]
+                bw_ax.plot(x, [r["mbps"]["median"] for r in sel], marks[fi % 4] + style, color=colors[kfi],
+                           label="%s %s %s" % (fab, name, label))
+                if op == kfi:
+                    ra.plot(x, [r["ratio"] for r in sel], marks[fi % 4] + "-", color=colors[kfi],
+                            label="%s %s" % (fab, label))
+                    ra.vlines(x, [r["ratio_min"] for r in sel], [r["ratio_max"] for r in sel], color=colors[kfi],
+                              alpha=0.5)
+        for op, style, name in (("kfi_pingpong", "-", "kfi"), ("ib_pingpong", "--", "raw verbs")):
+            sel = sorted((r for r in rows if r["fabric"] == fab and r["op"] == op), key=lambda r: r["bytes"])
+            if sel:
+                lat.plot([r["bytes"] for r in sel], [r["rtt_us_p50"]["median"] for r in sel], marks[fi % 4] + style,
+                         color=["tab:blue", "tab:red", "tab:purple", "tab:brown"][fi % 4],
+                         label="%s %s p50" % (fab, name))
+    for ax in (bw_ax, ra, lat):
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(size_fmt)
+        ax.set_xlabel("operation size (bytes)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=6)
+    bw_ax.set_yscale("log")
+    bw_ax.set_ylabel("MB/s (median), window %d" % TARGET_WINDOW)
+    bw_ax.set_title("kfi_ibverbs (solid) and raw verbs (dashed)")
+    ra.axhline(1.0, color="black", linewidth=1)
+    ra.set_ylabel("kfi / raw verbs, window %d (bar: per-rep min..max)" % TARGET_WINDOW)
+    ra.set_title("kfi_ibverbs ratio to raw verbs")
+    lat.set_yscale("log")
+    lat.set_ylabel("round trip, usec (median p50)")
+    lat.set_title("kfi_ibverbs and raw verbs ping-pong")
 
 
 def main():
@@ -543,9 +737,21 @@ def main():
     if not samples:
         sys.exit("bench-report: no samples in %s/samples.txt" % out)
     facts = load_facts(out)
-    rows = build_rows(samples)
-    places = placement(samples)
+    sock = [s for s in samples if s["fabric"] == "sockets"]
+    fabrics = sorted({s["fabric"] for s in samples} - {"sockets"})
+    rows = build_rows(sock) if sock else []
+    for r in rows:
+        r["fabric"] = "sockets"
+    ib_rows = [r for f in fabrics for r in build_ib_rows([s for s in samples if s["fabric"] == f], f)]
+    places = placement(sock)
     print_report(facts, config, status, rows, places)
+    if ib_rows:
+        print_ib_report(config, ib_rows, fabrics)
+    bad = [s for s in status if s.startswith("failed")]
+    if bad:
+        print("")
+        print("BENCH FAILED: " + "; ".join(bad))
+    rows = rows + ib_rows
     js = os.path.join(out, "latest.json")
     with open(js, "w", encoding="utf-8") as f:
         json.dump({"facts": facts, "config": config, "status": status, "rows": rows, "placement": places}, f,

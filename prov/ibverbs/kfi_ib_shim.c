@@ -3,7 +3,6 @@
  * kfi_ibverbs' C shim, see kfi_ib_shim.h. Each function is a thin
  * forward to an ib_core or rdma_cm inline, macro or structure field.
  */
-#include <linux/export.h>
 #include <linux/inetdevice.h>
 #include <linux/scatterlist.h>
 #include <linux/vmalloc.h>
@@ -449,8 +448,3 @@ size_t kfi_rdma_id_addr(const struct rdma_cm_id *id, int peer, void *out, size_t
 	memcpy(out, sa, n);
 	return n;
 }
-
-/* The test-only path of frame.rs (defined in Rust): kfi_test_ibverbs
- * plays a hostile peer with it. */
-void kfi_ibverbs_test_tamper(u32 set, u32 clear, u32 magic, u32 frames);
-EXPORT_SYMBOL_GPL(kfi_ibverbs_test_tamper);

@@ -11,13 +11,19 @@
 //! physical bound. Every row is run once to warm up (TCG translates each
 //! path the first time), then `reps` times, raw and kfi interleaved.
 //!
+//! With `ib_node` set (`kfi_bench_param.c`) it measures kfi_ibverbs
+//! instead, over the soft RDMA device (siw, rxe) that has the address,
+//! against raw ib_core verbs on the same device (`raw_ib.rs`): the same
+//! ping-pong and bandwidth rows, each beside its raw verbs row of the same
+//! window, sizes capped by what one region of the device holds.
+//!
 //! Every operation carries its own pattern, checked after each run; every
 //! kfi completion is checked. Each run prints one line (`bench: sample
 //! ...`) that the host turns into tables, JSON and a plot
 //! (`scripts/bench-report.py`). Nothing passes or fails on speed; a run
 //! with wrong data ends the bench as failed.
 
-use kernel::{prelude::*, sync::Arc};
+use kernel::{prelude::*, str::CString, sync::Arc};
 
 #[path = "../../kfi/api/mod.rs"]
 mod kfi;
@@ -28,11 +34,19 @@ mod ksock;
 #[allow(dead_code)]
 #[path = "../common/net.rs"]
 mod net;
+// kfi_ibverbs' safe wrappers over ib_core and rdma_cm and their raw
+// declarations, for the raw verbs baseline; it uses a part.
+#[allow(dead_code)]
+#[path = "../../prov/ibverbs/ib/mod.rs"]
+mod ib;
+#[path = "../../prov/ibverbs/ib_sys.rs"]
+mod ib_sys;
 
 mod cost;
 mod kfi_runs;
 mod pattern;
 mod raw;
+mod raw_ib;
 mod run;
 mod spawn;
 
@@ -40,11 +54,25 @@ use cost::Cost;
 use kfi_runs::Kind;
 use run::{Bufs, Grave, Sample, Shape, Time};
 
+extern "C" {
+    /// `kfi_bench_param.c`: the `ib_node` parameter (empty: unset).
+    fn kfi_bench_ib_node() -> *const u8;
+}
+
+/// The `ib_node` parameter: the address of the RDMA device to bench
+/// kfi_ibverbs on, or `None`.
+fn ib_node() -> Option<&'static CStr> {
+    // SAFETY: A NUL-terminated module parameter that lives as long as the
+    // module and is read-only (0444).
+    let s = unsafe { CStr::from_char_ptr(kfi_bench_ib_node()) };
+    (!s.is_empty()).then_some(s)
+}
+
 module! {
     type: KfiBench,
     name: "kfi_bench",
     authors: ["kfabric developers"],
-    description: "kfabric benchmark: kfi_sockets against plain kernel TCP",
+    description: "kfabric benchmark: kfi_sockets against kernel TCP, kfi_ibverbs against raw verbs",
     license: "GPL",
     params: {
         reps: u32 {
@@ -66,6 +94,10 @@ module! {
         max_iters: u32 {
             default: 3000,
             description: "Most operations in one run",
+        },
+        ib_max_iters: u32 {
+            default: 200,
+            description: "Most operations in one kfi_ibverbs or raw verbs run (soft RDMA is slow under TCG)",
         },
     },
 }
@@ -97,6 +129,10 @@ const PP_BUDGET_MIB: usize = 16;
 const MIN_SIZE: usize = 64;
 /// Windows of the kfi bandwidth rows.
 const WINDOWS: [usize; 2] = [1, 8];
+/// The most bytes a kfi_ibverbs run (and its raw verbs baseline) moves:
+/// the raw pair's memory is two halves of this much kmalloc memory, each
+/// one region (255 pages: siw registers at most 256 per region).
+const IB_CAP: usize = 255 * 4096;
 /// Sizes of the memcpy bound, and the bytes copied for each.
 const MEMCPY_SIZES: [usize; 2] = [1 << 20, 8 << 20];
 const MEMCPY_BYTES: usize = 64 << 20;
@@ -108,6 +144,7 @@ struct Plan {
     pp_max: usize,
     budget: usize,
     max_iters: usize,
+    ib_max_iters: usize,
 }
 
 impl Plan {
@@ -119,6 +156,8 @@ impl Plan {
             pp_max: p(module_parameters::pp_max.value()).clamp(MIN_SIZE, pattern::MAX_SIZE),
             budget: p(module_parameters::budget_mib.value()).clamp(1, 256) << 20,
             max_iters: p(module_parameters::max_iters.value()).clamp(MIN_ITERS, 100_000),
+            ib_max_iters: p(module_parameters::ib_max_iters.value())
+                .clamp(MIN_ITERS, raw_ib::RECV_DEPTH),
         }
     }
 
@@ -130,6 +169,13 @@ impl Plan {
     /// Round trips of a ping-pong of `size` bytes.
     fn pp_iters(&self, size: usize) -> usize {
         ((PP_BUDGET_MIB << 20) / size).clamp(MIN_ITERS, PP_ITERS.min(self.max_iters))
+    }
+
+    /// `iters` operations of `size` bytes, cut to `ib_max_iters` and to
+    /// what `cap` bytes hold; `None` below `MIN_ITERS`.
+    fn capped(&self, iters: usize, size: usize, cap: usize) -> Option<usize> {
+        let n = iters.min(cap / size).min(self.ib_max_iters);
+        (n >= MIN_ITERS).then_some(n)
     }
 }
 
@@ -149,6 +195,10 @@ enum Row {
     /// Two work items, blocking sockets.
     RawStream,
     Kfi(Kind, usize),
+    /// Raw verbs: send ping-pong over an RC QP pair.
+    IbPingpong,
+    /// Raw verbs: sends, RDMA writes or reads, window.
+    Ib(Kind, usize),
     /// The guest's memcpy, for the bound.
     Memcpy,
 }
@@ -163,13 +213,20 @@ impl Row {
             Row::Kfi(Kind::Send, _) | Row::Kfi(Kind::Recv, _) => "kfi_send",
             Row::Kfi(Kind::Write, _) => "kfi_write",
             Row::Kfi(Kind::Read, _) => "kfi_read",
+            Row::Kfi(Kind::TSend, _) | Row::Kfi(Kind::TRecv, _) => "kfi_tagged",
+            Row::IbPingpong => "ib_pingpong",
+            Row::Ib(Kind::Send, _) | Row::Ib(Kind::Recv, _) => "ib_send",
+            Row::Ib(Kind::Write, _) => "ib_write",
+            Row::Ib(Kind::Read, _) => "ib_read",
+            // Raw verbs have no tags; never built.
+            Row::Ib(Kind::TSend, _) | Row::Ib(Kind::TRecv, _) => "ib_tagged",
             Row::Memcpy => "memcpy",
         }
     }
 
     fn win(self) -> usize {
         match self {
-            Row::Kfi(_, w) => w,
+            Row::Kfi(_, w) | Row::Ib(_, w) => w,
             _ => 1,
         }
     }
@@ -180,7 +237,12 @@ impl Row {
 /// operations may still use.
 struct Bench {
     kfi: Arc<kfi_runs::Pair>,
-    raw: raw::RawPair,
+    /// The kernel TCP baseline (kfi_sockets runs).
+    raw: Option<raw::RawPair>,
+    /// The raw verbs baseline (kfi_ibverbs runs).
+    ib: Option<Arc<raw_ib::IbPair>>,
+    /// What the samples name the fabric: `sockets`, or the RDMA domain.
+    fabric: CString,
     grave: Grave,
     /// Runs whose data did not match.
     bad: usize,
@@ -195,14 +257,21 @@ impl Bench {
         bufs.dst.get_mut(..total).ok_or(EINVAL)?.fill(0);
         let g = &mut self.grave;
         let before = Cost::now();
-        let (bufs, s) = match row {
-            Row::RawPingpong => raw::pingpong(&self.raw, sh, bufs, g),
-            Row::RawPingpongOneThread => raw::pingpong_one_thread(&self.raw, sh, bufs, g),
-            Row::KfiPingpong => kfi_runs::pingpong(&self.kfi, sh, bufs, g),
-            Row::RawStream => raw::stream(&self.raw, sh, bufs, g),
-            Row::Kfi(kind, _) => kfi_runs::stream(&self.kfi, kind, sh, bufs, g),
-            // Not a transfer: `memcpy_bound` measures it.
-            Row::Memcpy => Err(EINVAL),
+        let (bufs, s) = match (row, self.raw.as_ref(), self.ib.as_ref()) {
+            (Row::RawPingpong, Some(raw), _) => raw::pingpong(raw, sh, bufs, g),
+            (Row::RawPingpongOneThread, Some(raw), _) => raw::pingpong_one_thread(raw, sh, bufs, g),
+            (Row::KfiPingpong, _, _) => kfi_runs::pingpong(&self.kfi, sh, bufs, g),
+            (Row::RawStream, Some(raw), _) => raw::stream(raw, sh, bufs, g),
+            (Row::Kfi(kind, _), _, _) => kfi_runs::stream(&self.kfi, kind, sh, bufs, g),
+            (Row::IbPingpong, _, Some(ib)) => {
+                raw_ib::pingpong(ib, sh, &mut bufs).map(|s| (bufs, s))
+            }
+            (Row::Ib(kind, _), _, Some(ib)) => {
+                raw_ib::stream(ib, kind, sh, &mut bufs).map(|s| (bufs, s))
+            }
+            // Not a transfer (`memcpy_bound` measures it), or a baseline
+            // of the other provider's pass.
+            _ => Err(EINVAL),
         }
         .inspect_err(|e| pr_err!("bench: {} of {} B: {:?}\n", row.name(), sh.size, e))?;
         let cost = Cost::now().since(before);
@@ -219,7 +288,7 @@ impl Bench {
             );
             self.bad += 1;
         }
-        print(row, sh, rep, &s, &cost, bad.is_none());
+        print(&self.fabric, row, sh, rep, &s, &cost, bad.is_none());
         Ok(bufs)
     }
 
@@ -295,17 +364,26 @@ impl kernel::fmt::Display for Costs<'_> {
     }
 }
 
-/// `bench: sample row=.. bytes=.. win=.. rep=.. iters=.. ns=.. [p50=..
-/// p99=.. min=.. max=..] cpus=.. sys_ns=.. sirq_ns=.. retrans=.. delack=..
-/// verified=..` (times in nanoseconds; the costs are of the whole sample,
-/// its set-up included, over all CPUs).
-fn print(row: Row, sh: Shape, rep: Option<usize>, s: &Sample, cost: &Cost, ok: bool) {
+/// `bench: sample fabric=.. row=.. bytes=.. win=.. rep=.. iters=.. ns=..
+/// [p50=.. p99=.. min=.. max=..] cpus=.. sys_ns=.. sirq_ns=.. retrans=..
+/// delack=.. verified=..` (times in nanoseconds; the costs are of the
+/// whole sample, its set-up included, over all CPUs).
+fn print(
+    fabric: &CStr,
+    row: Row,
+    sh: Shape,
+    rep: Option<usize>,
+    s: &Sample,
+    cost: &Cost,
+    ok: bool,
+) {
     let rep = Rep(rep);
     let cpus = Sides(s.cpus);
     let cost = Costs(cost);
     match s.lat {
         Some(l) => pr_info!(
-            "bench: sample row={} bytes={} win={} rep={} iters={} ns={} p50={} p99={} min={} max={} cpus={} {} verified={}\n",
+            "bench: sample fabric={} row={} bytes={} win={} rep={} iters={} ns={} p50={} p99={} min={} max={} cpus={} {} verified={}\n",
+            fabric,
             row.name(),
             sh.size,
             sh.win,
@@ -321,7 +399,8 @@ fn print(row: Row, sh: Shape, rep: Option<usize>, s: &Sample, cost: &Cost, ok: b
             u8::from(ok)
         ),
         None => pr_info!(
-            "bench: sample row={} bytes={} win={} rep={} iters={} ns={} cpus={} {} verified={}\n",
+            "bench: sample fabric={} row={} bytes={} win={} rep={} iters={} ns={} cpus={} {} verified={}\n",
+            fabric,
             row.name(),
             sh.size,
             sh.win,
@@ -363,7 +442,7 @@ fn memcpy_bound(reps: usize) -> Result {
                 lat: None,
                 cpus: [None, None],
             };
-            print(Row::Memcpy, sh, rep, &s, &cost, ok);
+            print(c"sockets", Row::Memcpy, sh, rep, &s, &cost, ok);
         }
     }
     Ok(())
@@ -385,13 +464,41 @@ fn bench() -> Result<usize> {
     pattern::self_check()?;
     kfi_runs::self_check()?;
     pr_info!("bench: self-check of the data and completion checks: ok\n");
+    match ib_node() {
+        None => bench_sockets(&plan),
+        Some(node) => bench_ibverbs(&plan, node),
+    }
+}
+
+/// The bandwidth rows of `kinds`, each kfi row after its baseline `raw`
+/// (None: one baseline row for all, `RawStream`).
+fn bw_rows(kinds: &[Kind], raw: Option<fn(Kind, usize) -> Row>) -> Result<KVec<Row>> {
+    let mut bw = KVec::new();
+    if raw.is_none() {
+        bw.push(Row::RawStream, GFP_KERNEL)?;
+    }
+    for &kind in kinds {
+        for w in WINDOWS {
+            if let Some(r) = raw {
+                bw.push(r(kind, w), GFP_KERNEL)?;
+            }
+            bw.push(Row::Kfi(kind, w), GFP_KERNEL)?;
+        }
+    }
+    Ok(bw)
+}
+
+/// kfi_sockets against kernel TCP over loopback, and the memcpy bound.
+fn bench_sockets(plan: &Plan) -> Result<usize> {
     memcpy_bound(plan.reps)?;
     let grave = Grave::new();
     let raw = raw::pair(7490)?;
-    let kfi = kfi_runs::pair(c"7492")?;
+    let kfi = kfi_runs::pair(c"sockets", c"127.0.0.1", c"7492")?;
     let mut b = Bench {
         kfi,
-        raw,
+        raw: Some(raw),
+        ib: None,
+        fabric: CString::try_from(c"sockets")?,
         grave,
         bad: 0,
     };
@@ -408,17 +515,66 @@ fn bench() -> Result<usize> {
         };
         b.rows(&pp, sh, plan.reps)?;
     }
-    let mut bw = KVec::new();
-    bw.push(Row::RawStream, GFP_KERNEL)?;
-    for kind in [Kind::Send, Kind::Write, Kind::Read] {
-        for w in WINDOWS {
-            bw.push(Row::Kfi(kind, w), GFP_KERNEL)?;
-        }
-    }
+    // kfi_sockets has tagged messages; kfi_ibverbs not yet.
+    let bw = bw_rows(&[Kind::Send, Kind::TSend, Kind::Write, Kind::Read], None)?;
     for size in sizes(plan.max_size) {
         let sh = Shape {
             size,
             iters: plan.iters(size),
+            win: 1,
+        };
+        b.rows(&bw, sh, plan.reps)?;
+    }
+    Ok(b.bad)
+}
+
+/// kfi_ibverbs against raw verbs over the RDMA device of `node`.
+fn bench_ibverbs(plan: &Plan, node: &'static CStr) -> Result<usize> {
+    let grave = Grave::new();
+    let kfi = kfi_runs::pair(c"ibverbs", node, c"7492")?;
+    // What one region holds on both sides, in whole pages.
+    let cap = IB_CAP.min(kfi.max_msg) / 4096 * 4096;
+    let pp_max = plan.pp_max.min(cap / MIN_ITERS);
+    let ib = raw_ib::pair(node, c"7494", cap, pp_max.max(MIN_SIZE))?;
+    let fabric = CString::try_from(&*kfi.domain)?;
+    let largest = |max: usize| sizes(max).filter(|&s| s * MIN_ITERS <= cap).last();
+    pr_info!(
+        "bench: ib fabric={} node={} cap={} max_size={} pp_max={} max_iters={}\n",
+        &*fabric,
+        node,
+        cap,
+        largest(plan.max_size).unwrap_or(0),
+        largest(pp_max).unwrap_or(0),
+        plan.ib_max_iters
+    );
+    let mut b = Bench {
+        kfi,
+        raw: None,
+        ib: Some(ib),
+        fabric,
+        grave,
+        bad: 0,
+    };
+    let pp = [Row::IbPingpong, Row::KfiPingpong];
+    for size in sizes(pp_max) {
+        let Some(iters) = plan.capped(plan.pp_iters(size), size, cap) else {
+            continue;
+        };
+        let sh = Shape {
+            size,
+            iters,
+            win: 1,
+        };
+        b.rows(&pp, sh, plan.reps)?;
+    }
+    let bw = bw_rows(&[Kind::Send, Kind::Write, Kind::Read], Some(Row::Ib))?;
+    for size in sizes(plan.max_size) {
+        let Some(iters) = plan.capped(plan.iters(size), size, cap) else {
+            continue;
+        };
+        let sh = Shape {
+            size,
+            iters,
             win: 1,
         };
         b.rows(&bw, sh, plan.reps)?;

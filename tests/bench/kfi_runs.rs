@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! kfi_sockets through kfabric.ko, driven the way the baseline is: a
-//! client and a server endpoint over loopback, each with its own CQ, each
+//! A kfabric provider (kfi_sockets over loopback, kfi_ibverbs over a soft
+//! RDMA device) through kfabric.ko, driven the way the baselines are: a
+//! client and a server endpoint, each with its own CQ, each
 //! side of a run a work item (`spawn.rs`) that posts operations and waits
 //! on its CQ. RMA runs have one side: the target is passive.
 //!
@@ -9,7 +10,7 @@
 //! names a posted, not yet completed operation of a kind the side expects,
 //! its length is the operation's size and its flags are its kind's.
 
-use kernel::{prelude::*, sync::Arc};
+use kernel::{bindings, prelude::*, str::CString, sync::Arc};
 
 use crate::{
     kfi::{kfabric::Owned, kfi_sys as sys, ulp::Mr},
@@ -21,8 +22,8 @@ use crate::{
 /// Entries of each CQ: more than a window's worth of completions.
 const CQ_SIZE: usize = 64;
 
-/// A connected kfi_sockets pair. Fields drop in order: endpoints, the
-/// listener, the CQs, then the domain and fabric.
+/// A connected pair of one provider. Fields drop in order: endpoints,
+/// the listener, the CQs, then the domain and fabric.
 pub(crate) struct Pair {
     cep: Owned<sys::kfid_ep>,
     sep: Owned<sys::kfid_ep>,
@@ -33,6 +34,14 @@ pub(crate) struct Pair {
     /// The largest message sent with `KFI_INJECT` (as a latency test
     /// sends small messages).
     inject: usize,
+    /// The provider's largest message or RMA transfer.
+    pub(crate) max_msg: usize,
+    /// RMA addresses are the target's virtual addresses
+    /// (`KFI_MR_VIRT_ADDR`), not offsets into its region.
+    virt_addr: bool,
+    /// The domain's name (`siw0`, `rxe0`; "-" if it has none), naming the
+    /// fabric in the samples.
+    pub(crate) domain: CString,
 }
 
 // SAFETY: kfabric objects may be used from any thread (kfabric.ko and the
@@ -42,17 +51,33 @@ unsafe impl Send for Pair {}
 // SAFETY: See `Send`.
 unsafe impl Sync for Pair {}
 
-/// Connects a pair through 127.0.0.1:`port`.
-pub(crate) fn pair(port: &CStr) -> Result<Arc<Pair>> {
-    let n = net(port)?;
+/// Connects a pair of provider `prov` through `node`:`port` (numeric).
+pub(crate) fn pair(prov: &CStr, node: &CStr, port: &CStr) -> Result<Arc<Pair>> {
+    let n = net_on(prov, node, port)?;
     let pep = listen(&n)?;
     let ccq = cq_sized(&n, CQ_SIZE)?;
     let scq = cq_sized(&n, CQ_SIZE)?;
     let (cep, sep) = connected_pair(&n, &ccq, &scq)?;
     // SAFETY: A valid entry of the list `n` owns.
-    let tx = unsafe { (*n.dst.first()).tx_attr };
-    // SAFETY: NULL or the entry's own transmit attributes.
-    let inject = unsafe { tx.as_ref() }.map_or(0, |t| t.inject_size);
+    let e = unsafe { &*n.dst.first() };
+    // SAFETY: NULL or the entry's own attributes.
+    let (tx, ep, dom) = unsafe {
+        (
+            e.tx_attr.as_ref(),
+            e.ep_attr.as_ref(),
+            e.domain_attr.as_ref(),
+        )
+    };
+    let inject = tx.map_or(0, |t| t.inject_size);
+    let max_msg = ep.map_or(0, |a| a.max_msg_size);
+    let name = dom.map_or(core::ptr::null_mut(), |d| d.name);
+    let virt_addr = dom.is_some_and(|d| d.mr_mode & sys::KFI_MR_VIRT_ADDR != 0);
+    let domain = if name.is_null() {
+        CString::try_from(c"-")?
+    } else {
+        // SAFETY: A domain name is a NUL-terminated string the entry owns.
+        CString::try_from(unsafe { CStr::from_char_ptr(name.cast()) })?
+    };
     Ok(Arc::new(
         Pair {
             cep,
@@ -62,6 +87,9 @@ pub(crate) fn pair(port: &CStr) -> Result<Arc<Pair>> {
             scq,
             n,
             inject,
+            max_msg,
+            virt_addr,
+            domain,
         },
         GFP_KERNEL,
     )?)
@@ -74,6 +102,10 @@ pub(crate) enum Kind {
     Recv,
     Write,
     Read,
+    /// Tagged send (`kfi_tsendmsg`), tag = operation index.
+    TSend,
+    /// Tagged receive of one tag: the operation index.
+    TRecv,
 }
 
 /// The bits of a completion's flags that name the operation.
@@ -103,6 +135,17 @@ impl Kind {
             Kind::Recv => sys::KFI_RECV | sys::KFI_MSG,
             Kind::Write => sys::KFI_RMA | sys::KFI_WRITE,
             Kind::Read => sys::KFI_RMA | sys::KFI_READ,
+            Kind::TSend => sys::KFI_SEND | sys::KFI_TAGGED,
+            Kind::TRecv => sys::KFI_RECV | sys::KFI_TAGGED,
+        }
+    }
+
+    /// The receive kind of a message kind.
+    fn peer(self) -> Self {
+        if self == Kind::TSend {
+            Kind::TRecv
+        } else {
+            Kind::Recv
         }
     }
 
@@ -220,6 +263,36 @@ unsafe fn post_recv(ep: &Owned<sys::kfid_ep>, buf: &mut [u8], ctx: usize) -> Res
     // SAFETY: The message is read during the call, the buffer kept by the
     // caller.
     unsafe { ep.recvmsg(&msg(&v, ctx, 0), 0) }
+}
+
+/// Posts a tagged receive into `v` matching only `tag`, or sends `v` with
+/// `tag` (`send`), with context `ctx`.
+///
+/// # Safety
+///
+/// As for [`post_recv`] and [`post_send`], for the buffer `v` describes
+/// (made by `kvec` for a send, by `kvec_mut` for a receive).
+unsafe fn post_tagged(
+    ep: &Owned<sys::kfid_ep>,
+    send: bool,
+    v: bindings::kvec,
+    tag: u64,
+    ctx: usize,
+) -> Result {
+    let t = sys::kfi_msg_tagged {
+        msg: msg(&v, ctx, 0),
+        tag,
+        ignore: 0,
+    };
+    // SAFETY: The descriptor is read during the call, the buffer kept by
+    // the caller (a send only reads it).
+    unsafe {
+        if send {
+            ep.tsendmsg(&t, 0)
+        } else {
+            ep.trecvmsg(&t, 0)
+        }
+    }
 }
 
 /// Sends `buf` with context `ctx` and `flags`.
@@ -440,9 +513,10 @@ fn echo(p: &Pair, sh: Shape, slots: &mut [u8], recv: &mut Track, send: &mut Trac
     Ok(())
 }
 
-/// Bandwidth runs: send/recv, RMA write or RMA read of every operation,
-/// `sh.win` in flight. The operation moves operation `i` of the source to
-/// operation `i` of the destination.
+/// Bandwidth runs: send/recv, tagged send/recv (operation `i` with tag
+/// `i`, received by a receive of that tag only), RMA write or RMA read of
+/// every operation, `sh.win` in flight. The operation moves operation `i`
+/// of the source to operation `i` of the destination.
 pub(crate) fn stream(
     p: &Arc<Pair>,
     kind: Kind,
@@ -453,7 +527,7 @@ pub(crate) fn stream(
     if sh.win == 0 {
         return Err(EINVAL);
     }
-    if kind != Kind::Send {
+    if kind != Kind::Send && kind != Kind::TSend {
         let pc = p.clone();
         let j = spawn(move || {
             let t = tracks(sh, (kind, false), (Kind::Send, true));
@@ -473,12 +547,12 @@ pub(crate) fn stream(
     let (src, dst) = bufs.split();
     let ps = p.clone();
     let receiver = spawn(move || {
-        let t = tracks(sh, (Kind::Recv, false), (Kind::Send, true));
+        let t = tracks(sh, (kind.peer(), false), (kind, true));
         side(dst, t, |b, recv, _| receive(&ps, sh, &mut b.dst, recv))
     })?;
     let pc = p.clone();
     let sender = spawn(move || {
-        let t = tracks(sh, (Kind::Send, false), (Kind::Recv, true));
+        let t = tracks(sh, (kind, false), (kind.peer(), true));
         side(src, t, |b, send, _| transmit(&pc, sh, &b.src, send))
     });
     let sender = match sender {
@@ -505,15 +579,24 @@ pub(crate) fn stream(
     ))
 }
 
-/// The sender of a send/recv run: its start and end.
+/// The sender of a send/recv run (tagged if `send` tracks tagged
+/// sends): its start and end.
 fn transmit(p: &Pair, sh: Shape, src: &[u8], send: &mut Track) -> Result<(Time, Time)> {
     let t0 = Time::now();
     while send.done < sh.iters {
         while send.posted < sh.iters && send.in_flight() < sh.win {
             let i = send.posted;
-            // SAFETY: The source is never written during a run; the side
-            // keeps its buffers while operations are in flight.
-            unsafe { post_send(&p.cep, sh.op(src, i)?, Kind::Send.context(i), 0) }?;
+            let ctx = send.kind.context(i);
+            // SAFETY: The source is never written during a run (a send
+            // only reads it); the side keeps its buffers while operations
+            // are in flight.
+            unsafe {
+                if send.kind == Kind::TSend {
+                    post_tagged(&p.cep, true, kvec(sh.op(src, i)?), i as u64, ctx)
+                } else {
+                    post_send(&p.cep, sh.op(src, i)?, ctx, 0)
+                }
+            }?;
             send.posted();
         }
         reap(&p.ccq, &mut [send])?;
@@ -526,9 +609,16 @@ fn receive(p: &Pair, sh: Shape, dst: &mut [u8], recv: &mut Track) -> Result<Time
     while recv.done < sh.iters {
         while recv.posted < sh.iters && recv.in_flight() < sh.win {
             let i = recv.posted;
+            let (buf, ctx) = (sh.op_mut(dst, i)?, recv.kind.context(i));
             // SAFETY: Operation `i` of the destination is used by nothing
             // else until it completes; kept as in `transmit`.
-            unsafe { post_recv(&p.sep, sh.op_mut(dst, i)?, Kind::Recv.context(i)) }?;
+            unsafe {
+                if recv.kind == Kind::TRecv {
+                    post_tagged(&p.sep, false, kvec_mut(buf), i as u64, ctx)
+                } else {
+                    post_recv(&p.sep, buf, ctx)
+                }
+            }?;
             recv.posted();
         }
         reap(&p.scq, &mut [recv])?;
@@ -544,12 +634,18 @@ fn rma(p: &Pair, kind: Kind, sh: Shape, b: &mut Bufs, ops: &mut Track) -> Result
         Kind::Write => (&mut b.dst, &mut b.src, sys::KFI_REMOTE_WRITE),
         _ => (&mut b.src, &mut b.dst, sys::KFI_REMOTE_READ),
     };
+    // Where the region starts in the RMA addresses of the provider.
+    let base = if p.virt_addr {
+        remote.as_ptr() as u64
+    } else {
+        0
+    };
     let region = register(&p.n, remote, access)?;
     let t0 = Time::now();
     while ops.done < sh.iters {
         while ops.posted < sh.iters && ops.in_flight() < sh.win {
             let i = ops.posted;
-            let at = sh.span(i)?.start as u64;
+            let at = base.checked_add(sh.span(i)?.start as u64).ok_or(EINVAL)?;
             // SAFETY: Operation `i` of the local buffer is used by nothing
             // else until it completes (a write only reads it); the side
             // keeps its buffers while operations are in flight.

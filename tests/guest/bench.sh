@@ -2,17 +2,34 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # The benchmark of 'make bench', inside the VM: records the guest's facts
-# and CPU times, loads kfabric.ko and kfi_sockets.ko, runs kfi_bench.ko
-# (its parameters: the arguments after OUTDIR) and keeps the lines it
-# prints for the host (scripts/bench-report.py): OUTDIR/samples.txt and
-# OUTDIR/guest.txt.
+# and CPU times, loads kfabric.ko, kfi_sockets.ko and kfi_ibverbs.ko, runs
+# kfi_bench.ko once per fabric (its parameters: the arguments after
+# OUTDIR) and keeps the lines it prints for the host
+# (scripts/bench-report.py): OUTDIR/samples.txt and OUTDIR/guest.txt.
 #
-# usage: bench.sh OUTDIR [kfi_bench parameters...]   (from the top of the tree)
-# KFABRIC_BENCH_MODULE: another bench module to run instead (a path from
-# the top of the tree; tests/guest/twohost.sh runs kfi_twohost_bench.ko).
+# Fabrics: 'sockets' (kfi_sockets against kernel TCP over loopback), then
+# 'siw' and 'rxe' (kfi_ibverbs against raw verbs over a soft RDMA device on
+# a veth end, tests/selftests/kfabric/rdma_link.sh, there only for its
+# pass). The argument fabrics=LIST (comma-separated) picks some.
+#
+# usage: bench.sh OUTDIR [fabrics=LIST] [kfi_bench parameters...]
+# (from the top of the tree)
+# KFABRIC_BENCH_MODULE: another bench module to run instead, once, with
+# the parameters (a path from the top of the tree; tests/guest/twohost.sh
+# runs kfi_twohost_bench.ko).
 out=${1:?usage: bench.sh OUTDIR [params...]}
 shift
 top=$(pwd)
+. "$top/tests/selftests/kfabric/rdma_link.sh"
+fabrics="sockets siw rxe"
+[ -n "${KFABRIC_BENCH_MODULE:-}" ] && fabrics=sockets
+params=
+for a in "$@"; do
+	case $a in
+	fabrics=*) fabrics=$(echo "${a#fabrics=}" | tr , ' ') ;;
+	*) params="$params $a" ;;
+	esac
+done
 mkdir -p "$out"
 mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug 2>/dev/null
 echo KFABRIC_DEMO_BEGIN
@@ -28,7 +45,8 @@ facts=$out/guest.txt
 	echo "hypervisor=$(dmesg | sed -n 's/.*Hypervisor detected: //p' | head -n 1)"
 	echo "preempt_dynamic=$(cat /sys/kernel/debug/sched/preempt 2>/dev/null)"
 	echo "mem_kb=$(sed -n 's/^MemTotal: *\([0-9]*\).*/\1/p' /proc/meminfo)"
-	echo "params=$*"
+	echo "params=$params"
+	echo "fabrics=$fabrics"
 	echo "stat_before=$(head -n 1 /proc/stat)"
 } > "$facts"
 
@@ -43,16 +61,44 @@ reader=$!
 ok=ok
 insmod "$top/kfi/kfabric.ko" || ok=failed
 insmod "$top/prov/sockets/kfi_sockets.ko" || ok=failed
+insmod "$top/prov/ibverbs/kfi_ibverbs.ko" || ok=failed
 t0=$(date +%s)
 ko=${KFABRIC_BENCH_MODULE:-tests/bench/kfi_bench.ko}
 name=$(basename "$ko" .ko)
-insmod "$top/$ko" "$@" || ok=failed
+passes=0
+for f in $fabrics; do
+	case $f in
+	sockets)
+		# shellcheck disable=SC2086 # module parameters, split on blanks
+		insmod "$top/$ko" $params || ok=failed
+		;;
+	siw | rxe)
+		if ! rdma_link_up "$f"; then
+			echo "  $f: could not add the device"
+			ok=failed
+			rdma_link_down "$f"
+			continue
+		fi
+		# shellcheck disable=SC2086
+		insmod "$top/$ko" ib_node=$RDMA_LINK_ADDR $params || ok=failed
+		;;
+	*)
+		echo "  unknown fabric $f"
+		ok=failed
+		continue
+		;;
+	esac
+	passes=$((passes + 1))
+	rmmod "$name" || ok=failed
+	case $f in siw | rxe) rdma_link_down "$f" ;; esac
+done
 echo "bench_seconds=$(( $(date +%s) - t0 ))" >> "$facts"
 echo "stat_after=$(head -n 1 /proc/stat)" >> "$facts"
 
 # The reader may lag behind the module's last line.
 i=0
-while [ $i -lt 20 ] && ! grep -q "$name: bench: \\(done\\|failed\\)" "$kmsg"; do
+while [ $i -lt 20 ] &&
+	[ "$(grep -c "$name: bench: \\(done\\|failed\\)" "$kmsg")" -lt $passes ]; do
 	sleep 0.5
 	i=$((i + 1))
 done
@@ -60,9 +106,10 @@ kill "$reader"
 sed -n "s/^[^;]*;$name: bench: /bench: /p" "$kmsg" > "$out/samples.txt"
 grep -v '^bench: sample ' "$out/samples.txt" | sed 's/^bench: /  /'
 echo "  $(grep -c '^bench: sample ' "$out/samples.txt") samples in $out/samples.txt"
-grep -q '^bench: done' "$out/samples.txt" || ok=failed
+[ "$(grep -c '^bench: done' "$out/samples.txt")" -eq $passes ] || ok=failed
+grep -q '^bench: failed' "$out/samples.txt" && ok=failed
 
-rmmod "$name" || ok=failed
+rmmod kfi_ibverbs || ok=failed
 rmmod kfi_sockets || ok=failed
 rmmod kfabric || ok=failed
 echo "KFABRIC_DEMO_END $ok"

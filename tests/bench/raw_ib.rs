@@ -1,0 +1,768 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The baseline of the kfi_ibverbs rows: raw ib_core verbs over the same
+//! soft RDMA device (siw, rxe), an RC QP pair connected through rdma_cm,
+//! with work requests posted and completed in the shapes of the kfi runs:
+//! a send ping-pong, and `IB_WR_SEND`, `IB_WR_RDMA_WRITE` and
+//! `IB_WR_RDMA_READ` with `win` in flight. Every call into ib_core goes
+//! through kfi_ibverbs' own safe wrappers (`prov/ibverbs/ib/`, included by
+//! path, and its C shim, built in by `kfi_bench_ib_shim.c`).
+//!
+//! Memory: one buffer of kmalloc memory, mapped for DMA once, holds a
+//! run's source and destination halves and the ping-pong server's two
+//! echo slots; local access is through the PD's local DMA key, and each
+//! half is registered once, as a fast-registration region, for the peer's
+//! RDMA writes (destination) and reads (source). A run copies the bench's
+//! source in before it and the destination out after it, outside the
+//! timed part, so the bench checks it as every other row.
+//!
+//! Completions: both QPs complete to CQs that ib_core polls in softirq
+//! context, as kfi_ibverbs' do; the `ib_cqe` of a request names its side
+//! and queue, its callback counts it and wakes the side's thread, which
+//! waits (with a deadline) for the count it needs. A failed completion or
+//! a receive of another length than the run's fails the run. The send
+//! side of a send/recv run never outruns the receiver: every receive of
+//! the run is posted before it starts (iWARP has no receiver-not-ready
+//! retry: a send without a posted receive ends the connection), as
+//! `ib_send_bw` posts its receive queue up front.
+//!
+//! The device stays registered while the pair lives: rdma_cm's device
+//! removal waits until the pair's identifiers are destroyed, which happens
+//! after every other object of the pair; a removal during the bench waits
+//! for it to end (every wait of a run has a deadline).
+
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use kernel::{
+    new_condvar, new_mutex, new_spinlock_irq,
+    prelude::*,
+    sync::{Arc, CondVar, Mutex, SpinLockIrq},
+    time::msecs_to_jiffies,
+    types::Opaque,
+};
+
+use crate::{
+    ib::{
+        addr::Addr,
+        cm::{CmId, Event, Handler},
+        dma::{self, DmaBuf},
+        frmr::{pages_of, FastReg},
+        verbs::{Cq, Pd},
+    },
+    ib_sys as sys,
+    kfi_runs::Kind,
+    run::{cpu_now, span_ns, Bufs, Cpus, Lat, Sample, Shape, Time},
+    spawn::spawn,
+};
+
+/// Send queue depth: a window (8) and a registration, with room.
+const SEND_DEPTH: u32 = 32;
+/// Receive queue depth: every receive of a send/recv run is posted before
+/// it starts, so a run has at most this many operations.
+pub(crate) const RECV_DEPTH: usize = 4096;
+/// Entries of each side's CQ (its send and its receive queue).
+const CQ_ENTRIES: u32 = SEND_DEPTH + RECV_DEPTH as u32 + 1;
+/// How long connecting or waiting for one completion may take.
+const WAIT_MS: i64 = 20000;
+/// Bytes of a page as ib_core maps regions.
+const PAGE: usize = 4096;
+
+/// Connection events of one rdma_cm identifier, as seen by its waiter.
+#[derive(Default)]
+struct CmState {
+    addr: bool,
+    route: bool,
+    up: bool,
+    err: Option<Error>,
+    /// The client's identifier while it connects: its route event
+    /// creates the QP and connects it (rdma_cm wants that done in the
+    /// identifier's own handler).
+    id: Option<CmId<Cm>>,
+    /// What the client's QP is created on.
+    qp_on: Option<(Arc<Pd>, Arc<Cq>)>,
+    /// The listener's connection request.
+    child: Option<CmId<()>>,
+}
+
+/// The event handler of one identifier, and its waiter.
+#[pin_data]
+struct Cm {
+    #[pin]
+    st: Mutex<CmState>,
+    #[pin]
+    cv: CondVar,
+}
+
+impl Cm {
+    fn new() -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Cm {
+                st <- new_mutex!(CmState::default()),
+                cv <- new_condvar!(),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Waits until `done` holds, an error is reported or the deadline
+    /// passes. Process context.
+    fn wait(&self, done: impl Fn(&CmState) -> bool) -> Result {
+        let t0 = Time::now();
+        let mut g = self.st.lock();
+        loop {
+            if let Some(e) = g.err {
+                return Err(e);
+            }
+            if done(&g) {
+                return Ok(());
+            }
+            let left = WAIT_MS - span_ns(t0, &[Time::now()]) / 1_000_000;
+            if left <= 0 {
+                return Err(ETIMEDOUT);
+            }
+            let _ = self
+                .cv
+                .wait_interruptible_timeout(&mut g, msecs_to_jiffies(left as u32));
+        }
+    }
+}
+
+impl Handler for Cm {
+    fn event(&self, _id: *mut sys::rdma_cm_id, ev: Event<'_>) -> Result {
+        let mut s = self.st.lock();
+        let mut ret = Ok(());
+        match ev {
+            Event::AddrResolved => s.addr = true,
+            Event::RouteResolved => {
+                let r = match (s.id.as_ref(), s.qp_on.as_ref()) {
+                    (Some(id), Some((pd, cq))) => id
+                        .create_qp(pd, cq, cq, (SEND_DEPTH, RECV_DEPTH as u32), 1)
+                        .and_then(|()| id.connect_in_handler(&[])),
+                    _ => Err(EINVAL),
+                };
+                match r {
+                    Ok(()) => s.route = true,
+                    Err(e) => s.err = Some(e),
+                }
+            }
+            Event::Established(_) => s.up = true,
+            Event::Rejected(_) => s.err = Some(ECONNREFUSED),
+            Event::Failed(e) => s.err = Some(e),
+            Event::Disconnected => s.err = s.err.or(Some(ECONNRESET)),
+            // The pair destroys its identifiers itself; the removal waits
+            // for that.
+            Event::DeviceRemoval => {
+                s.err = Some(ENODEV);
+                ret = Err(EBUSY);
+            }
+            Event::Other => {}
+        }
+        drop(s);
+        self.cv.notify_all();
+        ret
+    }
+
+    fn request(&self, child: CmId<()>, _data: &[u8]) -> core::result::Result<(), CmId<()>> {
+        let mut s = self.st.lock();
+        if s.child.is_some() {
+            return Err(child);
+        }
+        s.child = Some(child);
+        drop(s);
+        self.cv.notify_all();
+        Ok(())
+    }
+}
+
+/// A side's completion counts.
+#[derive(Default)]
+struct Counts {
+    /// Send queue: sends, RDMA writes and reads.
+    sq: usize,
+    /// Receive queue.
+    rq: usize,
+    /// The first failed completion.
+    err: Option<Error>,
+}
+
+/// The completions of one side's QP.
+#[pin_data]
+struct Done {
+    /// The `ib_cqe` of the side's send-queue requests.
+    #[pin]
+    sq: Opaque<sys::ib_cqe>,
+    /// The `ib_cqe` of its receives.
+    #[pin]
+    rq: Opaque<sys::ib_cqe>,
+    #[pin]
+    counts: SpinLockIrq<Counts>,
+    #[pin]
+    cv: CondVar,
+    /// The length every receive of the run must have.
+    recv_len: AtomicUsize,
+}
+
+// SAFETY: The `ib_cqe` entries are written once, at creation, and only
+// read afterwards (by ib_core, from any CPU); the counts are behind their
+// lock and the length is atomic.
+unsafe impl Send for Done {}
+// SAFETY: See `Send`.
+unsafe impl Sync for Done {}
+
+/// The done callback of send-queue requests.
+///
+/// # Safety
+///
+/// Called by ib_core with the completion of a request posted with the
+/// `sq` entry of a live [`Done`].
+unsafe extern "C" fn on_sq(_cq: *mut sys::ib_cq, wc: *mut sys::ib_wc) {
+    // SAFETY: ib_core passes a valid completion.
+    let d = unsafe { dma::done(wc) };
+    // SAFETY: The request was posted with `sq` of a `Done` that the pair
+    // keeps until its QPs are drained (the caller's contract), so the
+    // container is live.
+    let done = unsafe { &*kernel::container_of!(d.cqe.cast::<Opaque<sys::ib_cqe>>(), Done, sq) };
+    done.count(true, &d);
+}
+
+/// The done callback of receives.
+///
+/// # Safety
+///
+/// As for [`on_sq`], with the `rq` entry.
+unsafe extern "C" fn on_rq(_cq: *mut sys::ib_cq, wc: *mut sys::ib_wc) {
+    // SAFETY: ib_core passes a valid completion.
+    let d = unsafe { dma::done(wc) };
+    // SAFETY: As in `on_sq`, for `rq`.
+    let done = unsafe { &*kernel::container_of!(d.cqe.cast::<Opaque<sys::ib_cqe>>(), Done, rq) };
+    done.count(false, &d);
+}
+
+impl Done {
+    fn new() -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Done {
+                sq: Opaque::new(sys::ib_cqe { done: Some(on_sq) }),
+                rq: Opaque::new(sys::ib_cqe { done: Some(on_rq) }),
+                counts <- new_spinlock_irq!(Counts::default()),
+                cv <- new_condvar!(),
+                recv_len: AtomicUsize::new(0),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Counts a completion (softirq context).
+    fn count(&self, sq: bool, d: &dma::Done) {
+        let mut c = self.counts.lock();
+        if !d.ok {
+            c.err = c.err.or(Some(d.err));
+        } else if !sq && d.len != self.recv_len.load(Ordering::Relaxed) {
+            c.err = c.err.or(Some(EPROTO));
+        }
+        if sq {
+            c.sq += 1;
+        } else {
+            c.rq += 1;
+        }
+        drop(c);
+        self.cv.notify_all();
+    }
+
+    /// Starts a run whose receives are `len` bytes (nothing in flight).
+    fn reset(&self, len: usize) {
+        self.recv_len.store(len, Ordering::Relaxed);
+        *self.counts.lock() = Counts::default();
+    }
+
+    /// Waits until at least `sq` send-queue and `rq` receive completions
+    /// have arrived, one fails, or `WAIT_MS` pass without one. Process
+    /// context.
+    fn wait(&self, sq: usize, rq: usize) -> Result {
+        let mut t0 = Time::now();
+        let mut g = self.counts.lock();
+        let mut seen = (g.sq, g.rq);
+        loop {
+            if let Some(e) = g.err {
+                return Err(e);
+            }
+            if g.sq >= sq && g.rq >= rq {
+                return Ok(());
+            }
+            if (g.sq, g.rq) != seen {
+                seen = (g.sq, g.rq);
+                t0 = Time::now();
+            }
+            let left = WAIT_MS - span_ns(t0, &[Time::now()]) / 1_000_000;
+            if left <= 0 {
+                return Err(ETIMEDOUT);
+            }
+            let _ = self
+                .cv
+                .wait_interruptible_timeout(&mut g, msecs_to_jiffies(left as u32));
+        }
+    }
+
+    fn sq_cqe(&self) -> *mut sys::ib_cqe {
+        self.sq.get()
+    }
+
+    fn rq_cqe(&self) -> *mut sys::ib_cqe {
+        self.rq.get()
+    }
+
+    /// Send-queue completions so far.
+    fn sq_done(&self) -> usize {
+        self.counts.lock().sq
+    }
+}
+
+/// A connected identifier with its QP: disconnected, and its QP flushed
+/// and destroyed, when dropped (before the PD and CQs it uses).
+struct Conn<H> {
+    id: CmId<H>,
+}
+
+impl<H> Conn<H> {
+    fn qp(&self) -> *mut sys::ib_qp {
+        self.id.qp()
+    }
+}
+
+impl<H> Drop for Conn<H> {
+    fn drop(&mut self) {
+        self.id.disconnect();
+        self.id.destroy_qp();
+    }
+}
+
+/// The connected QP pair and its memory. Fields drop in order: the
+/// connections (QPs drained, so nothing uses the memory or the
+/// completion entries after), the regions, the memory, the completions,
+/// the CQs, the PD, the listener.
+pub(crate) struct IbPair {
+    client: Conn<Cm>,
+    server: Conn<Cm>,
+    src_mr: FastReg,
+    dst_mr: FastReg,
+    /// `[source | destination | two echo slots]`.
+    mem: DmaBuf,
+    cdone: Arc<Done>,
+    sdone: Arc<Done>,
+    _ccq: Arc<Cq>,
+    _scq: Arc<Cq>,
+    lkey: u32,
+    _pd: Arc<Pd>,
+    _listener: CmId<Cm>,
+    _lcm: Arc<Cm>,
+    /// Bytes of each half: the most a run moves.
+    cap: usize,
+    /// Bytes of an echo slot: the largest ping-pong.
+    slot: usize,
+    /// A run failed with requests in flight: no more runs.
+    broken: AtomicBool,
+}
+
+/// Takes the client's identifier back out of its handler's state (where
+/// it waited for its route), with its QP if one was created.
+fn take_client(cm: &Cm) -> Option<Conn<Cm>> {
+    let mut s = cm.st.lock();
+    s.qp_on = None;
+    s.id.take().map(|id| Conn { id })
+}
+
+/// Connects a QP pair on the RDMA device of `node`:`port` (numeric), each
+/// half of its memory `cap` bytes (a multiple of the page size the device
+/// can register in one region), echo slots of `slot` bytes. Process
+/// context.
+pub(crate) fn pair(node: &CStr, port: &CStr, cap: usize, slot: usize) -> Result<Arc<IbPair>> {
+    if cap == 0 || cap % PAGE != 0 || slot == 0 {
+        return Err(EINVAL);
+    }
+    let addr = Addr::parse(core::ptr::null_mut(), node, port)?;
+    let lcm = Cm::new()?;
+    let listener = CmId::new(core::ptr::null_mut(), lcm.clone())?;
+    listener.listen(&addr, 4)?;
+    let ccm = Cm::new()?;
+    let cid = CmId::new(core::ptr::null_mut(), ccm.clone())?;
+    cid.resolve_addr(&addr)?;
+    ccm.wait(|s| s.addr)?;
+    let dev = cid.device();
+    if dev.is_null() {
+        return Err(ENODEV);
+    }
+    // SAFETY: `dev` is the device `cid` is bound to: rdma_cm's removal of
+    // it waits until the pair's identifiers are destroyed, which happens
+    // after these objects go (declaration order here, field order in
+    // `IbPair`).
+    let (pd, ccq, scq) = unsafe {
+        (
+            Arc::new(Pd::new(dev)?, GFP_KERNEL)?,
+            Arc::new(Cq::new(dev, CQ_ENTRIES)?, GFP_KERNEL)?,
+            Arc::new(Cq::new(dev, CQ_ENTRIES)?, GFP_KERNEL)?,
+        )
+    };
+    let lkey = pd.local_key();
+    // SAFETY: As above.
+    let mem = unsafe { DmaBuf::new(dev, cap.checked_mul(2).ok_or(EINVAL)? + 2 * slot)? };
+    let (cdone, sdone) = (Done::new()?, Done::new()?);
+    let routed = {
+        let mut s = ccm.st.lock();
+        s.qp_on = Some((pd.clone(), ccq.clone()));
+        s.id = Some(cid);
+        // Under the lock: the route event waits for it, and finds the
+        // identifier there.
+        s.id.as_ref().map_or(Err(EINVAL), |id| id.resolve_route())
+    };
+    let req = routed.and_then(|()| ccm.wait(|s| s.route)).and_then(|()| {
+        lcm.wait(|s| s.child.is_some())?;
+        lcm.st.lock().child.take().ok_or(EPROTO)
+    });
+    // Always taken back out: the identifier holds its handler, which
+    // must not hold it in turn once this returns.
+    let client = take_client(&ccm);
+    let req = req?;
+    let client = client.ok_or(EPROTO)?;
+    if !core::ptr::eq(req.device(), dev) {
+        return Err(ENODEV);
+    }
+    let scm = Cm::new()?;
+    let server = Conn {
+        id: req.set_handler(scm.clone()),
+    };
+    server
+        .id
+        .create_qp(&pd, &scq, &scq, (SEND_DEPTH, RECV_DEPTH as u32), 1)?;
+    server.id.accept(&[])?;
+    ccm.wait(|s| s.up)?;
+    scm.wait(|s| s.up)?;
+    let src_mr = region(&pd, &mem, 0, cap, server.qp(), sys::IB_ACCESS_REMOTE_READ)?;
+    let dst_mr = region(
+        &pd,
+        &mem,
+        cap,
+        cap,
+        server.qp(),
+        sys::IB_ACCESS_REMOTE_WRITE,
+    )?;
+    Ok(Arc::new(
+        IbPair {
+            client,
+            server,
+            src_mr,
+            dst_mr,
+            mem,
+            cdone,
+            sdone,
+            _ccq: ccq,
+            _scq: scq,
+            lkey,
+            _pd: pd,
+            _listener: listener,
+            _lcm: lcm,
+            cap,
+            slot,
+            broken: AtomicBool::new(false),
+        },
+        GFP_KERNEL,
+    )?)
+}
+
+/// Registers `len` bytes at `at` of `mem` as a region (its first byte at
+/// remote address 0) for the peer's `access`, posted on `qp` and waited
+/// for.
+fn region(
+    pd: &Arc<Pd>,
+    mem: &DmaBuf,
+    at: usize,
+    len: usize,
+    qp: *mut sys::ib_qp,
+    access: u32,
+) -> Result<FastReg> {
+    let addr = (mem.addr() as usize).checked_add(at).ok_or(EINVAL)?;
+    if at.checked_add(len).ok_or(EINVAL)? > mem.bytes().len() {
+        return Err(EINVAL);
+    }
+    let mut r = FastReg::new(pd.clone(), pages_of(addr, len).ok_or(EINVAL)?)?;
+    // SAFETY: The bytes lie in `mem`, which the pair drops after its
+    // regions.
+    unsafe { r.add_kernel(addr, len) }?;
+    r.map(0)?;
+    // SAFETY: `qp` is the server's live QP of the region's PD, drained
+    // when the pair drops it.
+    unsafe { r.post(qp, sys::IB_ACCESS_LOCAL_WRITE | access) }?;
+    r.wait(WAIT_MS as u32)?;
+    Ok(r)
+}
+
+/// Where in the memory an operation's bytes are.
+#[derive(Clone, Copy)]
+enum Area {
+    Src,
+    Dst,
+    Slot,
+}
+
+impl IbPair {
+    /// The entry of operation `i` of `area` (`sh`'s layout; slots: `i`
+    /// is 0 or 1).
+    fn sge(&self, area: Area, sh: Shape, i: usize) -> Result<sys::ib_sge> {
+        let span = sh.span(i)?;
+        let (base, room) = match area {
+            Area::Src => (0, self.cap),
+            Area::Dst => (self.cap, self.cap),
+            Area::Slot => (2 * self.cap, 2 * self.slot),
+        };
+        if span.end > room {
+            return Err(EINVAL);
+        }
+        Ok(self.mem.sge_at(base + span.start, sh.size, self.lkey))
+    }
+
+    /// Before a run: the bench's source in, the destination cleared, the
+    /// counts reset. Nothing is in flight between runs (a run that left
+    /// requests in flight marks the pair broken), so the CPU may write the
+    /// memory.
+    fn load(&self, sh: Shape, bufs: &Bufs) -> Result {
+        let total = sh.total()?;
+        if self.broken.load(Ordering::Relaxed) {
+            return Err(EIO);
+        }
+        if total > self.cap || sh.size > self.slot {
+            return Err(EINVAL);
+        }
+        let src = bufs.src.get(..total).ok_or(EINVAL)?;
+        // SAFETY: `mem` holds `2 * cap + 2 * slot` bytes, so both ranges
+        // lie inside it; no work request uses them (see above), and the
+        // bench's buffers are other memory.
+        unsafe {
+            let m = self.mem.addr();
+            core::ptr::copy_nonoverlapping(src.as_ptr(), m, total);
+            core::ptr::write_bytes(m.add(self.cap), 0, total);
+        }
+        self.cdone.reset(sh.size);
+        self.sdone.reset(sh.size);
+        Ok(())
+    }
+
+    /// After a run: the destination out into the bench's buffer, checked
+    /// there.
+    fn unload(&self, sh: Shape, bufs: &mut Bufs) -> Result {
+        let total = sh.total()?;
+        let end = self.cap.checked_add(total).ok_or(EINVAL)?;
+        let d = self.mem.bytes().get(self.cap..end).ok_or(EINVAL)?;
+        bufs.dst.get_mut(..total).ok_or(EINVAL)?.copy_from_slice(d);
+        Ok(())
+    }
+
+    /// The end of a run: a failed one may have left requests in flight.
+    fn finish<T>(&self, r: Result<T>) -> Result<T> {
+        if r.is_err() {
+            self.broken.store(true, Ordering::Relaxed);
+        }
+        r
+    }
+}
+
+/// Two-thread send ping-pong, as `kfi_runs::pingpong`: the client posts a
+/// receive into operation `i` of the destination and sends operation `i`
+/// of the source; the server echoes it from one of two slots, the next
+/// receive posted before the echo. The server's first receive is posted
+/// before either side starts.
+pub(crate) fn pingpong(p: &Arc<IbPair>, sh: Shape, bufs: &mut Bufs) -> Result<Sample> {
+    p.load(sh, bufs)?;
+    let slot = Shape { iters: 2, ..sh };
+    let r = (|| {
+        // SAFETY: The slot is the pair's mapped memory, used by nothing
+        // else until the receive completes; the pair outlives its QPs'
+        // requests (field order).
+        unsafe { dma::post_recv(p.server.qp(), p.sge(Area::Slot, slot, 0)?, p.sdone.rq_cqe()) }?;
+        let ps = p.clone();
+        let server = spawn(move || side(|| echo(&ps, sh)))?;
+        let pc = p.clone();
+        let client = spawn(move || side(|| ping(&pc, sh)));
+        let (c, s) = match client {
+            Ok(c) => (c.join(), server.join()),
+            Err(e) => {
+                // Alone, the server gives up at its deadline.
+                let _ = server.join();
+                return Err(e);
+            }
+        };
+        let ((), sc) = s?;
+        let ((ns, lat), cc) = c?;
+        Ok(Sample {
+            ns,
+            lat,
+            cpus: [Some(cc), Some(sc)],
+        })
+    })();
+    let s = p.finish(r)?;
+    p.unload(sh, bufs)?;
+    Ok(s)
+}
+
+/// Runs a side's body and notes the CPUs it started and ended on.
+fn side<T>(body: impl FnOnce() -> Result<T>) -> Result<(T, Cpus)> {
+    let first = cpu_now();
+    let v = body()?;
+    Ok((
+        v,
+        Cpus {
+            first,
+            last: cpu_now(),
+        },
+    ))
+}
+
+/// The client of [`pingpong`].
+fn ping(p: &IbPair, sh: Shape) -> Result<(i64, Option<Lat>)> {
+    let qp = p.client.qp();
+    let d = &p.cdone;
+    let mut rtt = KVec::with_capacity(sh.iters, GFP_KERNEL)?;
+    let t0 = Time::now();
+    for i in 0..sh.iters {
+        let t = Time::now();
+        // SAFETY: Operation `i` of the destination is used by nothing else
+        // until this receive completes, the source never written during a
+        // run; both are the pair's mapped memory, which outlives its QPs'
+        // requests.
+        unsafe {
+            dma::post_recv(qp, p.sge(Area::Dst, sh, i)?, d.rq_cqe())?;
+            dma::post_send(qp, p.sge(Area::Src, sh, i)?, d.sq_cqe())?;
+        }
+        d.wait(0, i + 1)?;
+        rtt.push(span_ns(t, &[Time::now()]), GFP_KERNEL)?;
+    }
+    let ns = span_ns(t0, &[Time::now()]);
+    d.wait(sh.iters, sh.iters)?;
+    Ok((ns, Lat::of(&mut rtt)))
+}
+
+/// The server of [`pingpong`]: its first receive is posted.
+fn echo(p: &IbPair, sh: Shape) -> Result {
+    let qp = p.server.qp();
+    let d = &p.sdone;
+    let slot = Shape { iters: 2, ..sh };
+    for i in 0..sh.iters {
+        d.wait(0, i + 1)?;
+        if i + 1 < sh.iters {
+            // The other slot held echo `i - 1`: it must be sent.
+            d.wait(i, 0)?;
+            // SAFETY: Nothing uses the other slot now; the pair's memory
+            // outlives its QPs' requests.
+            unsafe { dma::post_recv(qp, p.sge(Area::Slot, slot, (i + 1) % 2)?, d.rq_cqe()) }?;
+        }
+        // SAFETY: The slot is not written again before this send completes
+        // (waited for above before the next receive into it).
+        unsafe { dma::post_send(qp, p.sge(Area::Slot, slot, i % 2)?, d.sq_cqe()) }?;
+    }
+    d.wait(sh.iters, sh.iters)
+}
+
+/// Bandwidth runs, as `kfi_runs::stream`: sends (every receive posted
+/// before the run), RDMA writes into the destination region or RDMA reads
+/// from the source region, `sh.win` in flight; operation `i` of the
+/// source lands in operation `i` of the destination.
+pub(crate) fn stream(p: &Arc<IbPair>, kind: Kind, sh: Shape, bufs: &mut Bufs) -> Result<Sample> {
+    if sh.win == 0 || sh.iters > RECV_DEPTH {
+        return Err(EINVAL);
+    }
+    p.load(sh, bufs)?;
+    let r = (|| {
+        if kind != Kind::Send {
+            let pc = p.clone();
+            let (ns, c) = spawn(move || side(|| rma(&pc, kind, sh)))?.join()?;
+            return Ok(Sample {
+                ns,
+                lat: None,
+                cpus: [Some(c), None],
+            });
+        }
+        for i in 0..sh.iters {
+            // SAFETY: Operation `i` of the destination is used by nothing
+            // else until it completes; the pair's memory outlives its QPs'
+            // requests.
+            unsafe { dma::post_recv(p.server.qp(), p.sge(Area::Dst, sh, i)?, p.sdone.rq_cqe()) }?;
+        }
+        let ps = p.clone();
+        let receiver = spawn(move || {
+            side(|| {
+                for i in 0..sh.iters {
+                    ps.sdone.wait(0, i + 1)?;
+                }
+                Ok(Time::now())
+            })
+        })?;
+        let pc = p.clone();
+        let sender = spawn(move || side(|| transmit(&pc, sh)));
+        let (s, r) = match sender {
+            Ok(s) => (s.join(), receiver.join()),
+            Err(e) => {
+                let _ = receiver.join();
+                return Err(e);
+            }
+        };
+        let (received, rc) = r?;
+        let ((t0, sent), sc) = s?;
+        Ok(Sample {
+            ns: span_ns(t0, &[sent, received]),
+            lat: None,
+            cpus: [Some(sc), Some(rc)],
+        })
+    })();
+    let s = p.finish(r)?;
+    p.unload(sh, bufs)?;
+    Ok(s)
+}
+
+/// Posts operations with `post(i)` on the client's send queue, `sh.win`
+/// in flight, until all have completed.
+fn windowed(p: &IbPair, sh: Shape, post: impl Fn(usize) -> Result) -> Result {
+    let d = &p.cdone;
+    let mut posted = 0;
+    loop {
+        let done = d.sq_done();
+        if done >= sh.iters {
+            return Ok(());
+        }
+        while posted < sh.iters && posted - done.min(posted) < sh.win {
+            post(posted)?;
+            posted += 1;
+        }
+        d.wait(done + 1, 0)?;
+    }
+}
+
+/// The sender of a send/recv run: its start and end.
+fn transmit(p: &IbPair, sh: Shape) -> Result<(Time, Time)> {
+    let qp = p.client.qp();
+    let t0 = Time::now();
+    windowed(p, sh, |i| {
+        // SAFETY: The source is never written during a run; the pair's
+        // memory outlives its QPs' requests.
+        unsafe { dma::post_send(qp, p.sge(Area::Src, sh, i)?, p.cdone.sq_cqe()) }
+    })?;
+    Ok((t0, Time::now()))
+}
+
+/// An RDMA write or read run from the client: nanoseconds from the first
+/// post to the last completion.
+fn rma(p: &IbPair, kind: Kind, sh: Shape) -> Result<i64> {
+    let qp = p.client.qp();
+    let read = kind == Kind::Read;
+    let (local, rkey) = if read {
+        (Area::Dst, p.src_mr.rkey())
+    } else {
+        (Area::Src, p.dst_mr.rkey())
+    };
+    let t0 = Time::now();
+    windowed(p, sh, |i| {
+        let mut sge = [p.sge(local, sh, i)?];
+        let at = sh.span(i)?.start as u64;
+        // SAFETY: Operation `i` of the local area is used by nothing else
+        // until it completes (a write only reads it); the pair's memory
+        // outlives its QPs' requests.
+        unsafe { dma::post_rdma(qp, read, &mut sge, at, rkey, p.cdone.sq_cqe()) }
+    })?;
+    Ok(span_ns(t0, &[Time::now()]))
+}
