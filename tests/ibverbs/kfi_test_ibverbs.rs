@@ -87,7 +87,7 @@ fn skip(reason: &core::ffi::CStr) -> Result {
     let src = reason.to_bytes();
     let n = src.len().min(comment.len().saturating_sub(1));
     for (d, &b) in comment.iter_mut().zip(&src[..n]) {
-        *d = b as _;
+        *d = b;
     }
     if let Some(end) = comment.get_mut(n) {
         *end = 0;
