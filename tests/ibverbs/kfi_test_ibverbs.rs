@@ -72,36 +72,13 @@ impl kernel::Module for KfiTestIbverbs {
     }
 }
 
-/// Marks the running case skipped with `reason` (what C's
-/// `kunit_mark_skipped` does); the case then returns `Ok`.
-fn skip(reason: &core::ffi::CStr) -> Result {
-    // SAFETY: Only reads this thread's current KUnit test (or NULL).
-    let t = unsafe { kernel::bindings::kunit_get_current_test() };
-    if t.is_null() {
-        return Err(EINVAL);
-    }
-    // SAFETY: `t` is the case this thread runs; only this thread writes
-    // its status while it runs.
-    let (status, comment) = unsafe { (&mut (*t).status, &mut (*t).status_comment) };
-    *status = kernel::bindings::kunit_status_KUNIT_SKIPPED;
-    let src = reason.to_bytes();
-    let n = src.len().min(comment.len().saturating_sub(1));
-    for (d, &b) in comment.iter_mut().zip(&src[..n]) {
-        *d = b;
-    }
-    if let Some(end) = comment.get_mut(n) {
-        *end = 0;
-    }
-    Ok(())
-}
-
 #[kunit_tests(kfi_ibverbs)]
 mod tests {
     use super::kfi::{
         kfi_sys as sys,
         ulp::{CmEvent, Cq, CqError, Domain, Endpoint, Eq, Fabric, Hints},
     };
-    use super::{device, skip, tamper};
+    use super::{device, tamper};
     use core::ffi::CStr;
     use kernel::prelude::*;
 
@@ -861,11 +838,6 @@ mod tests {
     #[test]
     fn credits_never_returned_end_the_connection_in_time() -> Result {
         const N: usize = 40;
-        // The bound itself is covered by kfi_e2e_ops'
-        // a_peer_that_stops_reading_ends_the_connection on ibverbs.
-        if !RUN_FLAKY_CREDITS {
-            return skip(c"flaky: about 1 run in 3 returns an error 2 s in, right after its sleep (cause not found yet, issue 12)");
-        }
         hostile_pair(c"7632", 128, |cep, sep, ccq, scq, eq| {
             let msg = pattern(FRAME_MAX, 12)?;
             // 40 one-frame messages: 31 fit the peer's slots (one credit
@@ -893,10 +865,19 @@ mod tests {
             assert!(eq.sread(0).is_err());
             // Now the peer takes nothing any more.
             let t0 = kernel::time::Instant::<kernel::time::Monotonic>::now();
-            for i in 0..N {
+            // As many as the provider takes: how many credits the first
+            // part left us depends on when the peer returned them, and a
+            // full queue is EAGAIN (backpressure, not a failure).
+            let mut sent = 0;
+            while sent < N {
                 // SAFETY: As above.
-                unsafe { cep.send(&msg, 200 + i, 0)? };
+                match unsafe { cep.send(&msg, 200 + sent, 0) } {
+                    Ok(()) => sent += 1,
+                    Err(e) if e == EAGAIN => break,
+                    Err(e) => return Err(e),
+                }
             }
+            assert!(sent > 0);
             loop {
                 match eq.sread(WAIT_MS)? {
                     CmEvent::Failed { fid, err, .. } if cep.is(fid) => {
@@ -910,7 +891,7 @@ mod tests {
             let ms = t0.elapsed().as_millis();
             assert!((4500..15_000).contains(&ms));
             let (mut ok, mut timed_out) = (0, 0);
-            for _ in 0..N {
+            for _ in 0..sent {
                 match ccq.sread(WAIT_MS) {
                     Ok(_) => ok += 1,
                     Err(CqError::Failed { err, .. }) if err == ETIMEDOUT => timed_out += 1,
@@ -918,13 +899,10 @@ mod tests {
                     Err(CqError::Queue(e)) => return Err(e),
                 }
             }
-            assert!(ok < N && timed_out > 0);
+            assert!(ok < sent && timed_out > 0);
             Ok(())
         })
     }
-
-    /// Whether `credits_never_returned_end_the_connection_in_time` runs.
-    const RUN_FLAKY_CREDITS: bool = false;
 
     // Frame flags of prov/ibverbs/frame.rs.
     const F_CQ_DATA: u32 = 2;
