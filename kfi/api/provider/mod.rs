@@ -19,10 +19,12 @@
 //!
 //! By concept: [`traits`] (what a provider implements), [`refs`] (what it
 //! holds of kfabric.ko's objects), [`info`] (entries it lists), [`object`]
-//! and [`glue`] (how its objects and ops tables look to C), and
+//! and [`glue`] with [`glue_ep`] (how its objects and ops tables look to
+//! C), and
 //! [`registration`].
 
 mod glue;
+mod glue_ep;
 mod info;
 mod object;
 mod refs;
