@@ -327,18 +327,25 @@ def build_rows(samples):
                        "verified": all(s["verified"] for s in m.values()),
                        "samples": sample_list(m, mbps)}
                 row.update(cost(m))
-                raw_cost = cost(raw)
-                if "cpu_us_per_mib" in row and raw_cost.get("cpu_us_per_mib"):
-                    row["cpu_ratio"] = row["cpu_us_per_mib"] / raw_cost["cpu_us_per_mib"]
-                rb = ratio_block(m, raw, mbps)
-                if rb:
-                    row.update(rb)
-                    t = target_for(name, size)
-                    if t and win >= TARGET_WINDOW:
-                        row["target"] = "%s %.2fx raw stream" % t
-                        row["verdict"] = verdict(t, rb["ratio_min"], rb["ratio_max"])
+                judge(row, m, raw, cost(raw).get("cpu_us_per_mib"), win,
+                      target_for(name, size), "raw stream")
                 rows.append(row)
     return rows
+
+
+def judge(row, m, raw, raw_cpu, win, target, baseline):
+    """Adds to a bandwidth row its CPU ratio to the baseline (whose CPU
+    cost per MiB is raw_cpu), the ratio of the medians of samples m and raw
+    with its spread, and the verdict on target (from window TARGET_WINDOW
+    up)."""
+    if "cpu_us_per_mib" in row and raw_cpu:
+        row["cpu_ratio"] = row["cpu_us_per_mib"] / raw_cpu
+    rb = ratio_block(m, raw, mbps)
+    if rb:
+        row.update(rb)
+        if target and win >= TARGET_WINDOW:
+            row["target"] = "%s %.2fx %s" % (target + (baseline,))
+            row["verdict"] = verdict(target, rb["ratio_min"], rb["ratio_max"])
 
 
 def ib_target_for(fabric, row, size):
@@ -401,15 +408,8 @@ def build_ib_rows(samples, fabric):
                 row = bw_row(kfi, size, win, m, fabric)
                 row["raw_mbps"] = rr["mbps"]["median"]
                 row["raw_usec_per_xfer"] = rr["usec_per_xfer"]
-                if "cpu_us_per_mib" in row and rr.get("cpu_us_per_mib"):
-                    row["cpu_ratio"] = row["cpu_us_per_mib"] / rr["cpu_us_per_mib"]
-                rb = ratio_block(m, raw, mbps)
-                if rb:
-                    row.update(rb)
-                    t = ib_target_for(fabric, kfi, size)
-                    if t and win >= TARGET_WINDOW:
-                        row["target"] = "%s %.2fx raw verbs" % t
-                        row["verdict"] = verdict(t, rb["ratio_min"], rb["ratio_max"])
+                judge(row, m, raw, rr.get("cpu_us_per_mib"), win,
+                      ib_target_for(fabric, kfi, size), "raw verbs")
                 rows.append(row)
     return rows
 

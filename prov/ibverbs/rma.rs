@@ -347,10 +347,9 @@ impl Rma {
             AtomicOp::FetchAdd(src)
         };
         let sge = link.results.sge_at(wi * ELEM, ELEM, link.lkey);
-        // SAFETY: A live QP (the link exists only while it does); the
-        // result slot is the ring's, mapped while it lives, and used by
-        // this request only (`wi` is taken from the free list); `cqe`
-        // lives in the ring, which outlives the QP's drain.
+        // SAFETY: A live QP (the link exists only while it does); the result slot is the
+        // ring's, mapped while it lives, and this request's only (`wi` came from the free
+        // list); `cqe` lives in the ring, which outlives the QP's drain.
         unsafe { dma::post_atomic(link.qp, sge, raddr, key, what, cqe) }?;
         let mut wr = Wr::new(oi, false);
         wr.result_at = Some(op.posted);

@@ -292,6 +292,31 @@ impl Bench {
         Ok(bufs)
     }
 
+    /// `rows` at every size up to `max`, window 1, each with the operations
+    /// `iters` gives for it, cut to what `cap` bytes hold (see
+    /// [`Plan::capped`]); sizes with too few are left out.
+    fn capped_sweep(
+        &mut self,
+        rows: &[Row],
+        max: usize,
+        cap: usize,
+        plan: &Plan,
+        iters: fn(&Plan, usize) -> usize,
+    ) -> Result {
+        for size in sizes(max) {
+            let Some(iters) = plan.capped(iters(plan, size), size, cap) else {
+                continue;
+            };
+            let sh = Shape {
+                size,
+                iters,
+                win: 1,
+            };
+            self.rows(rows, sh, plan.reps)?;
+        }
+        Ok(())
+    }
+
     /// Warm-up, then `reps` rounds of `rows`, in reverse order every other
     /// round so that no row always runs first.
     fn rows(&mut self, rows: &[Row], sh: Shape, reps: usize) -> Result {
@@ -556,28 +581,8 @@ fn bench_ibverbs(plan: &Plan, node: &'static CStr) -> Result<usize> {
         bad: 0,
     };
     let pp = [Row::IbPingpong, Row::KfiPingpong];
-    for size in sizes(pp_max) {
-        let Some(iters) = plan.capped(plan.pp_iters(size), size, cap) else {
-            continue;
-        };
-        let sh = Shape {
-            size,
-            iters,
-            win: 1,
-        };
-        b.rows(&pp, sh, plan.reps)?;
-    }
+    b.capped_sweep(&pp, pp_max, cap, plan, Plan::pp_iters)?;
     let bw = bw_rows(&[Kind::Send, Kind::Write, Kind::Read], Some(Row::Ib))?;
-    for size in sizes(plan.max_size) {
-        let Some(iters) = plan.capped(plan.iters(size), size, cap) else {
-            continue;
-        };
-        let sh = Shape {
-            size,
-            iters,
-            win: 1,
-        };
-        b.rows(&bw, sh, plan.reps)?;
-    }
+    b.capped_sweep(&bw, plan.max_size, cap, plan, Plan::iters)?;
     Ok(b.bad)
 }

@@ -16,7 +16,7 @@ use crate::{
     kfi::{kfabric::Owned, kfi_sys as sys, ulp::Mr},
     net::*,
     run::{cpu_now, span_ns, Back, Bufs, Cpus, Grave, Lat, Sample, Shape, Time},
-    spawn::spawn,
+    spawn::{join_both, spawn},
 };
 
 /// Entries of each CQ: more than a window's worth of completions.
@@ -425,15 +425,10 @@ pub(crate) fn pingpong(
         let t = tracks(sh, (Kind::Recv, false), (Kind::Send, inject));
         side(bufs, t, |b, recv, send| ping(&pc, sh, b, recv, send))
     });
-    let client = match client {
-        Ok(j) => j,
-        Err(e) => {
-            // Alone, the server gives up at its CQ timeout.
-            let _ = g.sort(server.join());
-            return Err(e);
-        }
-    };
-    let (cb, sb) = (client.join(), server.join());
+    // Alone, the server gives up at its CQ timeout.
+    let (cb, sb) = join_both(client, server, |j| {
+        let _ = g.sort(j.join());
+    })?;
     let r = g.sort(cb);
     let (_, (), sc) = g.sort(sb)?;
     let (bufs, (ns, lat), cc) = r?;
@@ -555,27 +550,16 @@ pub(crate) fn stream(
         let t = tracks(sh, (kind, false), (kind.peer(), true));
         side(src, t, |b, send, _| transmit(&pc, sh, &b.src, send))
     });
-    let sender = match sender {
-        Ok(j) => j,
-        Err(e) => {
-            // Alone, the receiver gives up at its CQ timeout.
-            let _ = g.sort(receiver.join());
-            return Err(e);
-        }
-    };
-    let (sb, rb) = (sender.join(), receiver.join());
+    // Alone, the receiver gives up at its CQ timeout.
+    let (sb, rb) = join_both(sender, receiver, |j| {
+        let _ = g.sort(j.join());
+    })?;
     let s = g.sort(sb);
     let (dst, received, rc) = g.sort(rb)?;
     let (src, (t0, sent), sc) = s?;
-    let ns = span_ns(t0, &[sent, received]);
-    let cpus = [Some(sc), Some(rc)];
     Ok((
         Bufs::rejoin(src, dst),
-        Sample {
-            ns,
-            lat: None,
-            cpus,
-        },
+        Sample::stream(t0, [sent, received], [sc, rc]),
     ))
 }
 

@@ -12,7 +12,7 @@ use kernel::{bindings, error::to_result, prelude::*, sync::Arc};
 use crate::{
     ksock::{SockAddr, Socket},
     run::{cpu_now, span_ns, Back, Bufs, Cpus, Grave, Lat, Sample, Shape, Time},
-    spawn::spawn,
+    spawn::{join_both, spawn},
 };
 
 // Only pointers cross; `struct socket`'s opaque parts trip the lint.
@@ -152,15 +152,10 @@ pub(crate) fn pingpong(
             Ok((span_ns(t0, &[Time::now()]), Lat::of(&mut rtt)))
         })
     });
-    let client = match client {
-        Ok(j) => j,
-        Err(e) => {
-            p.s.shutdown();
-            server.join();
-            return Err(e);
-        }
-    };
-    let (cb, sb) = (client.join(), server.join());
+    let (cb, sb) = join_both(client, server, |j| {
+        p.s.shutdown();
+        j.join();
+    })?;
     let (bufs, (ns, lat), cc) = g.sort(cb)?;
     let (_, (), sc) = g.sort(sb)?;
     let cpus = [Some(cc), Some(sc)];
@@ -220,25 +215,14 @@ pub(crate) fn stream(p: &RawPair, sh: Shape, bufs: Bufs, g: &mut Grave) -> Resul
             Ok((t0, Time::now()))
         })
     });
-    let sender = match sender {
-        Ok(j) => j,
-        Err(e) => {
-            p.s.shutdown();
-            receiver.join();
-            return Err(e);
-        }
-    };
-    let (sb, rb) = (sender.join(), receiver.join());
+    let (sb, rb) = join_both(sender, receiver, |j| {
+        p.s.shutdown();
+        j.join();
+    })?;
     let (src, (t0, sent), sc) = g.sort(sb)?;
     let (dst, received, rc) = g.sort(rb)?;
-    let ns = span_ns(t0, &[sent, received]);
-    let cpus = [Some(sc), Some(rc)];
     Ok((
         Bufs::rejoin(src, dst),
-        Sample {
-            ns,
-            lat: None,
-            cpus,
-        },
+        Sample::stream(t0, [sent, received], [sc, rc]),
     ))
 }

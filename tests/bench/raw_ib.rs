@@ -51,7 +51,7 @@ use crate::{
     ib_sys as sys,
     kfi_runs::Kind,
     run::{cpu_now, span_ns, Bufs, Cpus, Lat, Sample, Shape, Time},
-    spawn::spawn,
+    spawn::{join_both, spawn},
 };
 
 /// Send queue depth: a window (8) and a registration, with room.
@@ -390,10 +390,8 @@ pub(crate) fn pair(node: &CStr, port: &CStr, cap: usize, slot: usize) -> Result<
     if dev.is_null() {
         return Err(ENODEV);
     }
-    // SAFETY: `dev` is the device `cid` is bound to: rdma_cm's removal of
-    // it waits until the pair's identifiers are destroyed, which happens
-    // after these objects go (declaration order here, field order in
-    // `IbPair`).
+    // SAFETY: `dev` is `cid`'s device: rdma_cm's removal of it waits for the pair's
+    // identifiers, destroyed after these objects (declaration and `IbPair` field order).
     let (pd, ccq, scq) = unsafe {
         (
             Arc::new(Pd::new(dev)?, GFP_KERNEL)?,
@@ -580,14 +578,10 @@ pub(crate) fn pingpong(p: &Arc<IbPair>, sh: Shape, bufs: &mut Bufs) -> Result<Sa
         let server = spawn(move || side(|| echo(&ps, sh)))?;
         let pc = p.clone();
         let client = spawn(move || side(|| ping(&pc, sh)));
-        let (c, s) = match client {
-            Ok(c) => (c.join(), server.join()),
-            Err(e) => {
-                // Alone, the server gives up at its deadline.
-                let _ = server.join();
-                return Err(e);
-            }
-        };
+        // Alone, the server gives up at its deadline.
+        let (c, s) = join_both(client, server, |j| {
+            let _ = j.join();
+        })?;
         let ((), sc) = s?;
         let ((ns, lat), cc) = c?;
         Ok(Sample {
@@ -622,10 +616,9 @@ fn ping(p: &IbPair, sh: Shape) -> Result<(i64, Option<Lat>)> {
     let t0 = Time::now();
     for i in 0..sh.iters {
         let t = Time::now();
-        // SAFETY: Operation `i` of the destination is used by nothing else
-        // until this receive completes, the source never written during a
-        // run; both are the pair's mapped memory, which outlives its QPs'
-        // requests.
+        // SAFETY: Operation `i` of the destination is only this receive's until it completes,
+        // the source is never written during a run; both are the pair's mapped memory, which
+        // outlives its QPs' requests.
         unsafe {
             dma::post_recv(qp, p.sge(Area::Dst, sh, i)?, d.rq_cqe())?;
             dma::post_send(qp, p.sge(Area::Src, sh, i)?, d.sq_cqe())?;
@@ -695,20 +688,12 @@ pub(crate) fn stream(p: &Arc<IbPair>, kind: Kind, sh: Shape, bufs: &mut Bufs) ->
         })?;
         let pc = p.clone();
         let sender = spawn(move || side(|| transmit(&pc, sh)));
-        let (s, r) = match sender {
-            Ok(s) => (s.join(), receiver.join()),
-            Err(e) => {
-                let _ = receiver.join();
-                return Err(e);
-            }
-        };
+        let (s, r) = join_both(sender, receiver, |j| {
+            let _ = j.join();
+        })?;
         let (received, rc) = r?;
         let ((t0, sent), sc) = s?;
-        Ok(Sample {
-            ns: span_ns(t0, &[sent, received]),
-            lat: None,
-            cpus: [Some(sc), Some(rc)],
-        })
+        Ok(Sample::stream(t0, [sent, received], [sc, rc]))
     })();
     let s = p.finish(r)?;
     p.unload(sh, bufs)?;

@@ -127,6 +127,20 @@ pub(crate) struct Sample {
     pub(crate) cpus: [Option<Cpus>; 2],
 }
 
+impl Sample {
+    /// A one-way run's: from the sender's start `t0` to the later of the
+    /// sender's and the receiver's `ends`; CPUs of the sender, then the
+    /// receiver.
+    pub(crate) fn stream(t0: Time, ends: [Time; 2], cpus: [Cpus; 2]) -> Self {
+        let [s, r] = cpus;
+        Self {
+            ns: span_ns(t0, &ends),
+            lat: None,
+            cpus: [Some(s), Some(r)],
+        }
+    }
+}
+
 /// Nanoseconds from `t0` to the later of `ends`.
 pub(crate) fn span_ns(t0: Time, ends: &[Time]) -> i64 {
     ends.iter()

@@ -53,6 +53,27 @@ where
     Ok(Join(slot))
 }
 
+/// Both sides of a run, joined, once the second, `active`, could start;
+/// if it could not, `alone` deals with the first (it stops it, or lets it
+/// reach its deadline, and joins it) and the error is returned.
+pub(crate) fn join_both<A, P>(
+    active: Result<Join<A>>,
+    passive: Join<P>,
+    alone: impl FnOnce(Join<P>),
+) -> Result<(A, P)>
+where
+    A: Send + Unpin,
+    P: Send + Unpin,
+{
+    match active {
+        Ok(a) => Ok((a.join(), passive.join())),
+        Err(e) => {
+            alone(passive);
+            Err(e)
+        }
+    }
+}
+
 impl<T: Send + Unpin> Join<T> {
     /// Waits for the work item to finish: its result.
     pub(crate) fn join(self) -> T {
