@@ -163,18 +163,26 @@ impl Plan {
 
     /// Operations of a bandwidth run of `size`-byte operations.
     fn iters(&self, size: usize) -> usize {
-        (self.budget / size).clamp(MIN_ITERS, self.max_iters)
+        self.budget
+            .checked_div(size)
+            .unwrap_or(0)
+            .clamp(MIN_ITERS, self.max_iters)
     }
 
     /// Round trips of a ping-pong of `size` bytes.
     fn pp_iters(&self, size: usize) -> usize {
-        ((PP_BUDGET_MIB << 20) / size).clamp(MIN_ITERS, PP_ITERS.min(self.max_iters))
+        (PP_BUDGET_MIB << 20)
+            .checked_div(size)
+            .unwrap_or(0)
+            .clamp(MIN_ITERS, PP_ITERS.min(self.max_iters))
     }
 
     /// `iters` operations of `size` bytes, cut to `ib_max_iters` and to
     /// what `cap` bytes hold; `None` below `MIN_ITERS`.
     fn capped(&self, iters: usize, size: usize, cap: usize) -> Option<usize> {
-        let n = iters.min(cap / size).min(self.ib_max_iters);
+        let n = iters
+            .min(cap.checked_div(size).unwrap_or(0))
+            .min(self.ib_max_iters);
         (n >= MIN_ITERS).then_some(n)
     }
 }
