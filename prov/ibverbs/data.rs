@@ -38,8 +38,9 @@ use kernel::{
 use crate::{
     ep::Conn,
     frame::{
-        read_header, tampered, write_header, write_header_magic, Buffers, Header, FRAME_MAX,
-        F_ACKED, F_ACK_REQ, F_CQ_DATA, F_DATA, F_KNOWN, F_MORE, F_RMA_DATA, HDR, SLOT,
+        read_header, tag_ext, tampered, write_header, write_header_magic, Buffers, Header,
+        FRAME_MAX, F_ACKED, F_ACK_REQ, F_CQ_DATA, F_DATA, F_KNOWN, F_MORE, F_RMA_DATA, F_TAGGED,
+        HDR, INJECT_MAX, SLOT, TAG_EXT,
     },
     ib::{
         device::Limits,
@@ -53,6 +54,7 @@ use crate::{
         toolkit::completion::{report, report_err, report_recv, CqEntry},
     },
     rma::{Link, Rma, RmaOp, RESULTS_LEN, RMA_OPS, RMA_WRS},
+    tagged::{Broken, TRecv, Tagged},
 };
 
 /// Slots each way.
@@ -148,9 +150,10 @@ struct Pending {
     bufs: Buffers,
     /// Bytes already in frames.
     sent: usize,
-    /// `F_CQ_DATA` or 0.
+    /// `F_CQ_DATA`, `F_TAGGED` (a tagged message, tagged `tag`) or 0.
     flags: u8,
     data: u64,
+    tag: u64,
 }
 
 /// A receive the ULP posted: its buffers as kernel addresses.
@@ -200,6 +203,8 @@ struct State {
     /// The peer's messages flagged [`F_ACK_REQ`] placed but not yet
     /// acknowledged.
     acks_due: u64,
+    /// Tagged receives and held tagged messages (`tagged.rs`).
+    tagged: Tagged,
     /// RMA operations.
     rma: Rma,
     /// The connection is up: sends may go.
@@ -298,6 +303,7 @@ impl DataPath {
         let posted = KVec::with_capacity(RECV_MAX, GFP_KERNEL)?;
         let held = KVec::with_capacity(SLOTS, GFP_KERNEL)?;
         let awaiting = KVec::with_capacity(TX_MAX, GFP_KERNEL)?;
+        let tagged = Tagged::new(crate::unexpected_bytes_max())?;
         Arc::pin_init(
             pin_init!(Self {
                 st <- new_spinlock_irq!(State {
@@ -316,6 +322,7 @@ impl DataPath {
                     awaiting,
                     next_seq: 0,
                     acks_due: 0,
+                    tagged,
                     rma,
                     up: false,
                     closed: false,
@@ -364,8 +371,22 @@ impl DataPath {
         c.queue_protocol_error();
     }
 
+    /// Ends the connection for what a tagged frame did (`b`).
+    fn broken(st: &mut State, b: Broken) {
+        match b {
+            Broken::Proto(why) => Self::protocol_error(st, why),
+            Broken::End(e, why) => {
+                if !st.broken {
+                    pr_warn!("{why}: connection ended\n");
+                }
+                Self::end(st, e);
+            }
+        }
+    }
+
     /// Why the connection is being ended (the error entry the worker
-    /// posts): `EPROTO`, or `ETIMEDOUT` for credits never returned.
+    /// posts): `EPROTO`, `ENOSPC` or `ENOMEM` (tagged messages, see
+    /// `tagged.rs`), or `ETIMEDOUT` for credits never returned.
     pub(crate) fn end_reason(&self) -> Error {
         self.st.lock().end_reason
     }
@@ -500,6 +521,7 @@ impl DataPath {
             report_err(cq, &p.entry, ECANCELED);
         }
         st.posted.clear();
+        st.tagged.cancel(cq, closing);
         let cq = st.tx_cq;
         // Sends that waited for credits in vain say so.
         let why = if st.broken && st.end_reason == ETIMEDOUT {
@@ -527,35 +549,40 @@ impl DataPath {
     /// is arriving into is no longer waiting).
     pub(crate) fn cancel_recv(&self, context: usize) -> Result {
         let mut st = self.st.lock();
-        let i = st
-            .posted
-            .iter()
-            .position(|p| p.entry.context == context)
-            .ok_or(ENOENT)?;
+        let Some(i) = st.posted.iter().position(|p| p.entry.context == context) else {
+            let cq = st.rx_cq;
+            return st.tagged.cancel_recv(context, cq);
+        };
         let p = st.posted.remove(i).map_err(|_| ENOENT)?;
         report_err(st.rx_cq, &p.entry, ECANCELED);
         Ok(())
     }
 
-    /// `kfi_sendmsg`: queues the message and sends what the credits allow
-    /// at once. An inject goes whole at once or not at all (`EAGAIN`).
-    /// Any context but hard interrupt.
+    /// `kfi_sendmsg`, or `kfi_tsendmsg` with `tag`: queues the message
+    /// and sends what the credits allow at once. An inject goes whole at
+    /// once or not at all (`EAGAIN`). Any context but hard interrupt.
     ///
     /// # Safety
     ///
-    /// `msg` was passed by kfabric.ko to `sendmsg` (checked list).
-    pub(crate) unsafe fn send(&self, msg: &ksys::kfi_msg, flags: u64) -> Result {
+    /// `msg` was passed by kfabric.ko to `sendmsg` or `tsendmsg` (checked
+    /// list).
+    pub(crate) unsafe fn send(&self, msg: &ksys::kfi_msg, flags: u64, tag: Option<u64>) -> Result {
         // SAFETY: The caller's contract.
         let bufs = unsafe { Buffers::of(msg) }?;
         let inject = flags & ksys::KFI_INJECT != 0;
-        if bufs.total > if inject { FRAME_MAX } else { MSG_MAX } {
+        let one_frame = if tag.is_some() { INJECT_MAX } else { FRAME_MAX };
+        if bufs.total > if inject { one_frame } else { MSG_MAX } {
             return Err(EMSGSIZE);
         }
+        let (kind, tag_flag) = match tag {
+            Some(_) => (ksys::KFI_TAGGED, F_TAGGED),
+            None => (ksys::KFI_MSG, 0),
+        };
         let mut p = Pending {
             op: Op {
                 entry: CqEntry {
                     context: msg.context as usize,
-                    flags: ksys::KFI_SEND | ksys::KFI_MSG,
+                    flags: ksys::KFI_SEND | kind,
                     len: bufs.total,
                     ..Default::default()
                 },
@@ -566,12 +593,14 @@ impl DataPath {
             },
             bufs,
             sent: 0,
-            flags: if flags & ksys::KFI_REMOTE_CQ_DATA != 0 {
-                F_CQ_DATA
-            } else {
-                0
-            },
+            flags: tag_flag
+                | if flags & ksys::KFI_REMOTE_CQ_DATA != 0 {
+                    F_CQ_DATA
+                } else {
+                    0
+                },
             data: msg.data,
+            tag: tag.unwrap_or(0),
         };
         let mut st = self.st.lock();
         if st.closed || !st.up || st.qp.is_null() {
@@ -639,7 +668,11 @@ impl DataPath {
     /// Posts the next frame of `p`; whether it was the last. The caller
     /// checked [`Self::can_post`].
     fn post_frame(st: &mut State, p: &mut Pending) -> Result<bool> {
-        let len = (p.bufs.total - p.sent).min(FRAME_MAX);
+        // The first frame of a tagged message carries its tag (every
+        // frame but the last has payload, so it is the one at 0).
+        let tagged = p.flags & F_TAGGED != 0 && p.sent == 0;
+        let ext = if tagged { TAG_EXT } else { 0 };
+        let len = (p.bufs.total - p.sent).min(FRAME_MAX - ext);
         let last = p.sent + len == p.bufs.total;
         let slot = st.free.pop().ok_or(EAGAIN)?;
         let credits = st.to_return.min(u16::MAX.into());
@@ -647,24 +680,29 @@ impl DataPath {
         let ring = unsafe { &*st.ring };
         let buf = &ring.bufs[SLOTS + slot];
         let ack = if last && p.op.delivery { F_ACK_REQ } else { 0 };
-        let (flags, magic) = tampered(F_DATA | p.flags | ack | if last { 0 } else { F_MORE });
+        let more = if last { 0 } else { F_MORE };
+        let first = if tagged { F_TAGGED } else { 0 };
+        let (flags, magic) = tampered(F_DATA | (p.flags & !F_TAGGED) | first | ack | more);
         let h = Header {
             flags,
             credits,
-            len,
+            len: ext + len,
             data: p.data,
         };
+        let tag = tag_ext(p.tag, p.bufs.total);
         // SAFETY: A free send slot is used by no work request and by no
         // other CPU (taken from `free` under the lock); the ULP's buffers
-        // are valid until the send completes, which is after this frame.
+        // are valid until the send completes, which is after this frame;
+        // `HDR + ext + len <= SLOT`.
         unsafe {
             write_header_magic(buf.addr(), &h, magic);
-            p.bufs.gather(p.sent, len, buf.addr().add(HDR));
+            core::ptr::copy_nonoverlapping(tag.as_ptr(), buf.addr().add(HDR), ext);
+            p.bufs.gather(p.sent, len, buf.addr().add(HDR + ext));
         }
         let mut op = p.op;
         op.seq = st.next_seq;
         st.ops[slot] = if last { Some(op) } else { None };
-        let sge = buf.sge(HDR + len, ring.lkey);
+        let sge = buf.sge(HDR + ext + len, ring.lkey);
         let cqe = (&raw const ring.slots[SLOTS + slot].cqe).cast_mut();
         // SAFETY: `qp` is live (attach's contract); the slot and its
         // buffer stay valid until the request completes.
@@ -731,6 +769,24 @@ impl DataPath {
         }
         Self::return_credits(&mut st);
         Ok(())
+    }
+
+    /// `kfi_trecvmsg`: the oldest matching held tagged message completes
+    /// it at once, else it waits (`tagged.rs`). Any context but hard
+    /// interrupt.
+    ///
+    /// # Safety
+    ///
+    /// `t` was passed by kfabric.ko to `trecvmsg` (checked list).
+    pub(crate) unsafe fn trecv(&self, t: &ksys::kfi_msg_tagged) -> Result {
+        // SAFETY: The caller's contract.
+        let r = unsafe { TRecv::of(&t.msg) }?;
+        let mut st = self.st.lock();
+        if st.closed || st.broken {
+            return Err(ENOTCONN);
+        }
+        let cq = st.rx_cq;
+        st.tagged.post(t.tag, t.ignore, r, cq)
     }
 
     /// Copies the frame in receive slot `index` into the receive being
@@ -841,6 +897,10 @@ impl DataPath {
             Self::protocol_error(&mut st, "unknown frame flags");
             return;
         }
+        if h.flags & F_TAGGED != 0 && h.flags & (F_DATA | F_RMA_DATA) != F_DATA {
+            Self::protocol_error(&mut st, "tag on a frame that is no message");
+            return;
+        }
         // An acknowledgement is a header only; a request for one is on
         // the last frame of a message.
         let bad_ack = h.flags & F_ACKED != 0 && (h.flags != F_ACKED || h.len != 0);
@@ -856,7 +916,11 @@ impl DataPath {
             // messages. Its completion is the peer's to decide, so a CQ
             // with no room for it ends the connection: a flood must not
             // go on crowding out the endpoint's own completions.
-            if h.len != 0 || h.flags & (F_MORE | F_CQ_DATA) != F_CQ_DATA || st.filling.is_some() {
+            if h.len != 0
+                || h.flags & (F_MORE | F_CQ_DATA) != F_CQ_DATA
+                || st.filling.is_some()
+                || st.tagged.mid_message()
+            {
                 Self::protocol_error(&mut st, "bad remote CQ data frame");
                 return;
             }
@@ -889,14 +953,53 @@ impl DataPath {
             // of max_msg_size has a bounded number of frames.
             Self::protocol_error(&mut st, "short frame inside a message");
             return;
-        } else if !st.held.is_empty() || (st.filling.is_none() && st.posted.is_empty()) {
-            // Cannot overflow: at most SLOTS slots exist.
-            let _ = st.held.push_within_capacity((index, h));
         } else {
-            Self::place(&mut st, ring, index, &h);
+            match st.tagged.is_tagged(&h) {
+                Err(b) => {
+                    Self::broken(&mut st, b);
+                    return;
+                }
+                Ok(true) => {
+                    if !Self::tagged_frame(&mut st, ring, index, &h) {
+                        return;
+                    }
+                }
+                Ok(false)
+                    if !st.held.is_empty() || (st.filling.is_none() && st.posted.is_empty()) =>
+                {
+                    // Cannot overflow: at most SLOTS slots exist.
+                    let _ = st.held.push_within_capacity((index, h));
+                }
+                Ok(false) => Self::place(&mut st, ring, index, &h),
+            }
         }
         Self::pump(&mut st);
         Self::return_credits(&mut st);
+    }
+
+    /// Takes the frame of a tagged message in receive slot `index` (see
+    /// `tagged.rs`) and reposts the slot; `false` when the frame ended the
+    /// connection.
+    fn tagged_frame(st: &mut State, ring: &Ring, index: usize, h: &Header) -> bool {
+        // The header was checked at receipt: `HDR + h.len` bytes arrived.
+        let end = HDR.saturating_add(h.len);
+        let payload = ring.bufs[index].bytes().get(HDR..end).unwrap_or(&[]);
+        let (cq, max) = (st.rx_cq, st.max_msg);
+        match st.tagged.frame(h, payload, cq, max) {
+            Ok(done) => {
+                if done && h.flags & F_ACK_REQ != 0 {
+                    // Placed or held: the sender's delivery completion may
+                    // go.
+                    st.acks_due = st.acks_due.saturating_add(1);
+                }
+                Self::repost(st, ring, index);
+                true
+            }
+            Err(b) => {
+                Self::broken(st, b);
+                false
+            }
+        }
     }
 
     /// A send slot's work request completed.
@@ -981,6 +1084,7 @@ impl DataPath {
                     sent: 0,
                     flags: F_CQ_DATA | F_RMA_DATA,
                     data,
+                    tag: 0,
                 };
                 // Cannot fail: room for one per RMA operation is kept.
                 let _ = pending.push_within_capacity(p);

@@ -39,8 +39,10 @@ const RECV_DEPTH: u32 = data::SLOTS as u32 + 1;
 /// Of its send queue: every slot, every RMA request, and the marker.
 const SEND_DEPTH: u32 = (data::SLOTS + rma::RMA_WRS) as u32 + 1;
 
-/// What endpoints can do: messages both ways, and RMA both ways.
+/// What endpoints can do: messages and tagged messages both ways, and RMA
+/// both ways.
 pub(crate) const CAPS: u64 = ksys::KFI_MSG
+    | ksys::KFI_TAGGED
     | ksys::KFI_SEND
     | ksys::KFI_RECV
     | ksys::KFI_RMA
@@ -437,7 +439,7 @@ impl IbEndpoint {
             tx_iov_limit: frame::IOV_MAX,
             rx_iov_limit: frame::IOV_MAX,
             rma_iov_limit: rma::RMA_IOV_MAX,
-            inject_size: frame::FRAME_MAX,
+            inject_size: frame::INJECT_MAX,
             max_msg_size: data::max_msg(&self.conn.dom.dev.limits),
         }
     }
@@ -582,8 +584,8 @@ impl IbEndpoint {
         Ok(())
     }
 
-    /// `kfi_cancel`: takes back the receive posted with `context` (it
-    /// completes with `ECANCELED`); `ENOENT` if none waits. Sends are on
+    /// `kfi_cancel`: takes back the receive or tagged receive posted with
+    /// `context` (it completes with `ECANCELED`); `ENOENT` if none waits. Sends are on
     /// the wire once posted and cannot be taken back. Any context but
     /// hard interrupt.
     pub(crate) fn cancel(&self, context: *mut c_void) -> Result {
@@ -597,7 +599,27 @@ impl IbEndpoint {
     /// `msg` was passed by kfabric.ko to the provider's `sendmsg`.
     pub(crate) unsafe fn sendmsg(&self, msg: &ksys::kfi_msg, flags: u64) -> Result {
         // SAFETY: The caller's contract.
-        unsafe { self.conn.dp.send(msg, flags) }
+        unsafe { self.conn.dp.send(msg, flags, None) }
+    }
+
+    /// `kfi_tsendmsg`.
+    ///
+    /// # Safety
+    ///
+    /// `t` was passed by kfabric.ko to the provider's `tsendmsg`.
+    pub(crate) unsafe fn tsendmsg(&self, t: &ksys::kfi_msg_tagged, flags: u64) -> Result {
+        // SAFETY: The caller's contract.
+        unsafe { self.conn.dp.send(&t.msg, flags, Some(t.tag)) }
+    }
+
+    /// `kfi_trecvmsg`.
+    ///
+    /// # Safety
+    ///
+    /// `t` was passed by kfabric.ko to the provider's `trecvmsg`.
+    pub(crate) unsafe fn trecvmsg(&self, t: &ksys::kfi_msg_tagged) -> Result {
+        // SAFETY: The caller's contract.
+        unsafe { self.conn.dp.trecv(t) }
     }
 
     /// `kfi_recvmsg`.

@@ -8,6 +8,11 @@
 //! length u32, remote CQ data u64. A message longer than one frame goes
 //! as consecutive frames, each but the last flagged [`F_MORE`]; a
 //! connection never interleaves the frames of two messages.
+//!
+//! The first frame of a tagged message is flagged [`F_TAGGED`] (its
+//! other frames are not) and its payload starts with a [`TAG_EXT`]-byte
+//! extension: the tag u64 and the message's length u64 (the payload
+//! bytes of all its frames after the extension), little endian.
 
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::prelude::*;
@@ -41,8 +46,33 @@ pub(crate) const F_ACK_REQ: u8 = 16;
 /// [`F_ACK_REQ`], oldest first.
 pub(crate) const F_ACKED: u8 = 32;
 
+/// The first frame of a tagged message: its payload starts with the
+/// tag extension ([`TAG_EXT`]).
+pub(crate) const F_TAGGED: u8 = 64;
+/// Bytes of the tag extension: tag u64, message length u64.
+pub(crate) const TAG_EXT: usize = 16;
+/// The longest inject: one frame, with room for the tag extension.
+pub(crate) const INJECT_MAX: usize = FRAME_MAX - TAG_EXT;
+
 /// Every flag a frame may carry; any other bit is a protocol error.
-pub(crate) const F_KNOWN: u8 = F_DATA | F_CQ_DATA | F_MORE | F_RMA_DATA | F_ACK_REQ | F_ACKED;
+pub(crate) const F_KNOWN: u8 =
+    F_DATA | F_CQ_DATA | F_MORE | F_RMA_DATA | F_ACK_REQ | F_ACKED | F_TAGGED;
+
+/// The tag extension of a tagged message of `len` bytes tagged `tag`.
+pub(crate) fn tag_ext(tag: u64, len: usize) -> [u8; TAG_EXT] {
+    let mut b = [0u8; TAG_EXT];
+    b[..8].copy_from_slice(&tag.to_le_bytes());
+    b[8..].copy_from_slice(&(len as u64).to_le_bytes());
+    b
+}
+
+/// The (tag, message length) of a tag extension at the start of
+/// `payload`, or `None` when the payload is shorter than one.
+pub(crate) fn read_tag_ext(payload: &[u8]) -> Option<(u64, u64)> {
+    let tag = u64::from_le_bytes(payload.get(..8)?.try_into().ok()?);
+    let len = u64::from_le_bytes(payload.get(8..TAG_EXT)?.try_into().ok()?);
+    Some((tag, len))
+}
 
 /// Test-only tampering (`kfi_ibverbs_test_tamper`): flags set and
 /// cleared, a replacement magic (0: none), and how many data frames

@@ -12,8 +12,9 @@
 //! and shut down with their RC QP, and a device's removal shuts its
 //! endpoints down. Messages (send/recv, inject, remote CQ data) of up to
 //! a slot (4 KiB less a header) are copied through DMA-mapped slots with
-//! credit flow control (`data.rs`); RMA and the device's atomics
-//! (`rma.rs`). Not yet: tagged messages, RDM endpoints.
+//! credit flow control (`data.rs`); tagged messages matched by the
+//! provider (`tagged.rs`); RMA and the device's atomics (`rma.rs`). Not
+//! yet: RDM endpoints.
 
 use core::ffi::CStr;
 use kernel::prelude::*;
@@ -32,6 +33,7 @@ mod mr;
 mod net;
 mod pep;
 mod rma;
+mod tagged;
 
 use ib::{
     addr::Addr,
@@ -53,6 +55,17 @@ module! {
     authors: ["kfabric developers"],
     description: "kfabric provider over ib_core and rdma_cm (siw, rxe, HCAs)",
     license: "GPL",
+    params: {
+        unexpected_bytes_max: u32 {
+            default: 4194304,
+            description: "Most payload bytes of tagged messages a connection holds for receives not posted yet",
+        },
+    },
+}
+
+/// The `unexpected_bytes_max` parameter (read when an endpoint opens).
+pub(crate) fn unexpected_bytes_max() -> usize {
+    module_parameters::unexpected_bytes_max.value() as usize
 }
 
 struct KfiIbverbs {
@@ -133,7 +146,7 @@ pub(crate) fn entry(
     tx.op_flags = ep::OP_FLAGS;
     tx.size = (data::TX_MAX as u32).min(dev.limits.max_qp_wr.saturating_sub(1)) as usize;
     tx.iov_limit = frame::IOV_MAX;
-    tx.inject_size = frame::FRAME_MAX;
+    tx.inject_size = frame::INJECT_MAX;
     rx.caps = caps;
     rx.size = data::RECV_MAX;
     rx.iov_limit = frame::IOV_MAX;
@@ -291,6 +304,16 @@ impl provider::Endpoint for ep::IbEndpoint {
     fn recvmsg(&self, msg: &sys::kfi_msg, _flags: u64) -> Result {
         // SAFETY: kfabric.ko passes a checked message to `recvmsg`.
         unsafe { ep::IbEndpoint::recvmsg(self, msg) }
+    }
+
+    fn tsendmsg(&self, msg: &sys::kfi_msg_tagged, flags: u64) -> Result {
+        // SAFETY: kfabric.ko passes a checked message to `tsendmsg`.
+        unsafe { ep::IbEndpoint::tsendmsg(self, msg, flags) }
+    }
+
+    fn trecvmsg(&self, msg: &sys::kfi_msg_tagged, _flags: u64) -> Result {
+        // SAFETY: kfabric.ko passes a checked message to `trecvmsg`.
+        unsafe { ep::IbEndpoint::trecvmsg(self, msg) }
     }
 
     fn readmsg(&self, msg: &sys::kfi_msg_rma, flags: u64) -> Result {

@@ -76,6 +76,51 @@ impl Endpoint<'_> {
         })
     }
 
+    /// Sends `buf` tagged `tag` with remote CQ data `data` (`flags`:
+    /// completion level, `KFI_INJECT`, `KFI_REMOTE_CQ_DATA`, ...); its
+    /// completion carries `ctx`.
+    ///
+    /// # Safety
+    ///
+    /// The buffer contract of this module, for `buf`.
+    pub(crate) unsafe fn tsend(
+        &self,
+        buf: &[u8],
+        tag: u64,
+        ctx: usize,
+        data: u64,
+        flags: u64,
+    ) -> Result {
+        let v = kvec(buf.as_ptr(), buf.len());
+        let t = sys::kfi_msg_tagged {
+            msg: msg(&v, ctx, data),
+            tag,
+            ignore: 0,
+        };
+        // SAFETY: As for `send`; `t` and what it points to live across the
+        // call.
+        to_result(unsafe { sys::kfi_tsendmsg(self.obj.as_ptr(), &t, flags | sys::KFI_COMPLETION) })
+    }
+
+    /// Posts a tagged receive into `buf` for the tags that match `tag`
+    /// outside `ignore`; its completion carries `ctx` and the message's
+    /// tag.
+    ///
+    /// # Safety
+    ///
+    /// The buffer contract of this module, for `buf`.
+    pub(crate) unsafe fn trecv(&self, buf: &mut [u8], tag: u64, ignore: u64, ctx: usize) -> Result {
+        let v = kvec(buf.as_mut_ptr(), buf.len());
+        let t = sys::kfi_msg_tagged {
+            msg: msg(&v, ctx, 0),
+            tag,
+            ignore,
+        };
+        // SAFETY: As for `send`; `t` and what it points to live across the
+        // call.
+        to_result(unsafe { sys::kfi_trecvmsg(self.obj.as_ptr(), &t, sys::KFI_COMPLETION) })
+    }
+
     /// Posts a receive into `buf`; its completion carries `ctx`.
     ///
     /// # Safety
