@@ -311,7 +311,11 @@ impl provider::Endpoint for ep::IbEndpoint {
         unsafe { ep::IbEndpoint::tsendmsg(self, msg, flags) }
     }
 
-    fn trecvmsg(&self, msg: &sys::kfi_msg_tagged, _flags: u64) -> Result {
+    fn trecvmsg(&self, msg: &sys::kfi_msg_tagged, flags: u64) -> Result {
+        // Peeking at held messages is not supported.
+        if flags & sys::KFI_PEEK != 0 {
+            return Err(EOPNOTSUPP);
+        }
         // SAFETY: kfabric.ko passes a checked message to `trecvmsg`.
         unsafe { ep::IbEndpoint::trecvmsg(self, msg) }
     }
