@@ -690,10 +690,9 @@ impl DataPath {
             data: p.data,
         };
         let tag = tag_ext(p.tag, p.bufs.total);
-        // SAFETY: A free send slot is used by no work request and by no
-        // other CPU (taken from `free` under the lock); the ULP's buffers
-        // are valid until the send completes, which is after this frame;
-        // `HDR + ext + len <= SLOT`.
+        // SAFETY: A free send slot is no work request's and no other CPU's (taken from `free`
+        // under the lock); the ULP's buffers are valid until the send completes, after this
+        // frame; `HDR + ext + len <= SLOT`.
         unsafe {
             write_header_magic(buf.addr(), &h, magic);
             core::ptr::copy_nonoverlapping(tag.as_ptr(), buf.addr().add(HDR), ext);
