@@ -50,8 +50,7 @@ use crate::{
     ib_sys as sys,
     kfi::{
         kfi_sys as ksys,
-        provider::CqRef,
-        toolkit::completion::{report, report_err, report_recv, CqEntry},
+        toolkit::completion::{report, report_err, report_recv, CqEntry, Reports},
     },
     rma::{Link, Rma, RmaOp, RESULTS_LEN, RMA_OPS, RMA_WRS},
     tagged::{Broken, TRecv, Tagged},
@@ -177,8 +176,8 @@ struct State {
     /// The QP and ring while the connection can move messages.
     qp: *mut sys::ib_qp,
     ring: *const Ring,
-    tx_cq: Option<CqRef>,
-    rx_cq: Option<CqRef>,
+    tx_cq: Reports,
+    rx_cq: Reports,
     /// Frames the peer has room for.
     credits: usize,
     /// Slots reposted since the peer was last told.
@@ -309,8 +308,8 @@ impl DataPath {
                 st <- new_spinlock_irq!(State {
                     qp: core::ptr::null_mut(),
                     ring: core::ptr::null(),
-                    tx_cq: None,
-                    rx_cq: None,
+                    tx_cq: Reports::default(),
+                    rx_cq: Reports::default(),
                     credits: 0,
                     to_return: 0,
                     free,
@@ -413,8 +412,9 @@ impl DataPath {
         Self::end(&mut st, ETIMEDOUT);
     }
 
-    /// Sets the CQs operations complete to (at `kfi_enable`).
-    pub(crate) fn set_cqs(&self, tx: Option<CqRef>, rx: Option<CqRef>) {
+    /// Sets where operations complete (at `kfi_enable`): the CQs and
+    /// counters bound to the transmit and the receive side.
+    pub(crate) fn set_cqs(&self, tx: Reports, rx: Reports) {
         let mut st = self.st.lock();
         st.tx_cq = tx;
         st.rx_cq = rx;
@@ -584,6 +584,7 @@ impl DataPath {
                     context: msg.context as usize,
                     flags: ksys::KFI_SEND | kind,
                     len: bufs.total,
+                    asked: flags & ksys::KFI_COMPLETION != 0,
                     ..Default::default()
                 },
                 report: !inject,
@@ -621,7 +622,10 @@ impl DataPath {
             if !st.pending.is_empty() || !Self::can_post(&st) {
                 return Err(EAGAIN);
             }
-            return Self::post_frame(&mut st, &mut p).map(|_| ());
+            Self::post_frame(&mut st, &mut p)?;
+            // Its buffer is free again: done, for the counter.
+            st.tx_cq.count_only(p.op.entry.flags);
+            return Ok(());
         }
         st.pending.push_within_capacity(p).map_err(|_| EAGAIN)?;
         Self::pump(&mut st);
@@ -738,7 +742,7 @@ impl DataPath {
     /// # Safety
     ///
     /// `msg` was passed by kfabric.ko to `recvmsg` (checked list).
-    pub(crate) unsafe fn recv(&self, msg: &ksys::kfi_msg) -> Result {
+    pub(crate) unsafe fn recv(&self, msg: &ksys::kfi_msg, flags: u64) -> Result {
         // SAFETY: The caller's contract.
         let bufs = unsafe { Buffers::of(msg) }?;
         let p = Posted {
@@ -746,6 +750,7 @@ impl DataPath {
                 context: msg.context as usize,
                 flags: ksys::KFI_RECV | ksys::KFI_MSG,
                 buf: bufs.first(),
+                asked: flags & ksys::KFI_COMPLETION != 0,
                 ..Default::default()
             },
             bufs,
@@ -777,9 +782,9 @@ impl DataPath {
     /// # Safety
     ///
     /// `t` was passed by kfabric.ko to `trecvmsg` (checked list).
-    pub(crate) unsafe fn trecv(&self, t: &ksys::kfi_msg_tagged) -> Result {
+    pub(crate) unsafe fn trecv(&self, t: &ksys::kfi_msg_tagged, flags: u64) -> Result {
         // SAFETY: The caller's contract.
-        let r = unsafe { TRecv::of(&t.msg) }?;
+        let r = unsafe { TRecv::of(&t.msg, flags) }?;
         let mut st = self.st.lock();
         if st.closed || st.broken {
             return Err(ENOTCONN);
@@ -926,13 +931,13 @@ impl DataPath {
             let e = CqEntry {
                 flags: ksys::KFI_RMA | ksys::KFI_REMOTE_WRITE | ksys::KFI_REMOTE_CQ_DATA,
                 data: h.data,
+                // Not the ULP's to ask for: a selective CQ reports it too.
+                asked: true,
                 ..Default::default()
             };
-            if let Some(cq) = st.rx_cq {
-                if cq.report(&e).is_err() {
-                    Self::protocol_error(&mut st, "remote CQ data flood");
-                    return;
-                }
+            if st.rx_cq.try_report(&e).is_err() {
+                Self::protocol_error(&mut st, "remote CQ data flood");
+                return;
             }
             Self::repost(&mut st, ring, index);
         } else if h.flags & F_DATA == 0 {

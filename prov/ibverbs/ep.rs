@@ -26,8 +26,8 @@ use crate::{
     kfi::{
         kfabric::kfi_error,
         kfi_sys as ksys,
-        provider::{AtomicKind, Bound, CqRef, EndpointAttr, EqRef, FidRef},
-        toolkit::completion::CqEntry,
+        provider::{AtomicKind, Bound, EndpointAttr, EqRef, FidRef},
+        toolkit::completion::{bind_reports, CqEntry, Reports},
     },
     pep,
     rma::{self, Atomic, RmaOp, ATOMIC_MAX, ELEM},
@@ -113,8 +113,8 @@ struct State {
     phase: Phase,
     fid: Option<FidRef>,
     eq: Option<EqRef>,
-    tx_cq: Option<CqRef>,
-    rx_cq: Option<CqRef>,
+    tx_cq: Reports,
+    rx_cq: Reports,
     /// The identifier, once enabled (a request's, or our own).
     id: Option<CmId<Conn>>,
     /// A request's identifier before the endpoint is enabled.
@@ -415,8 +415,8 @@ impl IbEndpoint {
                     phase: Phase::Idle,
                     fid: None,
                     eq: None,
-                    tx_cq: None,
-                    rx_cq: None,
+                    tx_cq: Reports::default(),
+                    rx_cq: Reports::default(),
                     id: None,
                     request,
                     enabled: false,
@@ -457,20 +457,13 @@ impl IbEndpoint {
         let mut s = self.conn.state.lock();
         match what {
             Bound::Eq(eq) => s.eq = Some(eq),
-            Bound::Cq(cq, flags) => {
-                // Every operation completes on the CQ here (no unsignaled
-                // work requests yet): refused rather than ignored.
-                if flags & ksys::KFI_SELECTIVE_COMPLETION != 0 {
-                    return Err(EOPNOTSUPP);
-                }
-                if flags & ksys::KFI_TRANSMIT != 0 {
-                    s.tx_cq = Some(cq);
-                }
-                if flags & ksys::KFI_RECV != 0 {
-                    s.rx_cq = Some(cq);
-                }
+            // A peer's RDMA into our regions never reaches the provider
+            // (only a write's remote CQ data does): not countable here.
+            other => {
+                let State { tx_cq, rx_cq, .. } = &mut *s;
+                let uncounted = ksys::KFI_REMOTE_READ | ksys::KFI_REMOTE_WRITE;
+                bind_reports(&other, tx_cq, rx_cq, uncounted)?;
             }
-            _ => return Err(EOPNOTSUPP),
         }
         Ok(())
     }
@@ -480,7 +473,7 @@ impl IbEndpoint {
     pub(crate) fn enable(&self) -> Result {
         let req = {
             let mut s = self.conn.state.lock();
-            if s.tx_cq.is_none() || s.rx_cq.is_none() {
+            if s.tx_cq.cq.is_none() || s.rx_cq.cq.is_none() {
                 return Err(kfi_error(ksys::KFI_ENOCQ));
             }
             if s.eq.is_none() {
@@ -617,9 +610,9 @@ impl IbEndpoint {
     /// # Safety
     ///
     /// `t` was passed by kfabric.ko to the provider's `trecvmsg`.
-    pub(crate) unsafe fn trecvmsg(&self, t: &ksys::kfi_msg_tagged) -> Result {
+    pub(crate) unsafe fn trecvmsg(&self, t: &ksys::kfi_msg_tagged, flags: u64) -> Result {
         // SAFETY: The caller's contract.
-        unsafe { self.conn.dp.trecv(t) }
+        unsafe { self.conn.dp.trecv(t, flags) }
     }
 
     /// `kfi_recvmsg`.
@@ -627,9 +620,9 @@ impl IbEndpoint {
     /// # Safety
     ///
     /// `msg` was passed by kfabric.ko to the provider's `recvmsg`.
-    pub(crate) unsafe fn recvmsg(&self, msg: &ksys::kfi_msg) -> Result {
+    pub(crate) unsafe fn recvmsg(&self, msg: &ksys::kfi_msg, flags: u64) -> Result {
         // SAFETY: The caller's contract.
-        unsafe { self.conn.dp.recv(msg) }
+        unsafe { self.conn.dp.recv(msg, flags) }
     }
 
     /// `kfi_readmsg` (`read`) or `kfi_writemsg`: RDMA requests into the
@@ -653,6 +646,7 @@ impl IbEndpoint {
             context: m.msg.context as usize,
             flags: rma::flags(read),
             len: total,
+            asked: flags & ksys::KFI_COMPLETION != 0,
             ..Default::default()
         };
         let op = RmaOp::new(entry, read, local, remote, nremote, data);
@@ -745,6 +739,7 @@ impl IbEndpoint {
                     ksys::KFI_WRITE
                 },
             len,
+            asked: flags & ksys::KFI_COMPLETION != 0,
             ..Default::default()
         };
         let a = Atomic {

@@ -140,6 +140,9 @@ pub(crate) fn entry(
     // Regions are addressed by virtual address, keys are the device's.
     dom.mr_mode = sys::KFI_MR_VIRT_ADDR | sys::KFI_MR_PROV_KEY;
     dom.cq_data_size = size_of::<u64>();
+    // Util counters for what this side completes; a peer's one-sided
+    // accesses are not seen, so not countable (`ep.rs`, bind).
+    dom.cntr_cnt = usize::MAX;
     // Messages are copied through slots: the provider's limits, and at
     // most as many sends in flight as the device's queue holds.
     tx.caps = caps;
@@ -301,9 +304,9 @@ impl provider::Endpoint for ep::IbEndpoint {
         unsafe { ep::IbEndpoint::sendmsg(self, msg, flags) }
     }
 
-    fn recvmsg(&self, msg: &sys::kfi_msg, _flags: u64) -> Result {
+    fn recvmsg(&self, msg: &sys::kfi_msg, flags: u64) -> Result {
         // SAFETY: kfabric.ko passes a checked message to `recvmsg`.
-        unsafe { ep::IbEndpoint::recvmsg(self, msg) }
+        unsafe { ep::IbEndpoint::recvmsg(self, msg, flags) }
     }
 
     fn tsendmsg(&self, msg: &sys::kfi_msg_tagged, flags: u64) -> Result {
@@ -317,7 +320,7 @@ impl provider::Endpoint for ep::IbEndpoint {
             return Err(EOPNOTSUPP);
         }
         // SAFETY: kfabric.ko passes a checked message to `trecvmsg`.
-        unsafe { ep::IbEndpoint::trecvmsg(self, msg) }
+        unsafe { ep::IbEndpoint::trecvmsg(self, msg, flags) }
     }
 
     fn readmsg(&self, msg: &sys::kfi_msg_rma, flags: u64) -> Result {

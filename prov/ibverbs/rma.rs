@@ -30,8 +30,7 @@ use crate::{
     ib_sys as sys,
     kfi::{
         kfi_sys as ksys,
-        provider::CqRef,
-        toolkit::completion::{report, report_err, CqEntry},
+        toolkit::completion::{report, report_err, CqEntry, Reports},
     },
 };
 
@@ -257,7 +256,7 @@ impl Rma {
     pub(crate) fn pump(
         &mut self,
         link: &Link<'_>,
-        cq: Option<CqRef>,
+        cq: Reports,
         cqe: impl Fn(usize) -> *mut sys::ib_cqe,
         mut wrote: impl FnMut(u64),
     ) {
@@ -432,7 +431,7 @@ impl Rma {
         d: &dma::Done,
         dev: *mut sys::ib_device,
         results: Option<&DmaBuf>,
-        cq: Option<CqRef>,
+        cq: Reports,
     ) {
         let Some(wr) = self.wrs.get_mut(wi).and_then(Option::take) else {
             return;
@@ -465,7 +464,7 @@ impl Rma {
     }
 
     /// Completes operation `oi` if nothing of it is left in flight.
-    fn finish_if_done(&mut self, oi: usize, cq: Option<CqRef>) {
+    fn finish_if_done(&mut self, oi: usize, cq: Reports) {
         let Some(op) = self.ops.get(oi).copied().flatten() else {
             return;
         };
@@ -482,7 +481,7 @@ impl Rma {
 
     /// The connection ended: operations with requests still to post
     /// complete as canceled once their posted requests have flushed.
-    pub(crate) fn cancel(&mut self, cq: Option<CqRef>) {
+    pub(crate) fn cancel(&mut self, cq: Reports) {
         while let Some(&oi) = self.queue.first() {
             let _ = self.queue.remove(0);
             if let Some(op) = self.ops.get_mut(oi).and_then(Option::as_mut) {

@@ -31,9 +31,8 @@ use crate::{
     frame::{read_tag_ext, Buffers, Header, FRAME_MAX, F_CQ_DATA, F_MORE, F_TAGGED, TAG_EXT},
     kfi::{
         kfi_sys as ksys,
-        provider::CqRef,
         toolkit::{
-            completion::{report_err, report_recv, CqEntry},
+            completion::{report_err, report_recv, CqEntry, Reports},
             tags::{Limits, Matched, Reservation, Room, TagMatcher},
         },
     },
@@ -56,7 +55,7 @@ impl TRecv {
     /// # Safety
     ///
     /// `msg` was passed by kfabric.ko to `trecvmsg` (checked list).
-    pub(crate) unsafe fn of(msg: &ksys::kfi_msg) -> Result<Self> {
+    pub(crate) unsafe fn of(msg: &ksys::kfi_msg, flags: u64) -> Result<Self> {
         // SAFETY: The caller's contract.
         let bufs = unsafe { Buffers::of(msg) }?;
         Ok(Self {
@@ -64,6 +63,7 @@ impl TRecv {
                 context: msg.context as usize,
                 flags: ksys::KFI_RECV | ksys::KFI_TAGGED,
                 buf: bufs.first(),
+                asked: flags & ksys::KFI_COMPLETION != 0,
                 ..Default::default()
             },
             bufs,
@@ -120,7 +120,7 @@ pub(crate) struct Tagged {
 /// Completes tagged receive `r` of a message tagged `tag` with remote CQ
 /// data `data`, of which `placed` bytes are in its buffers and `cut` did
 /// not fit.
-fn complete(cq: Option<CqRef>, r: &TRecv, tag: u64, data: Option<u64>, placed: usize, cut: usize) {
+fn complete(cq: Reports, r: &TRecv, tag: u64, data: Option<u64>, placed: usize, cut: usize) {
     let mut e = r.entry;
     e.len = placed;
     e.tag = tag;
@@ -132,7 +132,7 @@ fn complete(cq: Option<CqRef>, r: &TRecv, tag: u64, data: Option<u64>, placed: u
 }
 
 /// Copies the held message of `m` into its receive and completes it.
-fn deliver(cq: Option<CqRef>, m: &Matched<TRecv, Unexp>) {
+fn deliver(cq: Reports, m: &Matched<TRecv, Unexp>) {
     let (mut placed, mut total) = (0usize, 0usize);
     for c in m.msg.chunks.iter() {
         // SAFETY: A posted receive's buffers are valid for writes until
@@ -209,7 +209,7 @@ impl Tagged {
         &mut self,
         h: &Header,
         p: &[u8],
-        cq: Option<CqRef>,
+        cq: Reports,
         max_msg: usize,
     ) -> Result<bool, Broken> {
         let mut p = p;
@@ -307,7 +307,7 @@ impl Tagged {
     /// `kfi_trecvmsg` of `r` for tags matching `tag` outside `ignore`: the
     /// oldest matching held message completes it at once, else it waits
     /// (`EAGAIN` when [`RECV_MAX`] wait).
-    pub(crate) fn post(&mut self, tag: u64, ignore: u64, r: TRecv, cq: Option<CqRef>) -> Result {
+    pub(crate) fn post(&mut self, tag: u64, ignore: u64, r: TRecv, cq: Reports) -> Result {
         if let Some(m) = self.m.post(tag, ignore, r)? {
             deliver(cq, &m);
         }
@@ -316,7 +316,7 @@ impl Tagged {
 
     /// `kfi_cancel` of the waiting tagged receive with `context`: it
     /// completes with `ECANCELED`; `ENOENT` if none waits.
-    pub(crate) fn cancel_recv(&mut self, context: usize, cq: Option<CqRef>) -> Result {
+    pub(crate) fn cancel_recv(&mut self, context: usize, cq: Reports) -> Result {
         let r = self
             .m
             .cancel_where(|r| r.entry.context == context)
@@ -328,7 +328,7 @@ impl Tagged {
     /// The connection ended: waiting receives and the one a message was
     /// arriving into complete with `ECANCELED`; held messages stay for
     /// receives still posted, unless `closing` (the endpoint closes).
-    pub(crate) fn cancel(&mut self, cq: Option<CqRef>, closing: bool) {
+    pub(crate) fn cancel(&mut self, cq: Reports, closing: bool) {
         if let Some(a) = self.arriving.take() {
             match a.dest {
                 Dest::Recv { r, .. } => report_err(cq, &r.entry, ECANCELED),

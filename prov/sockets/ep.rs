@@ -18,7 +18,7 @@ use crate::{
         kfabric::kfi_error,
         kfi_sys as sys,
         provider::{Bound, EndpointAttr, FidRef},
-        toolkit::{completion::Reports, workers::Workers},
+        toolkit::{completion::bind_reports, workers::Workers},
     },
     ksock::{SockAddr, Socket},
     mr::MrTable,
@@ -50,39 +50,6 @@ pub(crate) const OP_FLAGS: u64 = sys::KFI_INJECT
 
 /// An endpoint: the ULP's handle on [`Shared`].
 pub(crate) struct SockEp(Arc<Shared>);
-
-/// The counter kinds the transmit side of an endpoint completes.
-const TX_COUNTED: u64 = sys::KFI_SEND | sys::KFI_READ | sys::KFI_WRITE;
-/// The counter kinds its receive side completes (a peer's accesses to our
-/// regions are received).
-const RX_COUNTED: u64 = sys::KFI_RECV | sys::KFI_REMOTE_READ | sys::KFI_REMOTE_WRITE;
-
-/// `kfi_ep_bind` of a CQ or a counter to the transmit side `tx` and the
-/// receive side `rx` of an endpoint: a CQ for `KFI_TRANSMIT` and/or
-/// `KFI_RECV` (with `KFI_SELECTIVE_COMPLETION`), a counter for the kinds
-/// it names (`EINVAL` for none or an unknown one). `EOPNOTSUPP` for
-/// anything else.
-pub(crate) fn bind_reports(what: &Bound, tx: &mut Reports, rx: &mut Reports) -> Result {
-    match *what {
-        Bound::Cq(cq, flags) => {
-            if flags & sys::KFI_TRANSMIT != 0 {
-                tx.bind_cq(cq, flags);
-            }
-            if flags & sys::KFI_RECV != 0 {
-                rx.bind_cq(cq, flags);
-            }
-        }
-        Bound::Cntr(cntr, flags) => {
-            if flags == 0 || flags & !(TX_COUNTED | RX_COUNTED) != 0 {
-                return Err(EINVAL);
-            }
-            tx.bind_cntr(cntr, flags & TX_COUNTED);
-            rx.bind_cntr(cntr, flags & RX_COUNTED);
-        }
-        _ => return Err(EOPNOTSUPP),
-    }
-    Ok(())
-}
 
 /// The attributes of every endpoint, MSG or RDM.
 pub(crate) fn attr() -> EndpointAttr {
@@ -260,7 +227,7 @@ impl SockEp {
                 // end of the statement (see the lock order at `Shared`).
                 let mut rx = self.0.rxq.cq();
                 let mut tx = self.0.state.lock().tx_cq;
-                bind_reports(&what, &mut tx, &mut rx)?;
+                bind_reports(&what, &mut tx, &mut rx, 0)?;
                 self.0.state.lock().tx_cq = tx;
                 self.0.rxq.set_reports(rx);
             }

@@ -181,7 +181,7 @@ fn entry(addr: &SockAddr, src: bool, ns: NetNs, ep_type: u32) -> Result<Info> {
     dom.control_progress = sys::KFI_PROGRESS_AUTO;
     dom.data_progress = sys::KFI_PROGRESS_AUTO;
     dom.mr_mode = 0;
-    // Util counters, bound per kind (`ep::bind_reports`).
+    // Util counters, bound per kind (`toolkit::completion::bind_reports`).
     dom.cntr_cnt = usize::MAX;
     tx.caps = ep::CAPS;
     tx.op_flags = ep::OP_FLAGS;

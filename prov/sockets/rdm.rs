@@ -46,7 +46,7 @@ use crate::{
         kfi_sys as sys,
         provider::{AvRef, Bound, EndpointAttr},
         toolkit::{
-            completion::{report_err, Reports},
+            completion::{bind_reports, report_err, Reports},
             workers::Workers,
         },
     },
@@ -206,7 +206,7 @@ impl RdmEp {
                 // end of the statement (see the lock order at `Shared`).
                 let mut rx = self.0.rxq.cq();
                 let mut tx = self.0.state.lock().tx_cq;
-                ep::bind_reports(&what, &mut tx, &mut rx)?;
+                bind_reports(&what, &mut tx, &mut rx, 0)?;
                 self.0.state.lock().tx_cq = tx;
                 self.0.rxq.set_reports(rx);
             }

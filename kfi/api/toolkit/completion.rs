@@ -15,7 +15,7 @@ use kernel::prelude::*;
 
 use super::super::{
     kfi_sys as sys,
-    provider::{CntrRef, CqRef},
+    provider::{Bound, CntrRef, CqRef},
 };
 
 /// The fields of a completion entry a provider fills for one operation
@@ -198,6 +198,49 @@ impl Reports {
             self.cq.map_or(Ok(()), |cq| cq.report_recv(c, truncated))
         }
     }
+}
+
+/// The counter kinds the transmit side of an endpoint completes.
+const TX_COUNTED: u64 = sys::KFI_SEND | sys::KFI_READ | sys::KFI_WRITE;
+/// The counter kinds its receive side completes (a peer's accesses to our
+/// regions are received).
+const RX_COUNTED: u64 = sys::KFI_RECV | sys::KFI_REMOTE_READ | sys::KFI_REMOTE_WRITE;
+
+/// `kfi_ep_bind` of a CQ or a counter to the transmit side `tx` and the
+/// receive side `rx` of an endpoint: a CQ for `KFI_TRANSMIT` and/or
+/// `KFI_RECV` (with `KFI_SELECTIVE_COMPLETION`), a counter for the kinds
+/// it names (`EINVAL` for none or an unknown one, `EOPNOTSUPP` for a kind
+/// among `uncounted`: what the provider cannot see, such as a peer's
+/// one-sided RDMA). `EOPNOTSUPP` for anything else. Any context but hard
+/// interrupt.
+pub(crate) fn bind_reports(
+    what: &Bound,
+    tx: &mut Reports,
+    rx: &mut Reports,
+    uncounted: u64,
+) -> Result {
+    match *what {
+        Bound::Cq(cq, flags) => {
+            if flags & sys::KFI_TRANSMIT != 0 {
+                tx.bind_cq(cq, flags);
+            }
+            if flags & sys::KFI_RECV != 0 {
+                rx.bind_cq(cq, flags);
+            }
+        }
+        Bound::Cntr(cntr, flags) => {
+            if flags == 0 || flags & !(TX_COUNTED | RX_COUNTED) != 0 {
+                return Err(EINVAL);
+            }
+            if flags & uncounted != 0 {
+                return Err(EOPNOTSUPP);
+            }
+            tx.bind_cntr(cntr, flags & TX_COUNTED);
+            rx.bind_cntr(cntr, flags & RX_COUNTED);
+        }
+        _ => return Err(EOPNOTSUPP),
+    }
+    Ok(())
 }
 
 impl CqRef {
