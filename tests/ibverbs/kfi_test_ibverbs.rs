@@ -780,36 +780,50 @@ mod tests {
     #[test]
     fn delivery_completion_waits_for_placement() -> Result {
         with_pair_domain(c"7630", |d, cep, sep, ccq, scq| {
+            let done = |cq: &Cq<'_>, what: &str| {
+                cq.sread(WAIT_MS).map_err(|e| {
+                    pr_err!("kfi_ibverbs test: {what}: {e:?}\n");
+                    e.errno()
+                })
+            };
             // SAFETY: The buffers are static.
-            unsafe { cep.send(b"early", 1, 0)? };
-            assert_eq!(ccq.sread(WAIT_MS).map_err(|e| e.errno())?.context, 1);
-            // SAFETY: As above.
-            unsafe { cep.send(b"placed?", 2, sys::KFI_DELIVERY_COMPLETE)? };
-            assert!(matches!(ccq.sread(500), Err(CqError::Queue(e)) if e == ETIMEDOUT));
+            step("send early", unsafe { cep.send(b"early", 1, 0) })?;
+            assert_eq!(done(ccq, "early sent")?.context, 1);
+            // SAFETY: The buffer is static.
+            step("send for delivery", unsafe {
+                cep.send(b"placed?", 2, sys::KFI_DELIVERY_COMPLETE)
+            })?;
+            let before = ccq.sread(500);
+            if let Ok(c) = &before {
+                pr_err!(
+                    "kfi_ibverbs test: delivery completed early: {}\n",
+                    c.context
+                );
+            }
+            assert!(matches!(before, Err(CqError::Queue(e)) if e == ETIMEDOUT));
             let (mut a, mut b) = ([0u8; 8], [0u8; 8]);
             // SAFETY: The buffers outlive the completions read below.
-            unsafe {
-                sep.recv(&mut a, 3)?;
-                sep.recv(&mut b, 4)?;
-            }
-            assert_eq!(scq.sread(WAIT_MS).map_err(|e| e.errno())?.context, 3);
-            assert_eq!(scq.sread(WAIT_MS).map_err(|e| e.errno())?.context, 4);
-            let c = ccq.sread(WAIT_MS).map_err(|e| e.errno())?;
-            assert_eq!(c.context, 2);
+            step("post receives", unsafe {
+                sep.recv(&mut a, 3).and_then(|()| sep.recv(&mut b, 4))
+            })?;
+            assert_eq!(done(scq, "receive 3")?.context, 3);
+            assert_eq!(done(scq, "receive 4")?.context, 4);
+            assert_eq!(done(ccq, "delivery completion")?.context, 2);
             assert_eq!((&a[..5], &b[..7]), (&b"early"[..], &b"placed?"[..]));
             // Writes for delivery and commit into a write-only region.
             let mut wo = zeroed(8192)?;
             let at = addr_of(&wo, 0);
-            let mr = d.register(&mut wo, sys::KFI_REMOTE_WRITE, 0)?;
+            let mr = step("register", d.register(&mut wo, sys::KFI_REMOTE_WRITE, 0))?;
             let src = pattern(6000, 4)?;
             for (i, flags) in [sys::KFI_DELIVERY_COMPLETE, sys::KFI_COMMIT_COMPLETE]
                 .into_iter()
                 .enumerate()
             {
                 // SAFETY: `src` outlives the completion.
-                unsafe { cep.write(&src, at + i as u64 * 100, mr.key(), 10 + i, flags)? };
-                let c = ccq.sread(WAIT_MS).map_err(|e| e.errno())?;
-                assert_eq!(c.context, 10 + i);
+                step("write", unsafe {
+                    cep.write(&src, at + i as u64 * 100, mr.key(), 10 + i, flags)
+                })?;
+                assert_eq!(done(ccq, "write completion")?.context, 10 + i);
                 // SAFETY: Read while the region is still registered: the
                 // completion says the bytes are in place.
                 let placed = unsafe {
