@@ -18,7 +18,8 @@
 //! bad magic, unknown flags, an acknowledgement on a data frame, tagged
 //! frames of a bad length; each ends the connection with `EPROTO`),
 //! tagged messages of every size, expected and unexpected, and a flood of
-//! unexpected ones beyond the bound (`ENOSPC`), atomics as the device has them
+//! unexpected ones beyond the bound (`ENOSPC`), counters (failures counted,
+//! a peer's kinds refused), atomics as the device has them
 //! (rxe) or refused (siw), delivery completion of sends and writes, the
 //! deadline on credits a peer does not return, and
 //! the device's removal in the middle of traffic (the last case: it
@@ -699,6 +700,56 @@ mod tests {
             assert!(ro.iter().all(|&b| b == 0xee));
             Ok(())
         })
+    }
+
+    /// A counter counts what the endpoint completes, errors included: a
+    /// write into a read-only region counts as an error where the device
+    /// reports it (RoCE), as a success where it cannot (iWARP writes are
+    /// not acknowledged). A peer's one-sided accesses never reach the
+    /// provider, so counters for them are refused (`EOPNOTSUPP`), and a
+    /// counter for no kind is `EINVAL`.
+    #[test]
+    fn counters_count_failures_and_refuse_a_peers_kinds() -> Result {
+        let s = step("side", side(c"7637"))?;
+        let d = s.fabric.domain(s.src.entry())?;
+        let eq = s.fabric.eq(16)?;
+        let _pep = s.fabric.listen(s.src.entry(), &eq)?;
+        let (ccq, scq) = (d.cq(16)?, d.cq(16)?);
+        let writes = d.cntr()?;
+        let cep = d.endpoint(s.dst.entry())?;
+        cep.bind_cq(&ccq, sys::KFI_TRANSMIT | sys::KFI_RECV)?;
+        cep.bind_eq(&eq)?;
+        assert_eq!(
+            cep.bind_cntr(&writes, sys::KFI_REMOTE_WRITE),
+            Err(EOPNOTSUPP)
+        );
+        assert_eq!(
+            cep.bind_cntr(&writes, sys::KFI_REMOTE_READ),
+            Err(EOPNOTSUPP)
+        );
+        assert_eq!(cep.bind_cntr(&writes, 0), Err(EINVAL));
+        step("bind", cep.bind_cntr(&writes, sys::KFI_WRITE))?;
+        cep.enable()?;
+        cep.connect(&[])?;
+        let _sep = serve(&d, &eq, &scq, &[])?;
+        let mut ro = zeroed(4096)?;
+        let at = addr_of(&ro, 0);
+        let mr = step("register", d.register(&mut ro, sys::KFI_REMOTE_READ, 0))?;
+        let data = pattern(64, 5)?;
+        // SAFETY: `data` outlives the completion read below.
+        step("write", unsafe { cep.write(&data, at, mr.key(), 1, 0) })?;
+        let failed = match ccq.sread(WAIT_MS) {
+            Err(CqError::Failed { context: 1, .. }) => true,
+            Ok(c) if c.context == 1 => false,
+            _ => return Err(EPROTO),
+        };
+        assert_eq!(
+            (writes.read(), writes.errors()),
+            (u64::from(!failed), u64::from(failed))
+        );
+        drop(mr);
+        assert!(ro.iter().all(|&b| b == 0xee));
+        Ok(())
     }
 
     /// Whether the device under test has atomics: rxe does, siw not.
