@@ -239,7 +239,8 @@ unsafe fn entry(f: &mut fmt::Formatter<'_>, i: &sys::kfi_info) -> fmt::Result {
             &*i.fabric_attr,
         )
     };
-    // SAFETY: As above.
+    // SAFETY: A getinfo entry's fabric and domain names are NULL or
+    // NUL-terminated (safety requirement).
     let (prov, fname, dname) = unsafe { (cstr(fab.prov_name), cstr(fab.name), cstr(dom.name)) };
     writeln!(f, "provider: {prov}")?;
     writeln!(
@@ -262,7 +263,8 @@ unsafe fn entry(f: &mut fmt::Formatter<'_>, i: &sys::kfi_info) -> fmt::Result {
     // SAFETY: An entry's addresses hold their lengths.
     unsafe { sockaddr(f, i.src_addr, i.src_addrlen) }?;
     f.write_str("\n    dest_addr: ")?;
-    // SAFETY: As above.
+    // SAFETY: An entry's destination address is NULL or holds
+    // `dest_addrlen` bytes.
     unsafe { sockaddr(f, i.dest_addr, i.dest_addrlen) }?;
     writeln!(f)?;
     writeln!(f, "    max_msg_size: {}", ep.max_msg_size)?;
@@ -368,7 +370,8 @@ pub(crate) fn show(state: &State, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     while !cur.is_null() && out.is_ok() {
         // SAFETY: An entry of the list kfi_getinfo returned.
         out = unsafe { entry(f, &*cur) };
-        // SAFETY: As above.
+        // SAFETY: `cur` is a non-NULL entry of the list kfi_getinfo returned,
+        // not freed until `free_list` below.
         cur = unsafe { (*cur).next };
     }
     info::free_list(list);

@@ -154,7 +154,9 @@ pub(crate) fn free_list(mut info: *mut sys::kfi_info) {
         // SAFETY: Entries of kfi_info lists are made by `alloc_block` (the
         // C contract of kfi_freeinfo).
         let next = unsafe { (*info).next };
-        // SAFETY: As above; the list is the caller's to free.
+        // SAFETY: `info` was made by `alloc_block` (kfi_freeinfo's C contract)
+        // and the list is the caller's to free; `next` was read first, so
+        // nothing uses the entry afterwards.
         unsafe { free_one(info) };
         info = next;
     }

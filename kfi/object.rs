@@ -291,7 +291,8 @@ pub(crate) unsafe fn close(fid: *mut sys::kfid) -> Result {
     might_sleep();
     // SAFETY: As required by `class_of` (this function's requirement).
     let class = unsafe { class_of(fid) }?;
-    // SAFETY: As above; the class matches.
+    // SAFETY: `fid` is NULL or a readable header of an open object (this
+    // function's requirement); `class` was just read from it.
     let core = unsafe { checked(fid, class) }?;
     // SAFETY: `fid` is valid for reads (checked above).
     let ops = unsafe { (*fid).ops };

@@ -223,7 +223,8 @@ unsafe extern "C" fn av_lookup(
             // SAFETY: `addr` is valid for `room` bytes.
             unsafe { core::ptr::copy_nonoverlapping(a.bytes.as_ptr(), addr.cast::<u8>(), n) };
         }
-        // SAFETY: As above.
+        // SAFETY: `addrlen` is valid for writes (kfabric.ko's contract; it
+        // checked it non-NULL).
         unsafe { *addrlen = a.len };
         Ok(())
     })())
@@ -266,7 +267,8 @@ pub(crate) unsafe extern "C" fn kfi_util_av_open(
         if attr.is_null() || av.is_null() || unsafe { (*attr).flags } != 0 {
             return Err(EINVAL);
         }
-        // SAFETY: As above.
+        // SAFETY: `attr` is non-NULL (checked just above) and valid for reads
+        // (C contract).
         let expect = unsafe { (*attr).count };
         let mut table = KVec::new();
         table.reserve(expect.min(1024), GFP_KERNEL)?;

@@ -165,7 +165,8 @@ impl MrTable {
         // SAFETY: All union members are pointers to a list of `iov_count`
         // entries of the type `iov_type` names (checked by kfabric.ko).
         let list = unsafe { attr.__bindgen_anon_1.mr_iov };
-        // SAFETY: As above.
+        // SAFETY: `list` is `iov_count` entries of the type `iov_type` names
+        // (checked by kfabric.ko); all pages are lowmem on 64-bit kernels.
         unsafe { bufs::fill(attr.iov_type, list.cast(), attr.iov_count, &mut pieces) }?;
         let len = bufs::total(&pieces) as u64;
         attr.offset.checked_add(len).ok_or(EINVAL)?;
@@ -259,7 +260,9 @@ impl MrTable {
         // SAFETY: All union members are pointers to a list of `iov_count`
         // entries of the type `iov_type` names (checked by kfabric.ko).
         let list = unsafe { m.__bindgen_anon_1.mr_iov };
-        // SAFETY: As above. No access uses `pieces` (`busy` is 0).
+        // SAFETY: `list` is `iov_count` entries of the type `iov_type` names
+        // (checked by kfabric.ko; pages are lowmem on 64-bit kernels). No
+        // access uses `pieces` (`busy` is 0).
         let n = unsafe { bufs::fill(m.iov_type, list.cast(), m.iov_count, &mut e.pieces) }?;
         let len = bufs::total(&e.pieces[..n]) as u64;
         m.offset.checked_add(len).ok_or(EINVAL)?;

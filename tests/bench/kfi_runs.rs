@@ -487,7 +487,8 @@ fn echo(p: &Pair, sh: Shape, slots: &mut [u8], recv: &mut Track, send: &mut Trac
             while send.done < i {
                 reap(&p.scq, &mut [&mut *recv, &mut *send])?;
             }
-            // SAFETY: As above; nothing uses the other slot now.
+            // SAFETY: Nothing uses the other slot now (its echo was sent); the side
+            // keeps its buffers while operations are in flight.
             unsafe {
                 post_recv(
                     &p.sep,

@@ -400,7 +400,8 @@ pub(crate) fn pair(node: &CStr, port: &CStr, cap: usize, slot: usize) -> Result<
         )
     };
     let lkey = pd.local_key();
-    // SAFETY: As above.
+    // SAFETY: `dev` is `cid`'s device: rdma_cm's removal of it waits for the pair's
+    // identifiers, destroyed after `mem` (declaration and `IbPair` field order).
     let mem = unsafe { DmaBuf::new(dev, cap.checked_mul(2).ok_or(EINVAL)? + 2 * slot)? };
     let (cdone, sdone) = (Done::new()?, Done::new()?);
     let routed = {

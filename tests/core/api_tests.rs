@@ -135,20 +135,24 @@ mod tests {
         // SAFETY: The entry's own attributes.
         unsafe { (*h.get().ep_attr).type_ = sys::KFI_EP_RDM };
         assert_eq!(&listed(Some(&h))?[..], &[&b"loop"[..]]);
-        // SAFETY: As above.
+        // SAFETY: `h` owns a valid entry whose `ep_attr` it allocated; nothing
+        // else refers to it.
         unsafe { (*h.get().ep_attr).type_ = sys::KFI_EP_UNSPEC };
         h.get().addr_format = sys::KFI_SOCKADDR_IN6;
         assert_eq!(&listed(Some(&h))?[..], &[&b"tag"[..]]);
         h.get().addr_format = sys::KFI_FORMAT_UNSPEC;
-        // SAFETY: As above.
+        // SAFETY: `h` owns a valid entry whose `rx_attr` it allocated; nothing
+        // else refers to it.
         unsafe { (*h.get().rx_attr).caps = sys::KFI_TAGGED };
         assert_eq!(&listed(Some(&h))?[..], &[&b"tag"[..]]);
-        // SAFETY: As above.
+        // SAFETY: `h` owns a valid entry whose `rx_attr` it allocated; nothing
+        // else refers to it.
         unsafe { (*h.get().rx_attr).caps = 0 };
         // The domain models: both are listed while the hints take any.
         h.get().mode = TAG_MODE;
         assert_eq!(&listed(Some(&h))?[..], &[&b"loop"[..], &b"tag"[..]]);
-        // SAFETY: As above (for every block below).
+        // SAFETY: `h` owns a valid entry whose `domain_attr` it allocated;
+        // only `dom` refers to it while `dom` is used below.
         let dom = unsafe { &mut *h.get().domain_attr };
         // A thread-safe domain meets any threading hint.
         dom.threading = sys::KFI_THREAD_DOMAIN;

@@ -328,7 +328,8 @@ mod tests {
         };
         assert_eq!(r, 0);
         // A request too short to hold its entry is refused.
-        // SAFETY: As above.
+        // SAFETY: Open util EQ; `cm` outlives the call. Too short, the request
+        // is refused and queues nothing: `info` stays the first event's.
         let r = unsafe {
             sys::kfi_util_eq_write_cm(eq.as_ptr(), sys::KFI_CONNREQ, (&raw const cm).cast(), 4)
         };

@@ -59,7 +59,7 @@ impl Tree {
         let tx = Owned::open(|o| unsafe {
             sys::kfi_cq_open(domain.as_ptr(), &mut a, o, core::ptr::null_mut())
         })?;
-        // SAFETY: As above.
+        // SAFETY: Open domain, valid attributes; `a` outlives the call.
         let rx = Owned::open(|o| unsafe {
             sys::kfi_cq_open(domain.as_ptr(), &mut a, o, core::ptr::null_mut())
         })?;

@@ -251,7 +251,8 @@ pub(crate) fn atomics_on_every_type() -> Result {
                             true
                         }
                     };
-                    // SAFETY: As above; the atomic completed.
+                    // SAFETY: `tp` is the registered target, of 16 bytes; the atomic
+                    // completed (or was refused), so no transfer is in flight.
                     let tb = unsafe { core::slice::from_raw_parts(tp.cast::<u8>(), 16) };
                     for i in 0..2 {
                         let at = i * size;

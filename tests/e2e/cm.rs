@@ -107,7 +107,7 @@ pub(crate) fn reject_nobody_and_peer_loss() -> Result {
         let ret = unsafe { rma(&cep, true, &local, &[riov(0, 8, tmr.key())], 9, 0, 0) };
         assert_ne!(ret, 0);
     }
-    // SAFETY: As above.
+    // SAFETY: Refused at once (asserted), so nothing uses `one` later.
     let r = rc(unsafe { cep.sendmsg(&msg(&kvec(&one), 9, 0), 0) });
     assert_ne!(r, 0);
     drop(cep);

@@ -43,7 +43,8 @@ pub(crate) fn cancel_posted_receives() -> Result {
     assert_eq!(cancel(1), ENOENT.to_errno());
     assert_eq!(cancel(77), ENOENT.to_errno());
     let rv = kvec_mut(&mut c);
-    // SAFETY: As above.
+    // SAFETY: `c` outlives the receive's completion and is read only after
+    // it; the literal lives forever.
     unsafe {
         assert_eq!(rc(p.sep.recvmsg(&msg(&rv, 3, 0), 0)), 0);
         assert_eq!(rc(p.cep.sendmsg(&msg(&kvec(b"canceled"), 4, 0), 0)), 0);
@@ -113,7 +114,8 @@ pub(crate) fn messages_of_every_size() -> Result {
     // Too long: what fits arrives, the rest is reported as truncated.
     let mut small = [0u8; 3];
     let sr = kvec_mut(&mut small);
-    // SAFETY: As above.
+    // SAFETY: `small` outlives the receive's (error) completion and is read
+    // only after it; the literal lives forever.
     unsafe {
         assert_eq!(rc(p.sep.recvmsg(&msg(&sr, 1, 0), 0)), 0);
         assert_eq!(rc(p.cep.sendmsg(&msg(&kvec(b"truncated"), 2, 0), 0)), 0);
@@ -128,7 +130,8 @@ pub(crate) fn messages_of_every_size() -> Result {
     let mut r = [0u8; 8];
     let rk = kvec_mut(&mut r);
     let mut inj = *b"inject!!";
-    // SAFETY: As above; the inject's buffer is only needed for the call.
+    // SAFETY: `r` outlives the receive's completion and is read only after
+    // it; the inject's buffer is only needed for the call.
     unsafe {
         assert_eq!(rc(p.sep.recvmsg(&msg(&rk, 3, 0), 0)), 0);
         let flags = sys::KFI_INJECT;

@@ -102,7 +102,8 @@ pub(crate) fn per_io_mapping() -> Result {
     assert!(got[..] == src[..]);
     let mut back = zeroed(len - 5000, 0)?;
     let lb = [kvec_mut(&mut back)];
-    // SAFETY: As above.
+    // SAFETY: `back` outlives the read's completion, waited for right after
+    // the post; `pages` stay mapped until then.
     let ret = unsafe {
         rma(
             &p.cep,
@@ -123,7 +124,8 @@ pub(crate) fn per_io_mapping() -> Result {
     assert_eq!(region.unmap(), Err(EINVAL));
     let z = zeroed(64, 0x33)?;
     let lz = [kvec(&z)];
-    // SAFETY: As above.
+    // SAFETY: `z` outlives the (error) completion, waited for right after
+    // the post.
     let ret = unsafe { rma(&p.cep, false, &lz, &[riov(OFF, 64, k1)], 3, 0, 0) };
     assert_eq!(ret, 0);
     assert_eq!(wait_err(&p.ccq)?.err, -ENOKEY.to_errno());
@@ -133,13 +135,15 @@ pub(crate) fn per_io_mapping() -> Result {
     // SAFETY: As for the first mapping.
     let k2 = unsafe { region.map_bvec(&segs[..PAGES / 2], OFF) }?;
     assert!(k2 != 0 && k2 != k1);
-    // SAFETY: As above.
+    // SAFETY: `z` outlives the write's completion, waited for right after
+    // the post; `pages` stay mapped until then.
     let ret = unsafe { rma(&p.cep, false, &lz, &[riov(OFF + 10, 64, k2)], 4, 0, 0) };
     assert_eq!(ret, 0);
     assert_eq!(wait_ok(&p.ccq)?.op_context as usize, 4);
     // Beyond the shorter mapping is out of bounds.
     let far = riov(OFF + (len / 2) as u64, 64, k2);
-    // SAFETY: As above.
+    // SAFETY: `z` outlives the (error) completion, waited for right after
+    // the post.
     let ret = unsafe { rma(&p.cep, false, &lz, &[far], 5, 0, 0) };
     assert_eq!(ret, 0);
     assert_eq!(wait_err(&p.ccq)?.err, -ERANGE.to_errno());

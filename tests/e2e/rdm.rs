@@ -123,7 +123,8 @@ pub(crate) fn rdm_through_address_vectors() -> Result {
     assert!(r2[..] == big[..]);
     // Server to client, by the client's address in the server's AV.
     let mut back = [0u8; 16];
-    // SAFETY: As above.
+    // SAFETY: `back` and the literal live to the end of the case; `back`
+    // is read only once its receive has completed.
     unsafe {
         assert_eq!(recv(&cep, &mut back, 5), 0);
         assert_eq!(send_to(&sep, b"reply from peer!", to_client, 6), 0);
@@ -149,7 +150,8 @@ pub(crate) fn rdm_through_address_vectors() -> Result {
     };
     m.msg = msg(&lw[0], 7, 0);
     m.msg.addr = to_server;
-    // SAFETY: As above, for `data`.
+    // SAFETY: `data` outlives the write's completion, waited for right
+    // below; `target`'s region stays open.
     assert_eq!(rc(unsafe { cep.writemsg(&m, 0) }), 0);
     let e = wait_ok(&ccq)?;
     assert_eq!(e.op_context as usize, 7);
@@ -158,7 +160,8 @@ pub(crate) fn rdm_through_address_vectors() -> Result {
     let lr = [kvec_mut(&mut got)];
     m.msg = msg(&lr[0], 8, 0);
     m.msg.addr = to_server;
-    // SAFETY: As above, for `got`.
+    // SAFETY: `got` outlives the read's completion and is read only once
+    // it is, right below.
     assert_eq!(rc(unsafe { cep.readmsg(&m, 0) }), 0);
     wait_ok(&ccq)?;
     assert!(got[..] == data[..]);

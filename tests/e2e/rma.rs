@@ -94,7 +94,8 @@ pub(crate) fn rma_write_read() -> Result {
     // Read both pieces back into one buffer.
     let mut back = zeroed(9000, 0)?;
     let lb = [kvec_mut(&mut back)];
-    // SAFETY: As above.
+    // SAFETY: `back` outlives the read's completion, read right after the
+    // post; `target`'s region stays open.
     assert_eq!(unsafe { rma(&p.cep, true, &lb, &remote, 2, 0, 0) }, 0);
     assert_eq!(sread(&p.ccq, &mut e), 1);
     assert_eq!(
@@ -105,7 +106,8 @@ pub(crate) fn rma_write_read() -> Result {
     // Write with remote CQ data: the target hears of it.
     let one = [kvec(b"Z")];
     let last = [riov(base + big_len as u64 - 1, 1, k)];
-    // SAFETY: As above.
+    // SAFETY: The literal lives forever; the completion is read right
+    // after the post.
     let ret = unsafe {
         rma(
             &p.cep,
@@ -127,13 +129,15 @@ pub(crate) fn rma_write_read() -> Result {
     let big = pattern(big_len, 9)?;
     let lw = [kvec(&big)];
     let whole = [riov(base, big_len, k)];
-    // SAFETY: As above.
+    // SAFETY: `big` outlives the write's completion, read right after the
+    // post.
     assert_eq!(unsafe { rma(&p.cep, false, &lw, &whole, 4, 0, 0) }, 0);
     assert_eq!(sread(&p.ccq, &mut e), 1);
     assert!(target[..] == big[..]);
     let mut got = zeroed(big_len, 0)?;
     let lr = [kvec_mut(&mut got)];
-    // SAFETY: As above.
+    // SAFETY: `got` outlives the read's completion, read right after the
+    // post, before `got` is.
     assert_eq!(unsafe { rma(&p.cep, true, &lr, &whole, 5, 0, 0) }, 0);
     assert_eq!(sread(&p.ccq, &mut e), 1);
     assert!(got[..] == big[..]);
@@ -212,12 +216,14 @@ pub(crate) fn rma_errors() -> Result {
     drop(ro_mr);
     // A closed region's key is gone.
     let l = [kvec(&data)];
-    // SAFETY: As above.
+    // SAFETY: `data` outlives the (error) completion, waited for right
+    // after the post.
     let ret = unsafe { rma(&p.cep, false, &l, &[riov(0, 64, kwo)], 9, 0, 0) };
     assert_eq!(ret, 0);
     assert_eq!(wait_err(&p.ccq)?.err, -ENOKEY.to_errno());
     // The connection still works; nothing was written before.
-    // SAFETY: As above.
+    // SAFETY: `data` outlives the write's completion, read right after the
+    // post.
     let ret = unsafe { rma(&p.cep, false, &l, &[riov(8, 64, krw)], 10, 0, 0) };
     assert_eq!(ret, 0);
     let mut e = sys::kfi_cq_data_entry::default();

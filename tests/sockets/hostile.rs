@@ -715,7 +715,8 @@ mod cases {
         let pv = kvec(&payload);
         let mut m = msg(&pv, 2, 0);
         m.addr = to_good;
-        // SAFETY: As above.
+        // SAFETY: Open endpoint; `payload` stays alive until `drop(r)` below
+        // closes the endpoint, so the send may read it until then.
         let ret = unsafe { rc(r.ep.sendmsg(&m, 0)) };
         ensure!(ret == 0, "send to the good peer not posted: {}", ret);
         let mut s = None;

@@ -78,7 +78,8 @@ mod msg_tests {
         // Too long for the receive: what fits, then a truncation error.
         let mut small = [0u8; 4];
         let sr = kvec_mut(&mut small);
-        // SAFETY: As above.
+        // SAFETY: Open endpoints; `small` and `text` outlive the completions
+        // (and the truncation error) read below.
         unsafe {
             assert_eq!(rc(sep.recvmsg(&msg(&sr, 33, 0), 0)), 0);
             assert_eq!(rc(cep.sendmsg(&msg(&t, 44, 0), 0)), 0);
@@ -95,7 +96,8 @@ mod msg_tests {
         assert_eq!(sread(&ccq, &mut e), 1);
 
         // An inject: no completion on the sender.
-        // SAFETY: As above.
+        // SAFETY: Open endpoints; `rbuf` outlives the receive's completion read
+        // below; the inject's buffer is only read during the call.
         unsafe {
             assert_eq!(rc(sep.recvmsg(&msg(&r, 55, 0), 0)), 0);
             assert_eq!(

@@ -122,7 +122,8 @@ impl<'a> Segments<'a> {
         // SAFETY: All union members are pointers to a list of `iov_count`
         // entries of the type `iov_type` names (requirement).
         let list = unsafe { m.__bindgen_anon_1.msg_iov };
-        // SAFETY: As above.
+        // SAFETY: `list` points to `iov_count` entries of the type `iov_type`
+        // names, checked by kfabric.ko and valid for `'a` (requirement).
         unsafe { Self::new(m.iov_type, list.cast(), m.iov_count) }
     }
 

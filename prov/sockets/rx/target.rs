@@ -156,7 +156,8 @@ impl Rx<'_> {
                     &mut r.old[..len],
                 )?;
                 if writes {
-                    // SAFETY: As above.
+                    // SAFETY: The same checked range, still held by `a`; the lock we
+                    // hold serializes atomics on it and `gather`'s slice has ended.
                     unsafe { bufs::scatter(a.bufs(), &target[..len]) };
                 }
                 Ok::<(), Error>(())
