@@ -478,7 +478,8 @@ mod e2e_ops {
                 }) => assert_eq!(err, ECANCELED),
                 _ => return Err(EPROTO),
             }
-            // SAFETY: As above.
+            // SAFETY: `got`, `r1`, `r2` and the static message outlive the
+            // completions drained below.
             unsafe {
                 sep.recv(&mut got, 10)?;
                 sep.recv(&mut r1, 11)?;

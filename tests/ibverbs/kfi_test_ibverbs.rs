@@ -396,7 +396,8 @@ mod tests {
             }
             assert_eq!(&small, b"tru");
             assert_eq!(ccq.sread(WAIT_MS).map_err(|e| e.errno())?.context, 2);
-            // SAFETY: As above.
+            // SAFETY: `r` outlives the receive read below; an inject is copied
+            // at the call.
             unsafe {
                 sep.recv(&mut r, 3)?;
                 cep.send(&inj, 0, sys::KFI_INJECT)?;
@@ -451,7 +452,7 @@ mod tests {
                 }
                 while next_send < 200 {
                     let m = &msgs[next_send * 64..(next_send + 1) * 64];
-                    // SAFETY: As above.
+                    // SAFETY: `msgs` outlives the test case, so every send's completion.
                     match unsafe { cep.send(m, next_send, 0) } {
                         Ok(()) => next_send += 1,
                         Err(e) if e == EAGAIN => break,
@@ -487,7 +488,7 @@ mod tests {
             cep.connect(&[])?;
             let sep = serve(&d, &eq, &scq, &[])?;
             // The early receive takes the first message.
-            // SAFETY: As above.
+            // SAFETY: The static message and `buf` outlive the completions read below.
             unsafe {
                 sep.send(b"early receive ok", 8, 0)?;
                 sep.recv(&mut buf2, 9)?;
@@ -513,7 +514,7 @@ mod tests {
             }
             assert!(canceled);
             // A receive on the closing endpoint is canceled at its close.
-            // SAFETY: As above.
+            // SAFETY: `buf` outlives the endpoint, whose close completes the receive.
             unsafe { cep.recv(&mut buf, 10)? };
         }
         match ccq.sread(WAIT_MS) {
@@ -541,7 +542,7 @@ mod tests {
             }
             assert_eq!(sep.cancel(5), Err(ENOENT));
             // The next message goes to the next receive, not the canceled.
-            // SAFETY: As above.
+            // SAFETY: `b` and the static message outlive the completions read below.
             unsafe {
                 sep.recv(&mut b, 6)?;
                 cep.send(b"after!!!", 7, 0)?;
@@ -641,13 +642,13 @@ mod tests {
         unsafe { cep.write(&src[..5000], base + 3, mr.key(), 1, 0)? };
         assert_eq!(ccq.sread(WAIT_MS).map_err(|e| e.errno())?.context, 1);
         let mut back = zeroed(5000)?;
-        // SAFETY: As above.
+        // SAFETY: `back` outlives the read's completion, read just below.
         unsafe { cep.read(&mut back, base + 3, mr.key(), 2)? };
         let c = ccq.sread(WAIT_MS).map_err(|e| e.errno())?;
         assert_eq!((c.context, c.len), (2, 5000));
         assert!(back[..] == src[..5000]);
         // Remote CQ data: the target's completion, after the bytes.
-        // SAFETY: As above.
+        // SAFETY: `src` outlives the write's completion, read below.
         unsafe {
             cep.write(
                 &src[..64],
@@ -692,7 +693,7 @@ mod tests {
                 _ => return Err(EPROTO),
             }
             let mut back = [0u8; 8];
-            // SAFETY: As above.
+            // SAFETY: `back` outlives the read's completion, read below if posted.
             if unsafe { cep.read(&mut back, at, mr.key(), 2) }.is_ok() {
                 assert!(matches!(ccq.sread(WAIT_MS), Err(CqError::Failed { .. })));
             }
@@ -806,7 +807,7 @@ mod tests {
             let mut wo = zeroed(8)?;
             let wat = addr_of(&wo, 0);
             let wmr = d.register(&mut wo, sys::KFI_REMOTE_WRITE, 0)?;
-            // SAFETY: As above.
+            // SAFETY: `old` outlives the atomic's completion, read just below.
             unsafe { cep.fetch_atomic_u64(sys::KFI_SUM, &1, &mut old, wat, wmr.key(), 4)? };
             match ccq.sread(WAIT_MS) {
                 Err(CqError::Failed { context, err, .. }) => {
@@ -937,7 +938,7 @@ mod tests {
             // full queue is EAGAIN (backpressure, not a failure).
             let mut sent = 0;
             while sent < N {
-                // SAFETY: As above.
+                // SAFETY: `msg` outlives the test case, so every send's completion.
                 match unsafe { cep.send(&msg, 200 + sent, 0) } {
                     Ok(()) => sent += 1,
                     Err(e) if e == EAGAIN => break,

@@ -696,6 +696,10 @@ mod cases {
     /// it: that one reaches its peer within 3 s.
     #[test]
     fn stuck_rdm_peer_does_not_stall_others() -> Result {
+        // Declared before the endpoint, so dropped after it on every path
+        // (an early return included): its close ends the sends first.
+        let stuck = [1u8; 8];
+        let payload = [2u8; 8];
         let r = rdm_side(c"7496")?;
         // Never accepted: the kernel completes the TCP handshake, nobody
         // reads the request.
@@ -703,8 +707,6 @@ mod cases {
         let good = raw_listener(7498)?;
         let to_silent = av_insert(&r.av, &SockAddr::v4([127, 0, 0, 1], 7497))?;
         let to_good = av_insert(&r.av, &SockAddr::v4([127, 0, 0, 1], 7498))?;
-        let stuck = [1u8; 8];
-        let payload = [2u8; 8];
         let sv = kvec(&stuck);
         let mut m = msg(&sv, 1, 0);
         m.addr = to_silent;
@@ -715,8 +717,8 @@ mod cases {
         let pv = kvec(&payload);
         let mut m = msg(&pv, 2, 0);
         m.addr = to_good;
-        // SAFETY: Open endpoint; `payload` stays alive until `drop(r)` below
-        // closes the endpoint, so the send may read it until then.
+        // SAFETY: Open endpoint; `payload` is declared before `r`, so it
+        // outlives the endpoint, whose close ends the send.
         let ret = unsafe { rc(r.ep.sendmsg(&m, 0)) };
         ensure!(ret == 0, "send to the good peer not posted: {}", ret);
         let mut s = None;
