@@ -59,13 +59,7 @@ impl TRecv {
         // SAFETY: The caller's contract.
         let bufs = unsafe { Buffers::of(msg) }?;
         Ok(Self {
-            entry: CqEntry {
-                context: msg.context as usize,
-                flags: ksys::KFI_RECV | ksys::KFI_TAGGED,
-                buf: bufs.first(),
-                asked: flags & ksys::KFI_COMPLETION != 0,
-                ..Default::default()
-            },
+            entry: CqEntry::posted_recv(msg, ksys::KFI_TAGGED, bufs.first(), flags),
             bufs,
         })
     }

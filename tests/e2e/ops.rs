@@ -61,6 +61,18 @@ mod e2e_ops {
         rdma: bool,
     }
 
+    impl Sides<'_> {
+        /// The address a peer names `region`'s first byte by: its virtual
+        /// address on a `KFI_MR_VIRT_ADDR` provider, else offset 0.
+        fn base(&self, region: &[u8]) -> u64 {
+            if self.virt_addr {
+                region.as_ptr() as u64
+            } else {
+                0
+            }
+        }
+    }
+
     /// Opens the sides of case `case` and runs `f` on them.
     fn with_sides(case: i32, f: impl FnOnce(&Sides<'_>) -> Result) -> Result {
         let sinfo = info(case, server_net(), sys::KFI_SOURCE)?;
@@ -199,11 +211,7 @@ mod e2e_ops {
                 }),
             )?;
             let mut region = pattern(REGION, 1)?;
-            let base = if s.virt_addr {
-                region.as_ptr() as u64
-            } else {
-                0
-            };
+            let base = s.base(&region);
             let old = pattern(REGION, 1)?;
             let sep = named(
                 "connect",
@@ -279,11 +287,7 @@ mod e2e_ops {
             let (rwrites, rreads) = (s.sd.cntr()?, s.sd.cntr()?);
             let cep = client(s, &ccq, |_| Ok(()))?;
             let mut region = pattern(REGION, 11)?;
-            let base = if s.virt_addr {
-                region.as_ptr() as u64
-            } else {
-                0
-            };
+            let base = s.base(&region);
             let old = pattern(REGION, 11)?;
             let sep = connect(s, &cep, &scq, |ep| {
                 ep.bind_cntr(&rwrites, sys::KFI_REMOTE_WRITE)?;
@@ -342,11 +346,7 @@ mod e2e_ops {
             }
             named("enable", cep.enable())?;
             let mut region = pattern(REGION, 4)?;
-            let base = if s.virt_addr {
-                region.as_ptr() as u64
-            } else {
-                0
-            };
+            let base = s.base(&region);
             let sep = named("connect", connect(s, &cep, &scq, |_| Ok(())))?;
             let mr = s.sd.register(&mut region, sys::KFI_REMOTE_WRITE, 0)?;
             let data = pattern(4 * 4096, 5)?;
@@ -403,11 +403,7 @@ mod e2e_ops {
             let rreads = s.sd.cntr()?;
             let cep = client(s, &ccq, |_| Ok(()))?;
             let mut region = pattern(READ, 6)?;
-            let base = if s.virt_addr {
-                region.as_ptr() as u64
-            } else {
-                0
-            };
+            let base = s.base(&region);
             let old = pattern(READ, 6)?;
             let sep = connect(s, &cep, &scq, |ep| {
                 ep.bind_cntr(&rreads, sys::KFI_REMOTE_READ)

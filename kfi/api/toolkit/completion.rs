@@ -53,6 +53,19 @@ impl CqEntry {
         }
     }
 
+    /// The completion of a receive the ULP posted with `op_flags`:
+    /// `KFI_RECV | kind` (`KFI_MSG`, `KFI_TAGGED`), its first buffer
+    /// `buf`, asked for if `op_flags` has `KFI_COMPLETION`.
+    pub(crate) fn posted_recv(msg: &sys::kfi_msg, kind: u64, buf: usize, op_flags: u64) -> Self {
+        Self {
+            context: msg.context as usize,
+            flags: sys::KFI_RECV | kind,
+            buf,
+            asked: op_flags & sys::KFI_COMPLETION != 0,
+            ..Default::default()
+        }
+    }
+
     fn entry(&self) -> sys::kfi_cq_tagged_entry {
         sys::kfi_cq_tagged_entry {
             op_context: self.context as *mut c_void,

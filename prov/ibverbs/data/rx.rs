@@ -33,13 +33,7 @@ impl DataPath {
         // SAFETY: The caller's contract.
         let bufs = unsafe { Buffers::of(msg) }?;
         let p = Posted {
-            entry: CqEntry {
-                context: msg.context as usize,
-                flags: ksys::KFI_RECV | ksys::KFI_MSG,
-                buf: bufs.first(),
-                asked: flags & ksys::KFI_COMPLETION != 0,
-                ..Default::default()
-            },
+            entry: CqEntry::posted_recv(msg, ksys::KFI_MSG, bufs.first(), flags),
             bufs,
         };
         let mut st = self.st.lock();
