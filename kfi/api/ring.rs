@@ -1,31 +1,100 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! A fixed ring of slots, allocated at open so that it can be filled from
-//! any context without allocating: behind kfabric.ko's util CQ and EQ and
-//! kfi_sockets' operation queues (the first piece of the provider toolkit,
-//! shared by source).
+//! A ring of slots, allocated at open so that it can be filled from any
+//! context without allocating: behind kfabric.ko's util CQ and EQ (fixed)
+//! and kfi_sockets' operation queues (growing on demand within a bound,
+//! so that an idle connection holds little). The first piece of the
+//! provider toolkit, shared by source.
 
 use kernel::prelude::*;
 
-/// A ring of `S` with room for as many as it was made with.
+/// A ring of `S`.
+///
+/// # Invariants
+///
+/// `len <= slots.len() <= most`, `head < slots.len()` (unless empty), and
+/// `first <= most`.
 pub(crate) struct Ring<S> {
     slots: KVec<S>,
     head: usize,
     len: usize,
+    /// Room it starts with, and goes back to when emptied ([`Ring::shrink`]).
+    first: usize,
+    /// Room it may grow to.
+    most: usize,
 }
 
 impl<S: Default> Ring<S> {
-    /// A ring with room for `size` (non-zero) slots. Process context.
+    /// A ring with room for `size` (non-zero) slots, for good. Process
+    /// context.
     pub(crate) fn new(size: usize) -> Result<Self> {
-        let mut slots = KVec::with_capacity(size, GFP_KERNEL)?;
-        for _ in 0..size {
-            slots.push(S::default(), GFP_KERNEL)?;
+        Self::growing(size, size)
+    }
+
+    /// A ring with room for `first` (non-zero) slots that grows, doubling,
+    /// up to `most` when a push finds it full. Process context.
+    pub(crate) fn growing(first: usize, most: usize) -> Result<Self> {
+        if first == 0 || first > most {
+            return Err(EINVAL);
         }
         Ok(Self {
-            slots,
+            slots: Self::room(first, GFP_KERNEL)?,
             head: 0,
             len: 0,
+            first,
+            most,
         })
+    }
+
+    /// `n` default slots.
+    fn room(n: usize, flags: kernel::alloc::Flags) -> Result<KVec<S>> {
+        let mut slots = KVec::with_capacity(n, flags)?;
+        for _ in 0..n {
+            slots.push(S::default(), flags)?;
+        }
+        Ok(slots)
+    }
+
+    /// Room for twice as many slots (at most `most`), the slots kept in
+    /// order; false if it is at `most` or no memory is to be had without
+    /// sleeping. Any context but hard interrupt. Kept out of its callers:
+    /// it is rare, and its frame would grow every push's.
+    #[inline(never)]
+    fn grow(&mut self) -> bool {
+        let n = self.slots.len().saturating_mul(2).min(self.most);
+        if n <= self.slots.len() {
+            return false;
+        }
+        let Ok(mut slots) = Self::room(n, GFP_ATOMIC) else {
+            return false;
+        };
+        for k in 0..self.len {
+            let at = self.wrap(k);
+            if let (Some(to), Some(from)) = (slots.get_mut(k), self.slots.get_mut(at)) {
+                core::mem::swap(to, from);
+            }
+        }
+        self.slots = slots;
+        self.head = 0;
+        true
+    }
+
+    /// Gives back the room grown beyond what the ring started with, if it
+    /// is empty (an idle connection). Any context but hard interrupt; on
+    /// failure to allocate the smaller room it simply keeps the larger.
+    pub(crate) fn shrink(&mut self) {
+        if self.len != 0 || self.slots.len() <= self.first {
+            return;
+        }
+        if let Ok(slots) = Self::room(self.first, GFP_ATOMIC) {
+            self.slots = slots;
+            self.head = 0;
+        }
+    }
+
+    /// Slots it has room for now.
+    pub(crate) fn room_now(&self) -> usize {
+        self.slots.len()
     }
 
     /// The index `n` slots after the head (`n` below the capacity).
@@ -43,9 +112,10 @@ impl<S: Default> Ring<S> {
         self.try_push(slot).map_err(|_| ENOSPC)
     }
 
-    /// Appends `slot`, or gives it back when the ring is full.
+    /// Appends `slot`, or gives it back when the ring is full (and cannot
+    /// grow).
     pub(crate) fn try_push(&mut self, slot: S) -> core::result::Result<(), S> {
-        if self.len == self.slots.len() {
+        if self.len == self.slots.len() && !self.grow() {
             return Err(slot);
         }
         let tail = self.wrap(self.len);

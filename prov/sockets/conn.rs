@@ -21,9 +21,9 @@
 //! shuts the socket down and waits until no work item runs.
 
 use kernel::{
-    new_condvar, new_mutex, new_spinlock_irq,
+    new_condvar, new_spinlock_irq,
     prelude::*,
-    sync::{Arc, CondVar, CondVarTimeoutResult, Mutex, SpinLockIrq},
+    sync::{Arc, CondVar, CondVarTimeoutResult, SpinLockIrq},
     time::msecs_to_jiffies,
     workqueue::{new_work, Work},
 };
@@ -39,7 +39,7 @@ use crate::{
     },
     ksock::{Deadline, NetNs, SockAddr, Socket},
     mr::MrTable,
-    op::{Pending, Resp, TxOp},
+    op::{Begun, Job, Pending, Resp, TxOp},
     progress,
     rxq::RxQueues,
     wire::Hdr,
@@ -48,14 +48,21 @@ use crate::{
 /// Operations that may be queued in each direction, and operations that
 /// may wait for their response.
 pub(crate) const QUEUE: usize = 64;
+/// Room the queues of a connection start with: they grow on demand (a
+/// post that finds no memory without sleeping gets `EAGAIN`), up to
+/// `QUEUE` or `RESP_MAX`, and shrink back when the connection is idle, so
+/// that an idle connection holds little (an RDM endpoint may have many).
+const QUEUE_FIRST: usize = 4;
 /// Responses the receiver queues for the transmitter before it stops
 /// reading (backpressure on a peer that asks faster than it reads).
 pub(crate) const RESP_MAX: usize = QUEUE;
-/// Bytes of the receive work's buffer for payload nobody takes.
-const SCRATCH: usize = 16 << 10;
 /// Most tagged messages held for receives not posted yet (their bytes:
 /// the `unexpected_bytes_max` parameter).
 pub(crate) const UNEXP_MAX: usize = QUEUE;
+
+/// How long a connection stays idle before the room its queues grew is
+/// given back.
+const SHRINK_AFTER_MS: u32 = 1000;
 
 /// The state of one connection.
 pub(crate) struct State {
@@ -80,8 +87,21 @@ pub(crate) struct State {
     pub(crate) resp: KVec<Resp>,
     /// The transmitter has taken a response off `resp` and is sending it.
     pub(crate) resp_out: bool,
+    /// A transmitter has the socket (`tx.rs`): the transmit work or an
+    /// inline sender.
+    pub(crate) tx_busy: bool,
+    /// A frame an inline sender began that the socket did not take whole;
+    /// the transmit work sends the rest before anything else.
+    pub(crate) tx_begun: Option<Begun>,
     /// The receive work is handling frames (`rx::run`).
     pub(crate) rx_running: bool,
+    /// The socket's data callback is handling frames (`rx/soft.rs`).
+    pub(crate) rx_soft: bool,
+    /// The receive work ran while the callback received: queue it again.
+    pub(crate) rx_again: bool,
+    /// The callback found the peer's frames broken: the receive work ends
+    /// the connection with this.
+    pub(crate) rx_failed: Option<Error>,
     pub(crate) next_id: u64,
     /// Work items queued or running (`progress.rs`).
     pub(crate) active: u32,
@@ -93,6 +113,80 @@ pub(crate) struct State {
     pub(crate) cm_open: bool,
     /// An end that came before `KFI_CONNECTED` was reported.
     pub(crate) cm_deferred: Option<Error>,
+    /// When grown queues shrink if the connection stays idle until then.
+    pub(crate) shrink_due: Option<Deadline>,
+}
+
+impl State {
+    /// Nothing is queued, being sent or waiting for a response.
+    fn idle(&self) -> bool {
+        self.tx.front().is_none()
+            && self.pending.is_empty()
+            && self.resp.is_empty()
+            && self.tx_begun.is_none()
+    }
+
+    /// A queue has more room than it started with.
+    fn grown(&self) -> bool {
+        self.tx.room_now() > QUEUE_FIRST
+            || self.pending.capacity() > QUEUE_FIRST
+            || self.resp.capacity() > QUEUE_FIRST
+    }
+}
+
+/// Gives an empty list the room it started with (never sleeps: on failure
+/// to allocate it keeps the larger).
+fn shrink_vec<T>(v: &mut KVec<T>) {
+    if v.is_empty() && v.capacity() > QUEUE_FIRST {
+        if let Ok(first) = KVec::with_capacity(QUEUE_FIRST, GFP_ATOMIC) {
+            *v = first;
+        }
+    }
+}
+
+/// The transmit work found nothing to send: queues that grew shrink once
+/// the connection has stayed idle for `SHRINK_AFTER_MS` (the connection's
+/// timer queues the receive work, which calls [`shrink_if_idle`]).
+/// Process context.
+pub(crate) fn note_idle(sh: &Shared, sock: &Socket) {
+    let arm = {
+        let mut s = sh.state.lock();
+        let arm = s.idle() && s.grown() && s.shrink_due.is_none();
+        if arm {
+            s.shrink_due = Some(Deadline::after_ms(u64::from(SHRINK_AFTER_MS)));
+        }
+        arm
+    };
+    if arm {
+        progress::arm_timer(sock, SHRINK_AFTER_MS);
+    }
+}
+
+/// Gives back the room the queues grew if the connection stayed idle
+/// until it was due (the receive work, on the connection's timer).
+pub(crate) fn shrink_if_idle(sh: &Shared, sock: &Socket) {
+    let again = {
+        let mut s = sh.state.lock();
+        let Some(due) = s.shrink_due else {
+            return;
+        };
+        if !s.idle() {
+            // Busy again: its next idle moment sets a new time.
+            s.shrink_due = None;
+            return;
+        }
+        let left = due.left_ms();
+        if left.is_none() {
+            s.shrink_due = None;
+            s.tx.shrink();
+            shrink_vec(&mut s.pending);
+            shrink_vec(&mut s.resp);
+        }
+        left
+    };
+    if let Some(ms) = again {
+        progress::arm_timer(sock, ms);
+    }
 }
 
 /// One connection: what its endpoint and its two workers share.
@@ -113,9 +207,6 @@ pub(crate) struct Shared {
     pub(crate) rx_work: Work<Shared, 0>,
     #[pin]
     pub(crate) tx_work: Work<Shared, 1>,
-    /// The receive work's buffer for payload nobody takes.
-    #[pin]
-    pub(crate) scratch: Mutex<KVec<u8>>,
     /// The connector.
     #[pin]
     pub(crate) workers: Workers,
@@ -140,8 +231,6 @@ impl Shared {
         rxq: Arc<RxQueues>,
         owns_rx: bool,
     ) -> Result<Arc<Self>> {
-        let mut scratch = KVec::with_capacity(SCRATCH, GFP_KERNEL)?;
-        scratch.resize(SCRATCH, 0, GFP_KERNEL)?;
         Arc::pin_init(
             try_pin_init!(Shared {
                 state <- new_spinlock_irq!(State {
@@ -154,23 +243,28 @@ impl Shared {
                     closing: false,
                     cm_param: KVec::new(),
                     cm_dest: None,
-                    tx: Ring::new(QUEUE)?,
-                    pending: KVec::with_capacity(QUEUE, GFP_KERNEL)?,
-                    resp: KVec::with_capacity(RESP_MAX, GFP_KERNEL)?,
+                    tx: Ring::growing(QUEUE_FIRST, QUEUE)?,
+                    pending: KVec::with_capacity(QUEUE_FIRST, GFP_KERNEL)?,
+                    resp: KVec::with_capacity(QUEUE_FIRST, GFP_KERNEL)?,
                     resp_out: false,
+                    tx_busy: false,
+                    tx_begun: None,
                     rx_running: false,
+                    rx_soft: false,
+                    rx_again: false,
+                    rx_failed: None,
                     next_id: 1,
                     active: 0,
                     parked: None,
                     dead: false,
                     cm_open: false,
                     cm_deferred: None,
+                    shrink_due: None,
                 }),
                 wake <- new_condvar!(),
                 idle <- new_condvar!(),
                 rx_work <- new_work!("kfi_sockets::rx"),
                 tx_work <- new_work!("kfi_sockets::tx"),
-                scratch <- new_mutex!(scratch),
                 workers <- Workers::new(),
                 dest,
                 ns,
@@ -201,7 +295,7 @@ impl Shared {
             return Err(EAGAIN);
         }
         drop(s);
-        progress::kick_tx(self);
+        progress::push_tx(self, progress::Caller::Poster);
         Ok(())
     }
 
@@ -263,7 +357,7 @@ impl Shared {
         let mut s = self.state.lock();
         s.draining = true;
         loop {
-            let drained = !s.rx_running && s.resp.is_empty() && !s.resp_out;
+            let drained = !s.rx_running && !s.rx_soft && s.resp.is_empty() && !s.resp_out;
             if s.closing || s.dead || !s.connected || drained {
                 return;
             }
@@ -338,9 +432,19 @@ pub(crate) fn report_connected(sh: &Shared, eq: EqRef, fid: FidRef, data: &[u8])
 /// receive queues close too if they are the connection's own (MSG).
 pub(crate) fn flush(sh: &Shared) {
     let mut ops: KVec<CqEntry> = KVec::new();
-    let (tx_cq, resp, pending) = {
+    let (tx_cq, resp, pending, begun) = {
         let mut s = sh.state.lock();
         s.connected = false;
+        // Nobody sends any more: a begun frame's operation fails too (one
+        // that waits for a response is in `pending`).
+        let begun = s.tx_begun.take();
+        if let Some(Begun {
+            job: Job::Op(op, 0, _),
+            ..
+        }) = &begun
+        {
+            let _ = ops.push(op.entry(), GFP_ATOMIC);
+        }
         while let Some(op) = s.tx.pop_front() {
             // Injects too: they complete silently only when sent.
             let _ = ops.push(op.entry(), GFP_ATOMIC);
@@ -349,9 +453,11 @@ pub(crate) fn flush(sh: &Shared) {
             s.tx_cq,
             core::mem::take(&mut s.resp),
             core::mem::take(&mut s.pending),
+            begun,
         )
     };
     drop(resp);
+    drop(begun);
     for c in ops.iter() {
         report_err(tx_cq, c, ECANCELED);
     }

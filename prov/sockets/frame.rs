@@ -10,7 +10,7 @@
 use kernel::prelude::*;
 
 use super::{
-    ksock::{SockAddr, Socket},
+    ksock::{SockAddr, Socket, Wait},
     wire::{Hdr, Op, RmaDesc, CM_DATA_MAX, HDR_LEN, RMA_DESC_LEN, RMA_IOV_MAX},
 };
 
@@ -35,6 +35,21 @@ pub(crate) fn recv_hdr(sock: &Socket) -> Result<Hdr> {
     Hdr::decode(&b)
 }
 
+/// Receives and checks the next header if its first bytes are there
+/// (`None`: no byte is), without a call to find out first. `begun` runs
+/// once some are, before the rest is waited for (it sets their deadline).
+pub(crate) fn recv_hdr_begun(sock: &Socket, begun: impl FnOnce()) -> Result<Option<Hdr>> {
+    let mut b = [0u8; HDR_LEN];
+    let got = match sock.recv_now(&mut b)? {
+        None => return Ok(None),
+        Some(0) => return Err(ECONNRESET),
+        Some(n) => n,
+    };
+    begun();
+    recv_exact(sock, &mut b[got..])?;
+    Hdr::decode(&b).map(Some)
+}
+
 /// Receives the descriptors a checked header announces.
 pub(crate) fn recv_rma(sock: &Socket, hdr: &Hdr) -> Result<KVec<RmaDesc>> {
     let mut out = KVec::with_capacity(RMA_IOV_MAX, GFP_KERNEL)?;
@@ -49,6 +64,31 @@ pub(crate) fn recv_rma(sock: &Socket, hdr: &Hdr) -> Result<KVec<RmaDesc>> {
 /// Sends one frame: `hdr` (its `rma_count` and `len` are set from `rma`
 /// and `payload`), the descriptors, then the payload pieces.
 pub(crate) fn send_frame(sock: &Socket, hdr: &Hdr, rma: &[RmaDesc], payload: &[&[u8]]) -> Result {
+    match send_frame_from(sock, hdr, rma, payload, 0, Wait::Deadline)? {
+        Sent::Whole => Ok(()),
+        Sent::Upto(_) => Err(EPIPE),
+    }
+}
+
+/// How far a frame got.
+pub(crate) enum Sent {
+    /// All of it.
+    Whole,
+    /// Its first bytes only, this many in all: the socket is full.
+    Upto(usize),
+}
+
+/// Sends the frame of [`send_frame`] from byte `at` on (the bytes before
+/// were sent by an earlier call with the same frame), waiting or not as
+/// `wait` says.
+pub(crate) fn send_frame_from(
+    sock: &Socket,
+    hdr: &Hdr,
+    rma: &[RmaDesc],
+    payload: &[&[u8]],
+    at: usize,
+    wait: Wait,
+) -> Result<Sent> {
     if rma.len() > RMA_IOV_MAX {
         return Err(EINVAL);
     }
@@ -69,10 +109,16 @@ pub(crate) fn send_frame(sock: &Socket, hdr: &Hdr, rma: &[RmaDesc], payload: &[&
         parts.push(p, GFP_KERNEL)?;
     }
     let total: usize = parts.iter().map(|p| p.len()).sum();
-    if sock.send(&parts)? != total {
+    let left = total.checked_sub(at).ok_or(EINVAL)?;
+    let n = sock.send_from(&parts, at, wait)?;
+    if n == left {
+        return Ok(Sent::Whole);
+    }
+    if wait == Wait::Deadline {
+        // The connection failed on the way.
         return Err(EPIPE);
     }
-    Ok(())
+    Ok(Sent::Upto(at + n))
 }
 
 /// Receives the private data of a connection message.

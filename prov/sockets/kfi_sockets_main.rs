@@ -89,11 +89,31 @@ module! {
             default: 16,
             description: "Most accepted connections per listening endpoint whose request is still being read (more are refused)",
         },
+        inline_tx: u32 {
+            default: 1,
+            description: "Send from the posting thread or the receive work when they may sleep (1), or always from the transmit work (0)",
+        },
+        rx_in_callback: u32 {
+            default: 1,
+            description: "Handle whole small frames (messages for posted receives, acknowledgements) in the socket's data callback (1), or always in the receive work (0)",
+        },
         wq_unbound: u32 {
             default: 1,
             description: "Run the provider's work on an unbound workqueue (1) or on the queuing CPU (0)",
         },
     },
+}
+
+/// The `inline_tx` parameter: whether frames may be sent inline
+/// (`progress::push_tx`).
+pub(crate) fn inline_tx() -> bool {
+    module_parameters::inline_tx.value() != 0
+}
+
+/// The `rx_in_callback` parameter: whether the socket's data callback
+/// handles frames itself (`rx/soft.rs`).
+pub(crate) fn rx_in_callback() -> bool {
+    module_parameters::rx_in_callback.value() != 0
 }
 
 /// The `mr_close_grace_ms` parameter.

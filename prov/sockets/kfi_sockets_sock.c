@@ -2,15 +2,20 @@
 /*
  * Socket options for kfi_sockets that the Rust bindings do not reach
  * (net/sock.h helpers): SO_REUSEADDR for listeners (pep.rs), the
- * callbacks that drive a connection's progress (progress.rs) and the
- * provider's workqueue (wq.rs; alloc_workqueue is a macro).
+ * callbacks that drive a connection's progress (progress.rs), whether a
+ * caller may send inline (progress.rs) and the provider's workqueue
+ * (wq.rs; alloc_workqueue is a macro).
  */
 #include <linux/jiffies.h>
+#include <linux/preempt.h>
+#include <linux/rcupdate.h>
+#include <linux/sched/task_stack.h>
 #include <linux/slab.h>
 #include <linux/tcp.h>
 #include <linux/timer.h>
 #include <linux/workqueue.h>
 #include <net/sock.h>
+#include <net/tcp.h>
 
 void kfi_sockets_reuseaddr(struct socket *sock);
 
@@ -39,6 +44,7 @@ struct kfi_sockets_cb {
 };
 
 void kfi_sockets_rx_ready(void *owner);
+void kfi_sockets_rx_data(void *owner, struct sock *sk);
 void kfi_sockets_tx_ready(void *owner);
 int kfi_sockets_hook(struct socket *sock, void *owner);
 void *kfi_sockets_unhook(struct socket *sock);
@@ -52,7 +58,7 @@ static void kfi_sockets_data_ready(struct sock *sk)
 	cb = sk->sk_user_data;
 	if (cb) {
 		cb->data_ready(sk);
-		kfi_sockets_rx_ready(cb->owner);
+		kfi_sockets_rx_data(cb->owner, sk);
 	}
 	read_unlock_bh(&sk->sk_callback_lock);
 }
@@ -84,6 +90,46 @@ static void kfi_sockets_state_change(struct sock *sk)
 	read_unlock_bh(&sk->sk_callback_lock);
 }
 
+int kfi_sockets_rx_skb(void *parser, const struct sk_buff *skb, unsigned int offset,
+		       size_t len);
+int kfi_sockets_read_sock(struct sock *sk, void *parser);
+int kfi_sockets_inq(struct sock *sk);
+int kfi_sockets_skb_copy(const struct sk_buff *skb, unsigned int offset, void *to,
+			 unsigned int len);
+
+static int kfi_sockets_read_actor(read_descriptor_t *desc, struct sk_buff *skb,
+				  unsigned int offset, size_t len)
+{
+	return kfi_sockets_rx_skb(desc->arg.data, skb, offset, len);
+}
+
+/*
+ * Receiving in the data callback (rx/soft.rs): the socket's bytes go
+ * through the parser, which takes whole frames and returns 0 to stop. The
+ * caller holds the socket's lock (the data callback does).
+ */
+int kfi_sockets_read_sock(struct sock *sk, void *parser)
+{
+	read_descriptor_t desc = { .arg.data = parser, .count = 1 };
+
+	return tcp_read_sock(sk, &desc, kfi_sockets_read_actor);
+}
+
+/* Bytes the socket holds for reading; its lock held. */
+int kfi_sockets_inq(struct sock *sk)
+{
+	return tcp_inq(sk);
+}
+
+/* Copies bytes out of a socket buffer (any context). */
+int kfi_sockets_skb_copy(const struct sk_buff *skb, unsigned int offset, void *to,
+			 unsigned int len)
+{
+	if (offset > INT_MAX || len > INT_MAX)
+		return -EINVAL;
+	return skb_copy_bits(skb, offset, to, len);
+}
+
 /*
  * The response deadline passed (softirq): the receive work looks at the
  * operations that wait for a response (rx/resp.rs, response_timeout_ms).
@@ -109,6 +155,12 @@ int kfi_sockets_hook(struct socket *sock, void *owner)
 	if (!cb)
 		return -ENOMEM;
 	tcp_sock_set_nodelay(sk);
+	/*
+	 * Inline senders are any thread that posts (progress.rs): the page
+	 * fragment of the current task may be in use by a send of its own
+	 * further up its stack (a file system writing back over a socket).
+	 */
+	sk->sk_use_task_frag = false;
 	cb->owner = owner;
 	timer_setup(&cb->timer, kfi_sockets_timer_fn, 0);
 	write_lock_bh(&sk->sk_callback_lock);
@@ -171,6 +223,35 @@ void kfi_sockets_arm_timer(struct socket *sock, unsigned int ms)
 	if (cb)
 		timer_reduce(&cb->timer, jiffies + msecs_to_jiffies(ms) + 1);
 	read_unlock_bh(&sk->sk_callback_lock);
+}
+
+bool kfi_sockets_may_send_inline(void);
+
+/*
+ * Stack an inline send needs left: the socket layer's send path (TCP, IP,
+ * the device's transmit) runs on the caller's stack; a loopback peer's
+ * receive runs later, on the softirq stack.
+ */
+#define KFI_SOCKETS_INLINE_STACK (THREAD_SIZE / 2)
+
+/*
+ * Whether the calling thread may send on a socket now (progress.rs): in
+ * task context, preemptible (no spinlock held, interrupts on), outside an
+ * RCU read-side section, with half of its stack left. A kernel without a
+ * preemption count cannot tell whether a spinlock is held: never then.
+ */
+bool kfi_sockets_may_send_inline(void)
+{
+#ifdef CONFIG_PREEMPT_COUNT
+	unsigned long left;
+
+	if (!in_task() || !preemptible() || rcu_preempt_depth())
+		return false;
+	left = (unsigned long)&left - (unsigned long)task_stack_page(current);
+	return left >= KFI_SOCKETS_INLINE_STACK;
+#else
+	return false;
+#endif
 }
 
 struct workqueue_struct *kfi_sockets_alloc_wq(int unbound);

@@ -341,6 +341,16 @@ pub(crate) struct Socket {
     tx_deadline: AtomicI64,
 }
 
+/// Whether a send may wait for room in the socket.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wait {
+    /// Until the send deadline (`Socket::set_tx_deadline`): process
+    /// context that may sleep for the peer.
+    Deadline,
+    /// Not at all: what the socket does not take now is left for later.
+    No,
+}
+
 /// The direction a deadline bounds.
 #[derive(Clone, Copy)]
 enum Dir {
@@ -563,21 +573,49 @@ impl Socket {
     /// the connection failed on the way, `ETIMEDOUT` if the send deadline
     /// passed before all were sent.
     pub(crate) fn send(&self, bufs: &[&[u8]]) -> Result<usize> {
-        let timed = self.arm(Dir::Tx)?;
+        self.send_from(bufs, 0, Wait::Deadline)
+    }
+
+    /// Sends `bufs` but their first `skip` bytes (sent before), in order;
+    /// returns the bytes of this call. [`Wait::Deadline`]: all of them
+    /// (fewer if the connection failed on the way, `ETIMEDOUT` if the send
+    /// deadline passed first). [`Wait::No`]: what the socket takes now,
+    /// maybe nothing (0), never waiting for the peer to read (it may wait
+    /// for the socket's lock, which only this host's threads hold).
+    pub(crate) fn send_from(&self, bufs: &[&[u8]], mut skip: usize, wait: Wait) -> Result<usize> {
+        let timed = match wait {
+            Wait::Deadline => self.arm(Dir::Tx)?,
+            Wait::No => false,
+        };
         let mut iov = KVec::with_capacity(bufs.len(), GFP_KERNEL)?;
         let mut total = 0;
         for b in bufs {
+            let Some(rest) = b.get(skip..) else {
+                skip -= b.len();
+                continue;
+            };
+            skip = 0;
+            if rest.is_empty() {
+                continue;
+            }
             iov.push(
                 bindings::kvec {
-                    iov_base: b.as_ptr().cast_mut().cast(),
-                    iov_len: b.len(),
+                    iov_base: rest.as_ptr().cast_mut().cast(),
+                    iov_len: rest.len(),
                 },
                 GFP_KERNEL,
             )?;
-            total += b.len();
+            total += rest.len();
+        }
+        if total == 0 {
+            return Ok(0);
+        }
+        let mut flags = bindings::MSG_NOSIGNAL;
+        if matches!(wait, Wait::No) {
+            flags |= bindings::MSG_DONTWAIT;
         }
         let mut msg = bindings::msghdr {
-            msg_flags: bindings::MSG_NOSIGNAL as c_uint,
+            msg_flags: flags as c_uint,
             ..Default::default()
         };
         // SAFETY: A live socket; the kvecs describe the borrowed buffers,
@@ -591,11 +629,41 @@ impl Socket {
                 total,
             )
         };
+        if matches!(wait, Wait::No) && n == -(bindings::EAGAIN as c_int) {
+            // The socket is full: nothing taken.
+            return Ok(0);
+        }
         let sent = Self::timed(n, timed)?;
         if sent < total && timed && self.deadline_passed(Dir::Tx) {
             return Err(ETIMEDOUT);
         }
         Ok(sent)
+    }
+
+    /// Receives into `buf` what is there now, without waiting: `Ok(None)`
+    /// when nothing is, `Ok(Some(0))` at the end of the stream.
+    pub(crate) fn recv_now(&self, buf: &mut [u8]) -> Result<Option<usize>> {
+        let mut iov = bindings::kvec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        let mut msg = bindings::msghdr::default();
+        // SAFETY: A live socket; `iov` describes `buf`, borrowed mutably.
+        let n = unsafe {
+            bindings::kernel_recvmsg(
+                self.sock.as_ptr(),
+                &mut msg,
+                &mut iov,
+                1,
+                buf.len(),
+                bindings::MSG_DONTWAIT as c_int,
+            )
+        };
+        if n == -(bindings::EAGAIN as c_int) {
+            return Ok(None);
+        }
+        to_result(n.min(0))?;
+        Ok(Some(n as usize))
     }
 
     /// The deadline set for `dir`, in `Deadline` nanoseconds (0: none).

@@ -14,7 +14,11 @@ use crate::{
     atomics::{self, ATOMIC_MAX},
     buflist::List,
     bufs,
-    kfi::{kfi_sys as sys, provider::AtomicKind, toolkit::completion::CqEntry},
+    kfi::{
+        kfi_sys as sys,
+        provider::AtomicKind,
+        toolkit::completion::{CqEntry, Reports},
+    },
     ksock::Deadline,
     mr::Access,
     wire::{Op, RmaDesc, RMA_IOV_MAX},
@@ -227,6 +231,39 @@ impl Resp {
             old_len: 0,
         }
     }
+}
+
+/// What a transmitter sends: a response, or one of our operations with
+/// its pending id (0: it waits for no response) and where it completes.
+// One lives on the transmitter's stack or in its connection at a time:
+// boxing would allocate per operation under the connection's lock.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Job {
+    Resp(Resp),
+    Op(TxOp, u64, Reports),
+}
+
+impl Job {
+    /// Bytes of payload the job's frame carries (about: the few bytes of
+    /// an atomic's operands do not count).
+    pub(crate) fn payload_len(&self) -> u64 {
+        let n = match self {
+            Job::Resp(r) => r.reads.iter().map(|a| a.len()).sum(),
+            Job::Op(op, ..) if op.kind == Kind::Read || op.kind == Kind::Atomic => 0,
+            Job::Op(op, ..) => op.inject.unwrap_or_else(|| op.bufs.total()),
+        };
+        n as u64
+    }
+}
+
+/// A frame that a transmitter that may not wait began and the socket did
+/// not take whole: the transmit work sends the rest.
+pub(crate) struct Begun {
+    pub(crate) job: Job,
+    /// Bytes of the frame sent.
+    pub(crate) at: usize,
+    /// When the frame began (its deadline runs from there).
+    pub(crate) start: Deadline,
 }
 
 /// Remote descriptors of an RMA operation, with their total length.

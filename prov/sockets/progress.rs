@@ -21,8 +21,13 @@
 //! receive work too, when a response to one of our operations is due
 //! (`rx/resp.rs`, `response_timeout_ms`).
 //!
-//! Every queued or running work item is counted in `State::active`, so
-//! closing can wait until none touches the connection any more.
+//! A thread that posts, and the receive work when it queues a response,
+//! may send inline instead of queueing the transmit work ([`push_tx`]):
+//! one wakeup less per frame.
+//!
+//! Every queued or running work item, and every inline sender, is counted
+//! in `State::active`, so closing can wait until none touches the
+//! connection any more.
 
 use core::ffi::c_void;
 use kernel::{
@@ -39,6 +44,7 @@ extern "C" {
     fn kfi_sockets_hook(sock: *mut kernel::bindings::socket, owner: *mut c_void) -> c_int;
     fn kfi_sockets_unhook(sock: *mut kernel::bindings::socket) -> *mut c_void;
     fn kfi_sockets_arm_timer(sock: *mut kernel::bindings::socket, ms: c_uint);
+    fn kfi_sockets_may_send_inline() -> bool;
 }
 
 impl_has_work! {
@@ -93,6 +99,40 @@ pub(crate) fn kick_rx(sh: &Arc<Shared>) {
 pub(crate) fn kick_tx(sh: &Arc<Shared>) {
     if begin(sh) && wq::queue().enqueue::<_, 1>(sh.clone()).is_err() {
         done(sh);
+    }
+}
+
+/// Who has made work for the transmitter (`progress::push_tx`).
+#[derive(Clone, Copy)]
+pub(crate) enum Caller {
+    /// A thread that posted an operation: any context but hard interrupt.
+    Poster,
+    /// The receive work, which queued a response: process context.
+    Receiver,
+}
+
+/// Gets what was just queued for the transmitter sent: inline from the
+/// caller's own context (`tx::inline`, which never waits for the peer)
+/// when the `inline_tx` parameter allows it and the caller may sleep, else
+/// by the transmit work. A poster may sleep when the kernel can tell that
+/// it holds no spinlock, no RCU read lock and runs in task context, with
+/// enough stack left for the socket layer (`kfi_sockets_sock.c`); the
+/// receive work always may. An inline sender counts as a user of the
+/// connection, so closing waits for it as for a work item. Any context but
+/// hard interrupt.
+pub(crate) fn push_tx(sh: &Arc<Shared>, by: Caller) {
+    let may = crate::inline_tx()
+        && match by {
+            // SAFETY: No preconditions: it only looks at the caller's
+            // context.
+            Caller::Poster => unsafe { kfi_sockets_may_send_inline() },
+            Caller::Receiver => true,
+        };
+    if may && begin(sh) {
+        tx::inline(sh);
+        done(sh);
+    } else {
+        kick_tx(sh);
     }
 }
 
@@ -151,6 +191,19 @@ pub(crate) fn unhook(sock: &Socket) {
 unsafe extern "C" fn kfi_sockets_rx_ready(owner: *mut c_void) {
     // SAFETY: As required: a live `KBox<Arc<Shared>>`.
     kick_rx(unsafe { &*owner.cast::<Arc<Shared>>() });
+}
+
+/// `kfi_sockets_sock.c`: bytes arrived on `sk` (its data callback, with
+/// the socket locked: softirq, or the thread that releases its lock).
+///
+/// # Safety
+///
+/// As for [`kfi_sockets_rx_ready`]; `sk` is the hooked socket, locked.
+#[no_mangle]
+unsafe extern "C" fn kfi_sockets_rx_data(owner: *mut c_void, sk: *mut kernel::bindings::sock) {
+    // SAFETY: As required: a live `KBox<Arc<Shared>>`.
+    let sh = unsafe { &*owner.cast::<Arc<Shared>>() };
+    rx::receive_in_callback(sh, sk);
 }
 
 /// `kfi_sockets_sock.c`: the socket has room to send again (softirq

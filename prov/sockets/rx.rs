@@ -19,7 +19,7 @@ use kernel::{prelude::*, sync::Arc, sync::CondVarTimeoutResult};
 
 use crate::{
     bufs::{slice, Buf},
-    conn::{teardown, Shared, RESP_MAX},
+    conn::{self, teardown, Shared, RESP_MAX},
     frame,
     ksock::{Deadline, Socket},
     op::Resp,
@@ -29,29 +29,42 @@ use crate::{
 
 mod recv;
 mod resp;
+mod soft;
 mod target;
 
 pub(crate) use recv::{complete_held, complete_matched};
 pub(crate) use resp::{expire_responses, finish};
+pub(crate) use soft::receive as receive_in_callback;
 
 /// The receive work (`progress.rs`): handles the frames that have arrived.
 /// Marked as running (`State::rx_running`) meanwhile: a close waits for
 /// the frame in hand, whose completion the ULP may have seen already, to
 /// be done with, so that its `Ack` is queued before the close drains the
 /// responses (`Shared::close_by`).
+///
+/// While the socket's callback receives (`rx/soft.rs`), it does nothing
+/// but ask the callback to queue it again when done; a frame the callback
+/// found broken ends the connection here.
 pub(crate) fn run(sh: &Arc<Shared>) {
-    let sock = {
+    let (sock, failed) = {
         let mut s = sh.state.lock();
         if s.dead || s.closing || s.draining {
+            return;
+        }
+        if s.rx_soft {
+            s.rx_again = true;
             return;
         }
         let Some(sock) = s.sock.clone() else {
             return;
         };
         s.rx_running = true;
-        sock
+        (sock, s.rx_failed.take())
     };
-    run_frames(sh, &sock);
+    match failed {
+        Some(e) => teardown(sh, &sock, e),
+        None => run_frames(sh, &sock),
+    }
     sh.state.lock().rx_running = false;
     sh.wake.notify_all();
 }
@@ -61,15 +74,8 @@ fn run_frames(sh: &Arc<Shared>, sock: &Arc<Socket>) {
         teardown(sh, sock, e);
         return;
     }
-    let mut scratch = sh.scratch.lock();
-    let end = Rx {
-        sh,
-        sock,
-        scratch: &mut scratch,
-    }
-    .run();
-    drop(scratch);
-    if let Err(e) = end {
+    conn::shrink_if_idle(sh, sock);
+    if let Err(e) = (Rx { sh, sock }).run() {
         teardown(sh, sock, e);
     }
 }
@@ -90,6 +96,29 @@ pub(crate) fn frame_deadline(start: Deadline, len: u64) -> Option<Deadline> {
     (ms != 0).then(|| Deadline::after_ms_from(start, ms.saturating_mul(units)))
 }
 
+/// Queues response `r` for the transmitter without waiting: `ENOSPC` if
+/// the queue is full (the caller made sure it is not), `ECANCELED` once
+/// the connection closes. Any context but hard interrupt (the transmit
+/// work sends it).
+fn respond_now(sh: &Arc<Shared>, r: Resp) -> Result {
+    let mut s = sh.state.lock();
+    if s.closing || !s.connected {
+        return Err(ECANCELED);
+    }
+    if s.resp.len() >= RESP_MAX {
+        return Err(ENOSPC);
+    }
+    // Within the capacity reserved at the connection's start: no
+    // allocation.
+    s.resp.push(r, GFP_ATOMIC)?;
+    drop(s);
+    progress::kick_tx(sh);
+    Ok(())
+}
+
+/// Bytes the receive work drops per read (`Rx::discard`).
+const DISCARD_CHUNK: usize = 512;
+
 /// What handling a frame came to.
 enum Step {
     Done,
@@ -101,7 +130,6 @@ enum Step {
 struct Rx<'a> {
     sh: &'a Arc<Shared>,
     sock: &'a Arc<Socket>,
-    scratch: &'a mut KVec<u8>,
 }
 
 impl Rx<'_> {
@@ -125,14 +153,15 @@ impl Rx<'_> {
                     h
                 }
                 None => {
-                    if !self.sock.readable() {
-                        return Ok(());
-                    }
-                    // The frame has begun: its header is due by the
-                    // deadline of an empty frame, the rest by its own.
                     let start = Deadline::now();
-                    self.sock.set_rx_deadline(frame_deadline(start, 0));
-                    let h = frame::recv_hdr(self.sock)?;
+                    let Some(h) = frame::recv_hdr_begun(self.sock, || {
+                        // The frame has begun: its header is due by the
+                        // deadline of an empty frame, the rest by its own.
+                        self.sock.set_rx_deadline(frame_deadline(start, 0));
+                    })?
+                    else {
+                        return Ok(());
+                    };
                     self.sock.set_rx_deadline(frame_deadline(start, h.len));
                     h
                 }
@@ -160,11 +189,14 @@ impl Rx<'_> {
         (h.flags & flags::REMOTE_CQ_DATA != 0).then_some(h.data)
     }
 
-    /// Reads and drops `len` bytes.
+    /// Reads and drops `len` bytes (through a buffer on the stack: a
+    /// connection keeps none for it, and only a refused or cut payload
+    /// comes here).
     fn discard(&mut self, mut len: usize) -> Result {
+        let mut sink = [0u8; DISCARD_CHUNK];
         while len > 0 {
-            let n = len.min(self.scratch.len());
-            frame::recv_exact(self.sock, &mut self.scratch[..n])?;
+            let n = len.min(DISCARD_CHUNK);
+            frame::recv_exact(self.sock, &mut sink[..n])?;
             len -= n;
         }
         Ok(())
@@ -219,7 +251,7 @@ impl Rx<'_> {
         }
         s.resp.push(r, GFP_ATOMIC)?;
         drop(s);
-        progress::kick_tx(self.sh);
+        progress::push_tx(self.sh, progress::Caller::Receiver);
         Ok(())
     }
 

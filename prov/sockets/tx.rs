@@ -1,9 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The transmit work of a kfi_sockets connection, the only writer of the
-//! socket (process context; it may sleep while the socket is full).
+//! The transmitters of a kfi_sockets connection, the only writers of its
+//! socket, one at a time (`State::tx_busy`): the transmit work (process
+//! context; it may sleep while the socket is full, until the frame's
+//! deadline), and inline senders, a thread that posts or the receive work
+//! that queues a response, which send from their own context but never
+//! wait for the peer: a frame the socket does not take whole is left
+//! begun (`State::tx_begun`) for the transmit work to finish, before
+//! anything else (`progress::push_tx` says who may send inline).
 //!
-//! It sends the responses the receive work queued first (they free the
+//! They send the responses the receive work queued first (they free the
 //! peer's operations), then our queued operations in posting order; while
 //! a close drains the connection (`Shared::close_by`), responses only. An
 //! operation that completes on the target's response is entered in the
@@ -16,9 +22,9 @@
 //! and a response must come within `response_timeout_ms` of the frame
 //! (`rx::expire_responses`; this work arms the connection's timer).
 //! Each frame must leave within its deadline (`rx::frame_deadline`, as the
-//! peer's frames must arrive within theirs): a peer that stops reading
-//! ends the connection with `ETIMEDOUT` instead of holding the transmit
-//! work for ever.
+//! peer's frames must arrive within theirs), counted from when its first
+//! byte was offered: a peer that stops reading ends the connection with
+//! `ETIMEDOUT` instead of holding the transmit work for ever.
 //! A fenced operation (`KFI_FENCE`) and everything after it waits until
 //! no earlier operation is pending: every earlier one has completed.
 
@@ -28,13 +34,13 @@ use crate::{
     atomics::{self, ATOMIC_MAX},
     bufs::{self, slice},
     conn::{self, Shared, QUEUE},
-    frame,
+    frame::{self, Sent},
     kfi::{
         kfi_sys as sys,
         toolkit::completion::{report, report_err, CqEntry, Reports},
     },
-    ksock::{Deadline, Socket},
-    op::{Kind, Pending, Resp, TxOp},
+    ksock::{Deadline, Socket, Wait},
+    op::{Begun, Job, Kind, Pending, Resp, TxOp},
     progress, rx,
     wire::{flags, Hdr, Op},
 };
@@ -42,81 +48,150 @@ use crate::{
 /// Buffers of one frame gathered on the transmitter's stack.
 const PARTS_ON_STACK: usize = 4;
 
-/// What the transmitter does next.
-// One lives on the worker's stack at a time: boxing would allocate per
-// operation under the endpoint's lock.
-#[allow(clippy::large_enum_variant)]
-enum Job {
-    Resp(Resp),
-    Op(TxOp, u64, Reports),
-}
-
-impl Job {
-    /// Bytes of payload the job's frame carries (about: the few bytes of
-    /// an atomic's operands do not count).
-    fn payload_len(&self) -> u64 {
-        let n = match self {
-            Job::Resp(r) => r.reads.iter().map(|a| a.len()).sum(),
-            Job::Op(op, ..) if op.kind == Kind::Read || op.kind == Kind::Atomic => 0,
-            Job::Op(op, ..) => op.inject.unwrap_or_else(|| op.bufs.total()),
-        };
-        n as u64
-    }
-}
+/// Frames one inline run sends at most before it leaves the rest to the
+/// transmit work: a poster's call stays short.
+const INLINE_BUDGET: usize = 8;
 
 /// The transmit work (`progress.rs`): sends responses and queued
-/// operations until there is nothing it may send.
+/// operations until there is nothing it may send, first the rest of a
+/// frame an inline sender began. Nothing if an inline sender has the
+/// socket: it queues this work again when it lets go.
 pub(crate) fn run(sh: &Arc<Shared>) {
-    let (sock, dead) = {
-        let s = sh.state.lock();
-        (s.sock.clone(), s.dead)
+    let (sock, begun, dead) = {
+        let mut s = sh.state.lock();
+        if s.tx_busy {
+            return;
+        }
+        s.tx_busy = true;
+        // A torn-down connection's begun frame fails in the flush.
+        let begun = if s.dead { None } else { s.tx_begun.take() };
+        (s.sock.clone(), begun, s.dead)
     };
     if dead {
         // Torn down: nothing is being sent any more, so the operations
         // can fail now.
         conn::flush(sh);
-        return;
+    } else if let Some(sock) = sock {
+        let go_on = match begun {
+            Some(b) => step(sh, &sock, b.job, b.at, b.start, Wait::Deadline),
+            None => true,
+        };
+        // Queued again by whoever makes more work for us.
+        if go_on {
+            while let Some(job) = next_job(sh) {
+                if !step(sh, &sock, job, 0, Deadline::now(), Wait::Deadline) {
+                    break;
+                }
+            }
+            conn::note_idle(sh, &sock);
+        }
     }
+    sh.state.lock().tx_busy = false;
+}
+
+/// Sends what is queued from the calling thread, without ever waiting for
+/// the peer: a frame the socket does not take whole, and everything after
+/// it, are left to the transmit work, and so is everything if another
+/// transmitter has the socket. At most [`INLINE_BUDGET`] frames. Process
+/// context that may sleep (the socket's lock), counted as a user of the
+/// connection (`progress::push_tx`). Never inlined into its caller: its
+/// frame (an operation moves through it) is taken only once the caller's
+/// stack was found deep enough (`kfi_sockets_may_send_inline`), not on
+/// every post.
+#[inline(never)]
+pub(crate) fn inline(sh: &Arc<Shared>) {
+    let sock = {
+        let mut s = sh.state.lock();
+        let free = !s.tx_busy && s.tx_begun.is_none() && !s.dead;
+        let sock = s.sock.clone().filter(|_| free);
+        if sock.is_some() {
+            s.tx_busy = true;
+        }
+        sock
+    };
     let Some(sock) = sock else {
+        progress::kick_tx(sh);
         return;
     };
-    // Queued again by whoever makes more work for us.
-    while let Some(job) = next_job(sh) {
-        // The receive work may wait for room in the response queue, an RDM
-        // dispatcher for room in the transmit queue.
-        sh.wake.notify_all();
-        sock.set_tx_deadline(rx::frame_deadline(Deadline::now(), job.payload_len()));
-        let r = match &job {
-            Job::Resp(r) => send_resp(&sock, r).map(|()| {
-                if r.op == Op::ReadResp && r.status == 0 {
-                    // The peer's read is done with our region.
-                    sh.rxq.cq().count_only(sys::KFI_RMA | sys::KFI_REMOTE_READ);
-                }
-            }),
-            Job::Op(op, id, cq) => send_op(&sock, op, *id, *cq).map(|()| {
-                if *id != 0 {
-                    sent(sh, &sock, *id, *cq);
-                }
-            }),
-        };
-        if matches!(job, Job::Resp(_)) {
-            // A close may wait for the queued responses to be out.
-            sh.state.lock().resp_out = false;
-            sh.wake.notify_all();
-        }
-        if let (Err(e), Job::Op(op, 0, cq)) = (&r, &job) {
-            // Not in the pending list, so nobody else will report it; an
-            // inject that failed is reported like any other operation.
-            report_err(*cq, &op.entry(), *e);
-        }
-        drop(job);
-        if let Err(e) = r {
-            // The receive work may be parked: tear down from here.
-            conn::teardown(sh, &sock, e);
-            sh.wake.notify_all();
-            return;
+    for _ in 0..INLINE_BUDGET {
+        let Some(job) = next_job(sh) else { break };
+        if !step(sh, &sock, job, 0, Deadline::now(), Wait::No) {
+            break;
         }
     }
+    let more = {
+        let mut s = sh.state.lock();
+        s.tx_busy = false;
+        // The transmit work returned at once while we had the socket.
+        s.dead || s.tx_begun.is_some() || !s.resp.is_empty() || s.tx.front().is_some()
+    };
+    if more {
+        progress::kick_tx(sh);
+    }
+}
+
+/// Sends `job`'s frame from byte `at` on (begun at `start`) and completes
+/// what it completes; false when the transmitter stops: the socket did not
+/// take it whole (`Wait::No`: the rest is left in `State::tx_begun`) or
+/// the connection failed (torn down here).
+fn step(sh: &Arc<Shared>, sock: &Socket, job: Job, at: usize, start: Deadline, wait: Wait) -> bool {
+    // The receive work may wait for room in the response queue, an RDM
+    // dispatcher for room in the transmit queue.
+    sh.wake.notify_all();
+    if wait == Wait::Deadline {
+        sock.set_tx_deadline(rx::frame_deadline(start, job.payload_len()));
+    }
+    let r = match &job {
+        Job::Resp(r) => send_resp(sock, r, at, wait),
+        Job::Op(op, id, _) => send_op(sock, op, *id, at, wait),
+    };
+    let r = match r {
+        Ok(Sent::Upto(at)) => {
+            sh.state.lock().tx_begun = Some(Begun { job, at, start });
+            return false;
+        }
+        Ok(Sent::Whole) => Ok(()),
+        Err(e) => Err(e),
+    };
+    match (&job, &r) {
+        (Job::Resp(resp), Ok(())) if resp.op == Op::ReadResp && resp.status == 0 => {
+            // The peer's read is done with our region.
+            sh.rxq.cq().count_only(sys::KFI_RMA | sys::KFI_REMOTE_READ);
+        }
+        (Job::Op(_, id, cq), Ok(())) if *id != 0 => sent(sh, sock, *id, *cq),
+        (Job::Op(op, _, cq), Ok(())) => completed(op, *cq),
+        // Not in the pending list, so nobody else will report it; an
+        // inject that failed is reported like any other operation.
+        (Job::Op(op, 0, cq), Err(e)) => report_err(*cq, &op.entry(), *e),
+        _ => {}
+    }
+    if matches!(job, Job::Resp(_)) {
+        // A close may wait for the queued responses to be out.
+        sh.state.lock().resp_out = false;
+        sh.wake.notify_all();
+    }
+    drop(job);
+    if let Err(e) = r {
+        // The receive work may be parked: tear down from here.
+        conn::teardown(sh, sock, e);
+        sh.wake.notify_all();
+        return false;
+    }
+    true
+}
+
+/// Our operation `op`, which waits for no response, has left whole: it
+/// completes (an inject silently, but it is counted).
+fn completed(op: &TxOp, cq: Reports) {
+    if op.inject.is_some() {
+        cq.count_only(op.completion_flags());
+        return;
+    }
+    let c = CqEntry {
+        len: op.bufs.total(),
+        ..op.entry()
+    };
+    report(cq, &c);
 }
 
 /// What to send next: a response, else the oldest queued operation if it
@@ -227,8 +302,8 @@ fn pending_of(op: &mut TxOp, id: u64) -> Pending {
     p
 }
 
-/// Sends one of our operations.
-fn send_op(sock: &Socket, op: &TxOp, id: u64, cq: Reports) -> Result {
+/// Sends one of our operations' frame from byte `at` on.
+fn send_op(sock: &Socket, op: &TxOp, id: u64, at: usize, wait: Wait) -> Result<Sent> {
     let code = match op.kind {
         Kind::Msg => Op::Msg,
         Kind::Tagged => Op::Tagged,
@@ -298,29 +373,15 @@ fn send_op(sock: &Socket, op: &TxOp, id: u64, cq: Reports) -> Result {
     if op.kind == Kind::Tagged {
         h.tag = op.tag;
     }
-    frame::send_frame(sock, &h, rma, payload)?;
-    match (op.wants_reply(), op.inject) {
-        // Completes on its response.
-        (true, _) => {}
-        (false, None) => {
-            let c = CqEntry {
-                len: op.bufs.total(),
-                ..op.entry()
-            };
-            report(cq, &c);
-        }
-        // An inject completes silently, but it is counted.
-        (false, Some(_)) => cq.count_only(op.completion_flags()),
-    }
-    Ok(())
+    frame::send_frame_from(sock, &h, rma, payload, at, wait)
 }
 
-/// Sends a response the receiver queued.
-fn send_resp(sock: &Socket, r: &Resp) -> Result {
+/// Sends a response the receiver queued, from byte `at` on.
+fn send_resp(sock: &Socket, r: &Resp, at: usize, wait: Wait) -> Result<Sent> {
     let mut h = Hdr::new(r.op, r.id, 0);
     h.data = r.status;
     match r.op {
-        Op::AtomicResp => frame::send_frame(sock, &h, &[], &[&r.old[..r.old_len]]),
+        Op::AtomicResp => frame::send_frame_from(sock, &h, &[], &[&r.old[..r.old_len]], at, wait),
         Op::ReadResp => {
             let mut parts: KVec<&[u8]> = KVec::new();
             for a in r.reads.iter() {
@@ -330,8 +391,8 @@ fn send_resp(sock: &Socket, r: &Resp) -> Result {
                     parts.push(unsafe { slice(&b) }, GFP_KERNEL)?;
                 }
             }
-            frame::send_frame(sock, &h, &[], &parts)
+            frame::send_frame_from(sock, &h, &[], &parts, at, wait)
         }
-        _ => frame::send_frame(sock, &h, &[], &[]),
+        _ => frame::send_frame_from(sock, &h, &[], &[], at, wait),
     }
 }

@@ -9,6 +9,7 @@ use kernel::prelude::*;
 mod tests {
     use crate::kfi::{
         kfi_sys as sys,
+        ring::Ring,
         toolkit::{
             handles::HandleTable,
             tags::{matches, Limits, Matched, Reservation, Room, TagMatcher},
@@ -304,6 +305,43 @@ mod tests {
         assert_eq!(&got[..], &[1, 2]);
         assert_eq!(m.len(), (0, 0));
         assert_eq!(m.held_bytes(), 0);
+        Ok(())
+    }
+
+    /// A growing ring keeps its order across growth (also with its head
+    /// wrapped), stops at its bound, and shrinks back only when empty.
+    #[test]
+    fn ring_grows_in_order_and_shrinks_when_empty() -> Result {
+        let mut r = Ring::<u32>::growing(2, 8)?;
+        assert_eq!(r.room_now(), 2);
+        // Wrap the head before growing.
+        r.push(1)?;
+        r.push(2)?;
+        assert_eq!(r.pop_front(), Some(1));
+        r.push(3)?;
+        for v in 4..=9 {
+            r.push(v)?;
+        }
+        assert_eq!(r.room_now(), 8);
+        // Full at the bound: the slot comes back.
+        assert_eq!(r.try_push(10), Err(10));
+        // Not empty: no shrinking.
+        r.shrink();
+        assert_eq!(r.room_now(), 8);
+        for v in 2..=9 {
+            assert_eq!(r.pop_front(), Some(v));
+        }
+        assert_eq!(r.pop_front(), None);
+        r.shrink();
+        assert_eq!(r.room_now(), 2);
+        r.push(11)?;
+        assert_eq!(r.front(), Some(&11));
+        // A fixed ring never grows.
+        let mut f = Ring::<u32>::new(1)?;
+        f.push(1)?;
+        assert_eq!(f.try_push(2), Err(2));
+        assert!(Ring::<u32>::growing(0, 4).is_err());
+        assert!(Ring::<u32>::growing(5, 4).is_err());
         Ok(())
     }
 }

@@ -224,7 +224,9 @@ mod e2e_ops {
             let msgs: [&[u8]; 3] = [b"first", b"second", b"third"];
             let mut rbufs = [[0u8; 8]; 3];
             let (w0, w1) = (pattern(4096, 2)?, pattern(4096, 3)?);
-            let mut rd = [0u8; 8192];
+            // On the heap: a test thread's stack must leave room for the
+            // provider's posting path.
+            let mut rd = KVec::from_elem(0u8, 8192, GFP_KERNEL)?;
             // SAFETY: Every buffer lives, untouched, until the completions
             // are drained below.
             unsafe {
@@ -296,7 +298,9 @@ mod e2e_ops {
             let mr =
                 s.sd.register(&mut region, sys::KFI_REMOTE_READ | sys::KFI_REMOTE_WRITE, 0)?;
             let (w0, w1) = (pattern(4096, 12)?, pattern(4096, 13)?);
-            let mut rd = [0u8; 8192];
+            // On the heap: a test thread's stack must leave room for the
+            // provider's posting path.
+            let mut rd = KVec::from_elem(0u8, 8192, GFP_KERNEL)?;
             // SAFETY: Every buffer lives, untouched, until the completions
             // are drained below.
             unsafe {

@@ -12,7 +12,11 @@
 # a veth end, tests/selftests/kfabric/rdma_link.sh, there only for its
 # pass). The argument fabrics=LIST (comma-separated) picks some.
 #
-# usage: bench.sh OUTDIR [fabrics=LIST] [kfi_bench parameters...]
+# Arguments kfi_sockets.NAME=VALUE are kfi_sockets.ko's parameters (for
+# example kfi_sockets.inline_tx=0 kfi_sockets.rx_in_callback=0: the
+# datapath without its fast paths, to compare).
+#
+# usage: bench.sh OUTDIR [fabrics=LIST] [kfi_sockets.PARAM=V...] [kfi_bench parameters...]
 # (from the top of the tree)
 # KFABRIC_BENCH_MODULE: another bench module to run instead, once, with
 # the parameters (a path from the top of the tree; tests/guest/twohost.sh
@@ -24,9 +28,11 @@ top=$(pwd)
 fabrics="sockets siw rxe"
 [ -n "${KFABRIC_BENCH_MODULE:-}" ] && fabrics=sockets
 params=
+sockets_params=
 for a in "$@"; do
 	case $a in
 	fabrics=*) fabrics=$(echo "${a#fabrics=}" | tr , ' ') ;;
+	kfi_sockets.*) sockets_params="$sockets_params ${a#kfi_sockets.}" ;;
 	*) params="$params $a" ;;
 	esac
 done
@@ -46,6 +52,7 @@ facts=$out/guest.txt
 	echo "preempt_dynamic=$(cat /sys/kernel/debug/sched/preempt 2>/dev/null)"
 	echo "mem_kb=$(sed -n 's/^MemTotal: *\([0-9]*\).*/\1/p' /proc/meminfo)"
 	echo "params=$params"
+	echo "sockets_params=$sockets_params"
 	echo "fabrics=$fabrics"
 	echo "stat_before=$(head -n 1 /proc/stat)"
 } > "$facts"
@@ -60,7 +67,8 @@ reader=$!
 
 ok=ok
 insmod "$top/kfi/kfabric.ko" || ok=failed
-insmod "$top/prov/sockets/kfi_sockets.ko" || ok=failed
+# shellcheck disable=SC2086 # module parameters, split on blanks
+insmod "$top/prov/sockets/kfi_sockets.ko" $sockets_params || ok=failed
 insmod "$top/prov/ibverbs/kfi_ibverbs.ko" || ok=failed
 t0=$(date +%s)
 ko=${KFABRIC_BENCH_MODULE:-tests/bench/kfi_bench.ko}

@@ -13,8 +13,12 @@
 
 use kernel::prelude::*;
 
+// The provider's framing, shared by source: the tests use a part.
+#[allow(dead_code)]
 #[path = "../../prov/sockets/frame.rs"]
 mod frame;
+#[path = "framing.rs"]
+mod framing;
 #[path = "hostile.rs"]
 mod hostile;
 #[path = "hostile_deadlines.rs"]

@@ -62,6 +62,12 @@ pub(crate) fn complete_matched(cq: Reports, m: &Matched<RxOp, Unexpected>) {
     );
 }
 
+/// Fails a receive (`kind`: `KFI_MSG` or `KFI_TAGGED`) taken off its
+/// queue with `e`: nobody else can report it any more.
+pub(super) fn fail_recv(cq: Reports, op: &RxOp, kind: u64, e: Error) {
+    report_err(cq, &op.entry(sys::KFI_RECV | kind), e);
+}
+
 /// A receive taken off its queue whose payload could not be read: it
 /// fails here, as nobody else can report it any more.
 fn fail_recv_on_err(
@@ -71,13 +77,13 @@ fn fail_recv_on_err(
     r: Result<(usize, usize)>,
 ) -> Result<(usize, usize)> {
     if let Err(e) = r {
-        report_err(cq, &op.entry(sys::KFI_RECV | kind), e);
+        fail_recv(cq, op, kind, e);
     }
     r
 }
 
 /// Reports a receive that got `placed` bytes and lost `truncated`.
-fn finish_recv(
+pub(super) fn finish_recv(
     cq: Reports,
     op: &RxOp,
     kind: u64,

@@ -9,7 +9,7 @@
 //! does not come within `response_timeout_ms` of its frame ends the
 //! connection ([`expire_responses`]).
 
-use kernel::prelude::*;
+use kernel::{prelude::*, sync::Arc};
 
 use super::Rx;
 use crate::{
@@ -85,81 +85,94 @@ fn status(v: u64) -> Result {
     }
 }
 
-impl Rx<'_> {
-    /// Finds our operation `id` among those waiting (`EPROTO` if there is
-    /// none, or it was answered already: the peer answers what we never
-    /// asked). Taken off the list if its frame has been sent; else it stays
-    /// there and the answer is held until the transmitter is done with it.
-    fn pending(&self, id: u64, kind: Option<Kind>) -> Result<Answered> {
-        let mut s = self.sh.state.lock();
-        let i = s
-            .pending
-            .iter()
-            .position(|p| p.id == id && p.early.is_none() && kind.is_none_or(|k| k == p.kind))
-            .ok_or(EPROTO)?;
-        let cq = s.tx_cq;
-        let entry = s.pending.get_mut(i).ok_or(EPROTO)?;
-        if !entry.sent {
-            return Ok(Answered {
-                p: entry.take_answer(),
-                cq,
-                taken: false,
-            });
-        }
-        let p = s.pending.remove(i).map_err(|_| EPROTO)?;
-        drop(s);
-        // An operation may wait for room in the pending list.
-        progress::kick_tx(self.sh);
-        Ok(Answered { p, cq, taken: true })
+/// Finds our operation `id` among those waiting (`EPROTO` if there is
+/// none, or it was answered already: the peer answers what we never
+/// asked). Taken off the list if its frame has been sent; else it stays
+/// there and the answer is held until the transmitter is done with it.
+/// Any context but hard interrupt.
+fn pending(sh: &Arc<Shared>, id: u64, kind: Option<Kind>) -> Result<Answered> {
+    let mut s = sh.state.lock();
+    let i = s
+        .pending
+        .iter()
+        .position(|p| p.id == id && p.early.is_none() && kind.is_none_or(|k| k == p.kind))
+        .ok_or(EPROTO)?;
+    let cq = s.tx_cq;
+    let entry = s.pending.get_mut(i).ok_or(EPROTO)?;
+    if !entry.sent {
+        return Ok(Answered {
+            p: entry.take_answer(),
+            cq,
+            taken: false,
+        });
     }
+    let p = s.pending.remove(i).map_err(|_| EPROTO)?;
+    drop(s);
+    // An operation may wait for room in the pending list.
+    progress::kick_tx(sh);
+    Ok(Answered { p, cq, taken: true })
+}
 
-    /// Completes `a` with the outcome `st`, or, if its frame is still
-    /// being sent, leaves that to the transmitter.
-    fn finish(&self, a: &Answered, st: Result) {
-        if a.taken {
-            finish(a.cq, &a.p, st);
+/// Completes `a` with the outcome `st`, or, if its frame is still being
+/// sent, leaves that to the transmitter. Any context but hard interrupt.
+fn finish_answered(sh: &Arc<Shared>, a: &Answered, st: Result) {
+    if a.taken {
+        finish(a.cq, &a.p, st);
+        return;
+    }
+    let done = {
+        let mut s = sh.state.lock();
+        let Some(i) = s.pending.iter().position(|p| p.id == a.p.id) else {
+            // Flushed meanwhile: the flush reported it.
+            return;
+        };
+        let Some(p) = s.pending.get_mut(i) else {
+            return;
+        };
+        if !p.sent {
+            p.early = Some(st);
             return;
         }
-        let done = {
-            let mut s = self.sh.state.lock();
-            let Some(i) = s.pending.iter().position(|p| p.id == a.p.id) else {
-                // Flushed meanwhile: the flush reported it.
-                return;
-            };
-            let Some(p) = s.pending.get_mut(i) else {
-                return;
-            };
-            if !p.sent {
-                p.early = Some(st);
-                return;
-            }
-            s.pending.remove(i).ok()
-        };
-        if let Some(p) = done {
-            progress::kick_tx(self.sh);
-            finish(a.cq, &p, st);
-        }
+        s.pending.remove(i).ok()
+    };
+    if let Some(p) = done {
+        progress::kick_tx(sh);
+        finish(a.cq, &p, st);
     }
+}
 
-    /// Fails `a` because its response broke the protocol (`e`). An
-    /// operation whose frame is still being sent stays in the list: the
-    /// teardown that follows cancels it once the transmitter lets go.
-    fn fail_answered(a: &Answered, e: Error) -> Error {
-        if a.taken {
-            report_err(a.cq, &a.p.entry(), e);
-        }
-        e
+/// Fails `a` because its response broke the protocol (`e`). An operation
+/// whose frame is still being sent stays in the list: the teardown that
+/// follows cancels it once the transmitter lets go.
+fn fail_answered(a: &Answered, e: Error) -> Error {
+    if a.taken {
+        report_err(a.cq, &a.p.entry(), e);
     }
+    e
+}
 
+/// An acknowledgement `h` of our operation. Any context but hard
+/// interrupt: it only looks up and completes (the receive work and the
+/// receive in the socket's callback, `rx/soft.rs`).
+pub(super) fn ack(sh: &Arc<Shared>, h: &Hdr) -> Result {
+    let a = pending(sh, h.id, None)?;
+    if matches!(a.p.kind, Kind::Read | Kind::Atomic) {
+        return Err(fail_answered(&a, EPROTO));
+    }
+    finish_answered(sh, &a, status(h.data));
+    Ok(())
+}
+
+impl Rx<'_> {
     /// Finds our operation a data response answers, with the response's
     /// status. The response must carry exactly the bytes asked for, or
     /// none with an error status (`EPROTO` otherwise; the operation fails).
     fn data_response(&self, h: &Hdr, kind: Kind, most: usize) -> Result<(Answered, Result)> {
-        let a = self.pending(h.id, Some(kind))?;
+        let a = pending(self.sh, h.id, Some(kind))?;
         let st = status(h.data);
         let ok_len = if st.is_ok() { a.p.expect as u64 } else { 0 };
         if h.len != ok_len || a.p.expect > most {
-            return Err(Self::fail_answered(&a, EPROTO));
+            return Err(fail_answered(&a, EPROTO));
         }
         Ok((a, st))
     }
@@ -172,10 +185,10 @@ impl Rx<'_> {
         if st.is_ok() {
             // SAFETY: The buffers of our read, valid until it completes.
             if let Err(e) = unsafe { self.place(&a.p.bufs, a.p.expect) } {
-                return Err(Self::fail_answered(&a, e));
+                return Err(fail_answered(&a, e));
             }
         }
-        self.finish(&a, st);
+        finish_answered(self.sh, &a, st);
         Ok(())
     }
 
@@ -186,24 +199,19 @@ impl Rx<'_> {
         let p = &a.p;
         let mut old = [0u8; ATOMIC_MAX];
         if let Err(e) = frame::recv_exact(self.sock, &mut old[..h.len as usize]) {
-            return Err(Self::fail_answered(&a, e));
+            return Err(fail_answered(&a, e));
         }
         if st.is_ok() && !p.bufs.is_empty() {
             atomics::to_wire(&mut old[..p.expect], p.elem);
             // SAFETY: Our fetch's result buffers, valid until it completes.
             unsafe { bufs::scatter(&p.bufs, &old[..p.expect]) };
         }
-        self.finish(&a, st);
+        finish_answered(self.sh, &a, st);
         Ok(())
     }
 
     /// An acknowledgement of our operation.
     pub(super) fn ack(&mut self, h: &Hdr) -> Result {
-        let a = self.pending(h.id, None)?;
-        if matches!(a.p.kind, Kind::Read | Kind::Atomic) {
-            return Err(Self::fail_answered(&a, EPROTO));
-        }
-        self.finish(&a, status(h.data));
-        Ok(())
+        ack(self.sh, h)
     }
 }

@@ -1,0 +1,363 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Receiving in the socket's data callback (softirq, or the thread that
+//! releases the socket's lock): whole frames that need nothing that may
+//! sleep are handled right there, from the socket's buffers
+//! (`tcp_read_sock`), without waking the receive work. A message for a
+//! posted receive is copied into it and reported; an acknowledgement of
+//! ours completes its operation. The receive work still does everything
+//! else: a frame not whole yet (it waits for the rest, within the frame's
+//! deadline), a message with no receive posted, the peer's RMA and
+//! atomics, the responses that carry data, the end of the stream.
+//!
+//! One receiver at a time (`State::rx_running` for the work,
+//! `State::rx_soft` here): the callback leaves everything to the work
+//! while the work runs, and the work that finds the callback receiving
+//! notes it (`State::rx_again`) and is queued again when the callback is
+//! done. A frame is begun here only when all of it is in the socket, so
+//! the work always starts at a frame's boundary, or with the header the
+//! callback read and handed over (`State::parked`). A frame that breaks
+//! the protocol is handed over as an error (`State::rx_failed`): ending
+//! the connection may sleep.
+
+use core::ffi::c_void;
+use kernel::{bindings, prelude::*, sync::Arc};
+
+use super::{recv::finish_recv, resp, respond_now, Rx};
+use crate::{
+    bufs::Buf,
+    conn::{Shared, RESP_MAX},
+    kfi::{kfi_sys as sys, toolkit::completion::Reports},
+    op::{Resp, RxOp},
+    progress,
+    wire::{flags, Hdr, Op, HDR_LEN},
+};
+
+// Only pointers cross; `struct sock` and `struct sk_buff` are opaque here.
+#[allow(improper_ctypes)]
+extern "C" {
+    fn kfi_sockets_read_sock(sk: *mut bindings::sock, parser: *mut c_void) -> c_int;
+    fn kfi_sockets_inq(sk: *mut bindings::sock) -> c_int;
+    fn kfi_sockets_skb_copy(
+        skb: *const bindings::sk_buff,
+        offset: c_uint,
+        to: *mut c_void,
+        len: c_uint,
+    ) -> c_int;
+}
+
+/// Bytes of a socket buffer the parser is given.
+struct Chunk {
+    skb: *const bindings::sk_buff,
+    /// Where the given bytes start in `skb`.
+    offset: usize,
+}
+
+impl Chunk {
+    /// Copies `len` bytes from `at` bytes into the chunk to `to`.
+    ///
+    /// # Safety
+    ///
+    /// `to` is valid for writes of `len` bytes; the chunk has at least
+    /// `at + len` bytes (the parser never asks for more than it was
+    /// given).
+    unsafe fn copy(&self, at: usize, to: *mut u8, len: usize) -> Result {
+        let off = self.offset.checked_add(at).ok_or(EIO)?;
+        let off = c_uint::try_from(off).map_err(|_| EIO)?;
+        let n = c_uint::try_from(len).map_err(|_| EIO)?;
+        // SAFETY: A live skb of the socket (`tcp_read_sock` holds it for
+        // the call) with these bytes, by the caller's promise; `to` is
+        // writable for `len` bytes.
+        let r = unsafe { kfi_sockets_skb_copy(self.skb, off, to.cast(), n) };
+        if r != 0 {
+            return Err(EIO);
+        }
+        Ok(())
+    }
+}
+
+/// A message being copied into the posted receive it took.
+struct Placing {
+    h: Hdr,
+    op: RxOp,
+    cq: Reports,
+    /// Bytes placed so far and dropped (beyond the receive's buffers).
+    placed: usize,
+    dropped: usize,
+    /// Payload bytes still to come.
+    left: usize,
+}
+
+/// The state of one pass of the callback over the socket's bytes.
+struct Parser<'a> {
+    sh: &'a Arc<Shared>,
+    /// Bytes in the socket not taken yet.
+    avail: usize,
+    hdr: [u8; HDR_LEN],
+    /// Bytes of `hdr` read.
+    got: usize,
+    cur: Option<Placing>,
+    /// No more frames in this pass: the next needs the receive work, or
+    /// is not whole yet.
+    stop: bool,
+    /// The peer broke the protocol, or the connection is closing.
+    failed: Option<Error>,
+}
+
+/// The socket `sk` of connection `sh` has new bytes (its data callback,
+/// with the socket locked): handles the whole frames it can, then queues
+/// the receive work if anything is left for it. Softirq or process
+/// context; never sleeps.
+pub(crate) fn receive(sh: &Arc<Shared>, sk: *mut bindings::sock) {
+    if !crate::rx_in_callback() || !claim(sh) {
+        progress::kick_rx(sh);
+        return;
+    }
+    // SAFETY: The data callback's socket, locked by the caller.
+    let inq = unsafe { kfi_sockets_inq(sk) };
+    let mut p = Parser {
+        sh,
+        avail: usize::try_from(inq).unwrap_or(0),
+        hdr: [0; HDR_LEN],
+        got: 0,
+        cur: None,
+        stop: false,
+        failed: None,
+    };
+    if p.avail >= HDR_LEN {
+        // SAFETY: As above for `sk`; `p` outlives the call, which hands it
+        // to `kfi_sockets_rx_skb` only.
+        unsafe { kfi_sockets_read_sock(sk, (&raw mut p).cast()) };
+    }
+    if p.got != 0 || p.cur.is_some() {
+        // Cut inside a frame that was all there: not expected of TCP, but
+        // the stream can no longer be followed.
+        if let Some(c) = p.cur.take() {
+            super::recv::fail_recv(c.cq, &c.op, sys::KFI_MSG, EIO);
+        }
+        p.failed.get_or_insert(EIO);
+    }
+    let work = {
+        let mut s = sh.state.lock();
+        s.rx_soft = false;
+        if let Some(e) = p.failed {
+            s.rx_failed = Some(e);
+        }
+        let again = core::mem::take(&mut s.rx_again);
+        again || p.avail > 0 || s.parked.is_some() || s.rx_failed.is_some()
+    };
+    // A close may wait for this pass.
+    sh.wake.notify_all();
+    if work {
+        progress::kick_rx(sh);
+    }
+}
+
+/// Takes the receive side for the callback, unless the receive work has
+/// it or has something to finish first.
+fn claim(sh: &Shared) -> bool {
+    let mut s = sh.state.lock();
+    let busy = s.rx_running || s.rx_soft || s.parked.is_some() || s.rx_failed.is_some();
+    if busy || s.dead || s.closing || s.draining || !s.connected {
+        return false;
+    }
+    s.rx_soft = true;
+    true
+}
+
+/// `kfi_sockets_sock.c`: the next bytes of the socket, `len` of them from
+/// `offset` in `skb`; returns how many the parser took (0: stop).
+///
+/// # Safety
+///
+/// `parser` is the [`Parser`] that [`receive`] handed to
+/// `kfi_sockets_read_sock`, which calls this during that call only, with
+/// a live skb holding `len` bytes from `offset`.
+#[no_mangle]
+unsafe extern "C" fn kfi_sockets_rx_skb(
+    parser: *mut c_void,
+    skb: *const bindings::sk_buff,
+    offset: c_uint,
+    len: usize,
+) -> c_int {
+    // SAFETY: As required: the live parser of the calling `receive`, not
+    // otherwise used during this call.
+    let p = unsafe { &mut *parser.cast::<Parser<'_>>() };
+    let chunk = Chunk {
+        skb,
+        offset: offset as usize,
+    };
+    // What the return value can say.
+    let len = len.min(c_int::MAX as usize);
+    p.take(&chunk, len) as c_int
+}
+
+impl Parser<'_> {
+    /// Takes what it can of `len` bytes of `chunk`.
+    fn take(&mut self, chunk: &Chunk, len: usize) -> usize {
+        let mut used = 0;
+        while used < len && !self.stop && self.failed.is_none() {
+            let r = match self.cur.take() {
+                None => self.header(chunk, used, len - used),
+                Some(c) => self.payload(c, chunk, used, len - used),
+            };
+            match r {
+                Ok(0) => break,
+                Ok(n) => used += n,
+                Err(e) => self.failed = Some(e),
+            }
+        }
+        used
+    }
+
+    /// Header bytes from `at` in `chunk` (`len` there); a whole header
+    /// starts its frame.
+    fn header(&mut self, chunk: &Chunk, at: usize, len: usize) -> Result<usize> {
+        if self.got == 0 && self.avail < HDR_LEN {
+            // The work waits for the rest within the frame's deadline.
+            self.stop = true;
+            return Ok(0);
+        }
+        let n = (HDR_LEN - self.got).min(len);
+        let to = self.hdr.get_mut(self.got..self.got + n).ok_or(EIO)?;
+        // SAFETY: `to` is `n` writable bytes; the chunk has `len >= n`
+        // bytes from `at`.
+        unsafe { chunk.copy(at, to.as_mut_ptr(), n) }?;
+        self.got += n;
+        self.avail = self.avail.saturating_sub(n);
+        if self.got == HDR_LEN {
+            self.got = 0;
+            self.begin(Hdr::decode(&self.hdr)?)?;
+        }
+        Ok(n)
+    }
+
+    /// Starts the frame of header `h`: here if it can be handled here,
+    /// else hands the header to the receive work.
+    fn begin(&mut self, h: Hdr) -> Result {
+        match h.op {
+            Op::Ack => resp::ack(self.sh, &h),
+            Op::Msg => match self.take_receive(&h) {
+                Some(c) if c.left == 0 => self.complete(c),
+                Some(c) => {
+                    self.cur = Some(c);
+                    Ok(())
+                }
+                None => {
+                    self.hand_over(h);
+                    Ok(())
+                }
+            },
+            _ => {
+                self.hand_over(h);
+                Ok(())
+            }
+        }
+    }
+
+    /// Leaves the frame of `h` to the receive work; this pass ends.
+    fn hand_over(&mut self, h: Hdr) {
+        self.sh.state.lock().parked = Some(h);
+        self.stop = true;
+    }
+
+    /// The posted receive message `h` goes to, if the whole message is
+    /// in the socket and its acknowledgement (if asked for) has room.
+    fn take_receive(&self, h: &Hdr) -> Option<Placing> {
+        let len = usize::try_from(h.len).ok()?;
+        if len > self.avail {
+            return None;
+        }
+        let acked = h.flags & (flags::DELIVERY_COMPLETE | flags::COMMIT_COMPLETE) != 0;
+        let q = &self.sh.rxq;
+        let mut s = q.state.lock();
+        if s.closing || s.rx.is_empty() {
+            return None;
+        }
+        // Receive queues, then the connection: the documented order. Only
+        // the receiver queues responses, so the room stays.
+        if acked && self.sh.state.lock().resp.len() >= RESP_MAX {
+            return None;
+        }
+        let op = s.rx.remove(0).ok()?;
+        Some(Placing {
+            h: *h,
+            op,
+            cq: s.cq,
+            placed: 0,
+            dropped: 0,
+            left: len,
+        })
+    }
+
+    /// Payload bytes of the message being placed.
+    fn payload(&mut self, mut c: Placing, chunk: &Chunk, at: usize, len: usize) -> Result<usize> {
+        let n = c.left.min(len);
+        // SAFETY: The buffers of the posted receive `c` took, valid until
+        // it completes.
+        let placed = match unsafe { place_at(c.op.bufs.as_slice(), c.placed, chunk, at, n) } {
+            Ok(k) => k,
+            Err(e) => {
+                super::recv::fail_recv(c.cq, &c.op, sys::KFI_MSG, e);
+                return Err(e);
+            }
+        };
+        c.placed += placed;
+        c.dropped += n - placed;
+        c.left -= n;
+        self.avail = self.avail.saturating_sub(n);
+        if c.left == 0 {
+            self.complete(c)?;
+        } else {
+            self.cur = Some(c);
+        }
+        Ok(n)
+    }
+
+    /// The message `c` is placed: its receive completes, and the sender
+    /// gets the acknowledgement it asked for.
+    fn complete(&mut self, c: Placing) -> Result {
+        finish_recv(
+            c.cq,
+            &c.op,
+            sys::KFI_MSG,
+            0,
+            Rx::cq_data(&c.h),
+            c.placed,
+            c.dropped,
+        );
+        if c.h.flags & (flags::DELIVERY_COMPLETE | flags::COMMIT_COMPLETE) != 0 {
+            respond_now(self.sh, Resp::status(Op::Ack, c.h.id, Ok(())))?;
+        }
+        Ok(())
+    }
+}
+
+/// Copies `n` bytes from `at` in `chunk` into `bufs`, starting `pos`
+/// bytes into them; returns the bytes placed (fewer where the buffers
+/// end: the rest is dropped).
+///
+/// # Safety
+///
+/// `bufs` are a live operation's buffers, not otherwise used meanwhile.
+unsafe fn place_at(bufs: &[Buf], pos: usize, chunk: &Chunk, at: usize, n: usize) -> Result<usize> {
+    let mut start = 0usize;
+    let mut done = 0usize;
+    for b in bufs {
+        if done == n {
+            break;
+        }
+        let end = start.saturating_add(b.len);
+        let to = pos + done;
+        if to < end {
+            let inner = to - start;
+            let k = (b.len - inner).min(n - done);
+            // SAFETY: `inner + k <= b.len` in a live buffer, as required;
+            // the chunk has `n` bytes from `at`.
+            unsafe { chunk.copy(at + done, (b.base + inner) as *mut u8, k) }?;
+            done += k;
+        }
+        start = end;
+    }
+    Ok(done)
+}

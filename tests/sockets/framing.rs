@@ -1,0 +1,254 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `kfi_sockets_framing`: frames cut anywhere by TCP. kfi_sockets handles
+//! whole frames in the socket's data callback and hands a frame that is
+//! not whole yet (its header read, or not even that) to the receive work
+//! (`prov/sockets/rx/soft.rs`). A raw kernel-socket peer sends messages
+//! in pieces cut inside headers and payloads, and many frames in one
+//! piece; every message must reach its posted receive whole, in order,
+//! truncated where the receive is short, and be acknowledged when asked.
+
+use kernel::{
+    prelude::*,
+    time::{delay::fsleep, Delta},
+};
+
+use super::{
+    frame,
+    kfi::{kfabric::Owned, kfi_sys as sys},
+    ksock::Socket,
+    net::*,
+    wire::{flags, Hdr, Op, HDR_LEN},
+};
+
+use super::hostile_peers::*;
+
+/// Bytes of every posted receive.
+const RECV_LEN: usize = 256;
+
+/// The payload byte `i` of message `m`: differs between messages and
+/// offsets, so a misplaced byte shows.
+fn pattern(m: usize, i: usize) -> u8 {
+    (m.wrapping_mul(31) ^ i.wrapping_mul(7) ^ (i >> 8)) as u8
+}
+
+/// Appends message `m` of `len` bytes (acknowledged if `acked`, with id
+/// `1000 + m`) to `stream`.
+fn push_msg(stream: &mut KVec<u8>, m: usize, len: usize, acked: bool) -> Result {
+    let mut h = Hdr::new(Op::Msg, 1000 + m as u64, len as u64);
+    if acked {
+        h.flags |= flags::DELIVERY_COMPLETE;
+    }
+    stream.extend_from_slice(&h.encode(), GFP_KERNEL)?;
+    for i in 0..len {
+        stream.push(pattern(m, i), GFP_KERNEL)?;
+    }
+    Ok(())
+}
+
+/// Posts `n` receives of [`RECV_LEN`] bytes into `bufs` (contexts
+/// `100 + i`).
+fn post_receives(ep: &Owned<sys::kfid_ep>, bufs: &mut [u8], n: usize) -> Result {
+    for (i, b) in bufs.chunks_mut(RECV_LEN).take(n).enumerate() {
+        let v = kvec_mut(b);
+        // SAFETY: An open endpoint; the buffers outlive it (the callers
+        // declare them first).
+        let r = unsafe { rc(ep.recvmsg(&msg(&v, 100 + i, 0), 0)) };
+        ensure!(r == 0, "receive {} not posted: {}", i, r);
+    }
+    Ok(())
+}
+
+/// Checks that message `m` of `len` bytes reached receive `m` whole or
+/// cut to [`RECV_LEN`] (an `EMSGSIZE` error entry then), in order.
+fn check_received(c: &Owned<sys::kfid_cq>, bufs: &[u8], m: usize, len: usize) -> Result {
+    let placed = len.min(RECV_LEN);
+    let mut e = sys::kfi_cq_data_entry::default();
+    if len > RECV_LEN {
+        let err = cq_error(c, 5000)?;
+        ensure!(
+            err.op_context as usize == 100 + m && err.err == EMSGSIZE.to_errno().abs(),
+            "message {}: error entry of {} with {}",
+            m,
+            err.op_context as usize,
+            err.err
+        );
+        ensure!(
+            err.olen == len - RECV_LEN,
+            "message {}: olen {}",
+            m,
+            err.olen
+        );
+    } else {
+        let r = sread_ms(c, &mut e, 5000);
+        ensure!(r == 1, "message {} not received: {}", m, r);
+        ensure!(
+            e.op_context as usize == 100 + m && e.len == placed,
+            "message {}: completion of {} with {} bytes",
+            m,
+            e.op_context as usize,
+            e.len
+        );
+        ensure!(
+            e.flags & sys::KFI_RECV != 0,
+            "message {}: flags {:#x}",
+            m,
+            e.flags
+        );
+    }
+    let got = bufs
+        .get(m * RECV_LEN..m * RECV_LEN + placed)
+        .ok_or(EINVAL)?;
+    for (i, &b) in got.iter().enumerate() {
+        ensure!(
+            b == pattern(m, i),
+            "message {}: byte {} is {:#x}, not {:#x}",
+            m,
+            i,
+            b,
+            pattern(m, i)
+        );
+    }
+    Ok(())
+}
+
+/// Reads the acknowledgement of message `m` from the raw peer.
+fn check_ack(raw: &Socket, m: usize) -> Result {
+    ensure!(wait_readable(raw, 5000), "no acknowledgement of {}", m);
+    let h = frame::recv_hdr(raw)?;
+    ensure!(
+        h.op == Op::Ack && h.id == 1000 + m as u64 && h.data == 0,
+        "message {}: answer {:?} for {} status {}",
+        m,
+        h.op,
+        h.id,
+        h.data
+    );
+    Ok(())
+}
+
+/// Sends `stream` in pieces of the sizes in `cuts`, over and over, with a
+/// pause after each so that they tend to arrive as segments of their own.
+fn send_cut(raw: &Socket, stream: &[u8], cuts: &[usize]) -> Result {
+    let mut at = 0;
+    let mut k = 0;
+    while at < stream.len() {
+        let n = cuts[k % cuts.len()].min(stream.len() - at);
+        let sent = raw.send(&[&stream[at..at + n]])?;
+        ensure!(sent == n, "sent {} of {}", sent, n);
+        at += n;
+        k += 1;
+        fsleep(Delta::from_millis(2));
+    }
+    Ok(())
+}
+
+#[kunit_tests(kfi_sockets_framing)]
+mod cases {
+    use super::*;
+
+    /// Sizes of the messages: empty, shorter and longer than a header,
+    /// the receive's size and beyond it (cut).
+    const LENS: [usize; 12] = [0, 1, 39, 40, 41, 100, 255, 256, 257, 300, 17, 128];
+
+    /// Messages cut at odd places (inside headers, across the boundary
+    /// between header and payload, inside payloads) all arrive whole and
+    /// in order; the acknowledgements asked for come back in order.
+    #[test]
+    fn messages_cut_anywhere_arrive_whole() -> Result {
+        let mut bufs = KVec::new();
+        bufs.resize(LENS.len() * RECV_LEN, 0u8, GFP_KERNEL)?;
+        let n = net(c"7511")?;
+        let l = raw_listener(7511)?;
+        let c = cq(&n)?;
+        let (ep, raw) = kfi_client(&n, &c, &l)?;
+        post_receives(&ep, &mut bufs, LENS.len())?;
+        let mut stream = KVec::new();
+        for (m, &len) in LENS.iter().enumerate() {
+            push_msg(&mut stream, m, len, m % 2 == 0)?;
+        }
+        send_cut(
+            &raw,
+            &stream,
+            &[1, 3, HDR_LEN, 7, 97, 2, 300, HDR_LEN + 1, 13],
+        )?;
+        for (m, &len) in LENS.iter().enumerate() {
+            check_received(&c, &bufs, m, len)?;
+        }
+        for m in (0..LENS.len()).step_by(2) {
+            check_ack(&raw, m)?;
+        }
+        drop(ep);
+        drop(bufs);
+        Ok(())
+    }
+
+    /// Many frames in one piece: every message reaches its receive, in
+    /// order, and every acknowledgement comes back in order.
+    #[test]
+    fn many_frames_in_one_piece() -> Result {
+        const N: usize = 32;
+        let mut bufs = KVec::new();
+        bufs.resize(N * RECV_LEN, 0u8, GFP_KERNEL)?;
+        let n = net(c"7512")?;
+        let l = raw_listener(7512)?;
+        let c = cq_sized(&n, 2 * N)?;
+        let (ep, raw) = kfi_client(&n, &c, &l)?;
+        post_receives(&ep, &mut bufs, N)?;
+        let mut stream = KVec::new();
+        for m in 0..N {
+            push_msg(&mut stream, m, 64 + m, true)?;
+        }
+        let sent = raw.send(&[&stream])?;
+        ensure!(sent == stream.len(), "sent {} of {}", sent, stream.len());
+        for m in 0..N {
+            check_received(&c, &bufs, m, 64 + m)?;
+        }
+        for m in 0..N {
+            check_ack(&raw, m)?;
+        }
+        drop(ep);
+        drop(bufs);
+        Ok(())
+    }
+
+    /// A frame that breaks the protocol behind good ones: the good ones
+    /// are received, then the connection ends with an error event.
+    #[test]
+    fn garbage_behind_good_frames_ends_the_connection() -> Result {
+        const N: usize = 4;
+        let mut bufs = KVec::new();
+        bufs.resize(N * RECV_LEN, 0u8, GFP_KERNEL)?;
+        let n = net(c"7513")?;
+        let l = raw_listener(7513)?;
+        let c = cq(&n)?;
+        let (ep, raw) = kfi_client(&n, &c, &l)?;
+        post_receives(&ep, &mut bufs, N)?;
+        let mut stream = KVec::new();
+        for m in 0..2 {
+            push_msg(&mut stream, m, 50, false)?;
+        }
+        // A header with a bad magic, whole in the same piece.
+        stream.extend_from_slice(&[0xeeu8; HDR_LEN], GFP_KERNEL)?;
+        let sent = raw.send(&[&stream])?;
+        ensure!(sent == stream.len(), "sent {} of {}", sent, stream.len());
+        for m in 0..2 {
+            check_received(&c, &bufs, m, 50)?;
+        }
+        let err = eq_error(&n)?;
+        ensure!(
+            err.err == EPROTO.to_errno().abs(),
+            "error event {}",
+            err.err
+        );
+        let (ev, _, _) = event(&n)?;
+        ensure!(ev == sys::KFI_SHUTDOWN, "event {}", ev);
+        // The receives not used fail as the connection ends.
+        let mut e = sys::kfi_cq_data_entry::default();
+        let r = sread_ms(&c, &mut e, 2000);
+        ensure!(r == -(sys::KFI_EAVAIL as isize), "an unused receive: {}", r);
+        drop(ep);
+        drop(bufs);
+        Ok(())
+    }
+}
