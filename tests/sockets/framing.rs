@@ -46,10 +46,11 @@ fn push_msg(stream: &mut KVec<u8>, m: usize, len: usize, acked: bool) -> Result 
     Ok(())
 }
 
-/// Posts `n` receives of [`RECV_LEN`] bytes into `bufs` (contexts
-/// `100 + i`).
-fn post_receives(ep: &Owned<sys::kfid_ep>, bufs: &mut [u8], n: usize) -> Result {
-    for (i, b) in bufs.chunks_mut(RECV_LEN).take(n).enumerate() {
+/// Posts receives `first..first + n` of [`RECV_LEN`] bytes into `bufs`
+/// (receive `i` at `i * RECV_LEN`, context `100 + i`).
+fn post_receives(ep: &Owned<sys::kfid_ep>, bufs: &mut [u8], first: usize, n: usize) -> Result {
+    let chunks = bufs.chunks_mut(RECV_LEN).enumerate().skip(first);
+    for (i, b) in chunks.take(n) {
         let v = kvec_mut(b);
         // SAFETY: An open endpoint; the buffers outlive it (the callers
         // declare them first).
@@ -162,7 +163,7 @@ mod cases {
         let l = raw_listener(7511)?;
         let c = cq(&n)?;
         let (ep, raw) = kfi_client(&n, &c, &l)?;
-        post_receives(&ep, &mut bufs, LENS.len())?;
+        post_receives(&ep, &mut bufs, 0, LENS.len())?;
         let mut stream = KVec::new();
         for (m, &len) in LENS.iter().enumerate() {
             push_msg(&mut stream, m, len, m % 2 == 0)?;
@@ -183,25 +184,33 @@ mod cases {
         Ok(())
     }
 
-    /// Many frames in one piece: every message reaches its receive, in
-    /// order, and every acknowledgement comes back in order.
+    /// Many frames in one piece, more than the callback handles in one
+    /// pass and more than there are receives: every message reaches its
+    /// receive in order (the last ones held until their receives are
+    /// posted), and every acknowledgement comes back in order.
     #[test]
     fn many_frames_in_one_piece() -> Result {
-        const N: usize = 32;
+        // Receives one endpoint holds at most; some messages beyond.
+        const POSTED: usize = 64;
+        const N: usize = POSTED + 8;
         let mut bufs = KVec::new();
         bufs.resize(N * RECV_LEN, 0u8, GFP_KERNEL)?;
         let n = net(c"7512")?;
         let l = raw_listener(7512)?;
         let c = cq_sized(&n, 2 * N)?;
         let (ep, raw) = kfi_client(&n, &c, &l)?;
-        post_receives(&ep, &mut bufs, N)?;
+        post_receives(&ep, &mut bufs, 0, POSTED)?;
         let mut stream = KVec::new();
         for m in 0..N {
             push_msg(&mut stream, m, 64 + m, true)?;
         }
         let sent = raw.send(&[&stream])?;
         ensure!(sent == stream.len(), "sent {} of {}", sent, stream.len());
-        for m in 0..N {
+        for m in 0..POSTED {
+            check_received(&c, &bufs, m, 64 + m)?;
+        }
+        post_receives(&ep, &mut bufs, POSTED, N - POSTED)?;
+        for m in POSTED..N {
             check_received(&c, &bufs, m, 64 + m)?;
         }
         for m in 0..N {
@@ -223,7 +232,7 @@ mod cases {
         let l = raw_listener(7513)?;
         let c = cq(&n)?;
         let (ep, raw) = kfi_client(&n, &c, &l)?;
-        post_receives(&ep, &mut bufs, N)?;
+        post_receives(&ep, &mut bufs, 0, N)?;
         let mut stream = KVec::new();
         for m in 0..2 {
             push_msg(&mut stream, m, 50, false)?;

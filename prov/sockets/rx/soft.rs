@@ -102,7 +102,14 @@ struct Parser<'a> {
     stop: bool,
     /// The peer broke the protocol, or the connection is closing.
     failed: Option<Error>,
+    /// Frames this pass may still begin.
+    budget: usize,
 }
+
+/// Frames one pass of the callback handles at most: a peer that sends a
+/// flood of small frames keeps a softirq busy for a bounded time only; the
+/// receive work takes the rest.
+const FRAME_BUDGET: usize = 64;
 
 /// The socket `sk` of connection `sh` has new bytes (its data callback,
 /// with the socket locked): handles the whole frames it can, then queues
@@ -123,6 +130,7 @@ pub(crate) fn receive(sh: &Arc<Shared>, sk: *mut bindings::sock) {
         cur: None,
         stop: false,
         failed: None,
+        budget: FRAME_BUDGET,
     };
     if p.avail >= HDR_LEN {
         // SAFETY: As above for `sk`; `p` outlives the call, which hands it
@@ -213,8 +221,9 @@ impl Parser<'_> {
     /// Header bytes from `at` in `chunk` (`len` there); a whole header
     /// starts its frame.
     fn header(&mut self, chunk: &Chunk, at: usize, len: usize) -> Result<usize> {
-        if self.got == 0 && self.avail < HDR_LEN {
-            // The work waits for the rest within the frame's deadline.
+        if self.got == 0 && (self.avail < HDR_LEN || self.budget == 0) {
+            // The work waits for the rest within the frame's deadline, or
+            // takes what is beyond this pass's budget.
             self.stop = true;
             return Ok(0);
         }
@@ -227,6 +236,7 @@ impl Parser<'_> {
         self.avail = self.avail.saturating_sub(n);
         if self.got == HDR_LEN {
             self.got = 0;
+            self.budget = self.budget.saturating_sub(1);
             self.begin(Hdr::decode(&self.hdr)?)?;
         }
         Ok(n)
