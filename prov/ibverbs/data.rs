@@ -491,6 +491,12 @@ impl DataPath {
         Ok(())
     }
 
+    /// Sets the connection's negotiated initiator depth: the most RDMA
+    /// reads and atomics it has outstanding (before it comes up).
+    pub(crate) fn set_rd_depth(&self, depth: u8) {
+        self.st.lock().rma.set_depth(depth);
+    }
+
     /// The connection came up (sends may go) or ended.
     pub(crate) fn set_up(&self, up: bool) {
         let mut st = self.st.lock();

@@ -21,7 +21,13 @@ use crate::{
     data::{self, DataPath, Ring, Watch},
     domain::DomShared,
     frame::{self, Buffers},
-    ib::{addr::Addr, cm, cm::CmId, device::Limits, frmr::FastReg, verbs::Cq},
+    ib::{
+        addr::Addr,
+        cm::{self, CmId, RdDepth},
+        device::Limits,
+        frmr::FastReg,
+        verbs::Cq,
+    },
     ib_sys as sys,
     kfi::{
         kfabric::kfi_error,
@@ -119,6 +125,13 @@ struct State {
     id: Option<CmId<Conn>>,
     /// A request's identifier before the endpoint is enabled.
     request: Option<CmId<()>>,
+    /// A request's offer of read and atomic depths, from our side (the
+    /// passive side only).
+    offer: Option<RdDepth>,
+    /// The depths this side sent (its offer, or its answer to `offer`),
+    /// then, once connected, the connection's: how many reads and atomics
+    /// it answers and may have outstanding.
+    rd: RdDepth,
     /// `kfi_enable` was called.
     enabled: bool,
     queues: Option<Queues>,
@@ -325,16 +338,27 @@ impl cm::Handler for Conn {
             cm::Event::RouteResolved => {
                 let r = self.make_qp(&mut s).and_then(|()| {
                     let id = s.id.as_ref().ok_or(ENOTCONN)?;
-                    id.connect_in_handler(&s.param)
+                    let offer = id.rd_limits()?;
+                    id.connect_in_handler(&s.param, offer)?;
+                    Ok(offer)
                 });
                 match r {
-                    Ok(()) => s.phase = Phase::Connecting,
+                    Ok(offer) => {
+                        s.rd = offer;
+                        s.phase = Phase::Connecting;
+                    }
                     Err(e) => self.fail(&mut s, e, &[]),
                 }
             }
-            cm::Event::Established(data) => {
+            cm::Event::Established(data, reported) => {
                 if s.phase == Phase::Connecting {
                     s.phase = Phase::Connected;
+                    // The passive side's answer is the connection's; the
+                    // active side takes no more than was answered.
+                    if s.offer.is_none() {
+                        s.rd = s.rd.settle(reported);
+                    }
+                    self.dp.set_rd_depth(s.rd.initiator);
                     self.dp.set_up(true);
                     if let Some(q) = s.queues.as_mut() {
                         q.watch = Some(self.dp.start_watch());
@@ -418,7 +442,9 @@ impl IbEndpoint {
                     tx_cq: Reports::default(),
                     rx_cq: Reports::default(),
                     id: None,
-                    request,
+                    offer: request.as_ref().map(|r| r.1),
+                    rd: RdDepth::default(),
+                    request: request.map(|r| r.0),
                     enabled: false,
                     queues: None,
                     dest,
@@ -540,15 +566,20 @@ impl IbEndpoint {
         // callback waiting for our state lock may hold: the identifier is
         // taken out for the call and put back. Its events only need the
         // state meanwhile.
-        let id = {
+        let (id, answer) = {
             let mut s = self.conn.state.lock();
             if s.phase != Phase::Idle || s.queues.is_none() {
                 return Err(EINVAL);
             }
+            let offer = s.offer.ok_or(EINVAL)?;
+            let answer = s.id.as_ref().ok_or(EINVAL)?.rd_limits()?.answer(offer);
+            // Set before the answer goes: Established may come before the
+            // lock is taken again.
+            s.rd = answer;
             s.phase = Phase::Connecting;
-            s.id.take().ok_or(EINVAL)?
+            (s.id.take().ok_or(EINVAL)?, answer)
         };
-        let res = id.accept(data);
+        let res = id.accept(data, answer);
         let mut s = self.conn.state.lock();
         s.id = Some(id);
         if res.is_err() {

@@ -12,7 +12,10 @@ use kernel::{
 
 use crate::{
     devices, entry,
-    ib::{addr::Addr, cm, cm::CmId},
+    ib::{
+        addr::Addr,
+        cm::{self, CmId, RdDepth},
+    },
     ib_sys as sys,
     kfi::{
         kfi_sys as ksys,
@@ -32,6 +35,8 @@ const BACKLOG: i32 = 64;
 pub(crate) struct Request {
     #[pin]
     id: SpinLock<Option<CmId<()>>>,
+    /// The peer's offer of read and atomic depths, from our side.
+    offer: RdDepth,
 }
 
 impl Request {
@@ -58,11 +63,12 @@ pub(crate) fn init() {
     unsafe { REQUESTS.init() };
 }
 
-/// Takes the request `handle` names (for the endpoint that accepts it);
-/// EINVAL for a handle that names no waiting request. Process context.
-pub(crate) fn take_request(handle: *mut ksys::kfid) -> Result<CmId<()>> {
+/// Takes the request `handle` names (for the endpoint that accepts it),
+/// with the peer's offer of read and atomic depths; EINVAL for a handle
+/// that names no waiting request. Process context.
+pub(crate) fn take_request(handle: *mut ksys::kfid) -> Result<(CmId<()>, RdDepth)> {
     let r = REQUESTS.lock().take(handle)?;
-    r.take().ok_or(EINVAL)
+    Ok((r.take().ok_or(EINVAL)?, r.offer))
 }
 
 /// Destroys the requests that arrived on `dev`, which is going away (their
@@ -156,10 +162,16 @@ impl cm::Handler for Listener {
         }
     }
 
-    fn request(&self, child: CmId<()>, data: &[u8]) -> core::result::Result<(), CmId<()>> {
+    fn request(
+        &self,
+        child: CmId<()>,
+        data: &[u8],
+        offer: RdDepth,
+    ) -> core::result::Result<(), CmId<()>> {
         let req = match Arc::pin_init(
             pin_init!(Request {
                 id <- new_spinlock!(None),
+                offer,
             }),
             GFP_KERNEL,
         ) {
@@ -231,7 +243,7 @@ impl IbPep {
 
     /// Refuses the request `handle` names, with private `data`.
     pub(crate) fn reject(&self, handle: *mut ksys::kfid, data: &[u8]) -> Result {
-        let id = take_request(handle)?;
+        let (id, _) = take_request(handle)?;
         id.reject(data)
     }
 

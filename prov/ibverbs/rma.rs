@@ -20,6 +20,13 @@
 //! completion is followed by a zero-length RDMA read on the same QP: the
 //! target answers it only after the writes before it are placed, so the
 //! operation completes with that read.
+//!
+//! Reads, atomics and flushing reads are read-type requests: at most the
+//! connection's negotiated initiator depth of them are outstanding (see
+//! [`Rma::set_depth`]). One that would go beyond waits, with everything
+//! behind it, until a read-type request completes; with a depth of 0 (a
+//! peer that answers no reads) an operation that needs one fails with
+//! `EOPNOTSUPP`.
 //! Runs under the data path's lock: any context but hard interrupt.
 
 use kernel::prelude::*;
@@ -153,6 +160,12 @@ impl RmaOp {
         self.len == 0
     }
 
+    /// Its next request is a read-type one (a read, an atomic or the
+    /// flushing read), which the initiator depth bounds.
+    fn next_reads(&self) -> bool {
+        self.read || self.atomic.is_some() || self.posted >= self.total()
+    }
+
     /// Everything of the operation is posted (or it failed).
     fn all_posted(&self) -> bool {
         self.err.is_some() || (self.posted >= self.total() && (!self.flush || self.flush_posted))
@@ -176,6 +189,8 @@ impl RmaOp {
 struct Wr {
     op: usize,
     read: bool,
+    /// A read-type request (counted against the initiator depth).
+    rd: bool,
     sges: [sys::ib_sge; SGE_MAX],
     n: usize,
     /// An atomic's element: the byte of the operation's result it fills.
@@ -187,6 +202,7 @@ impl Wr {
         Self {
             op,
             read,
+            rd: false,
             sges: core::array::from_fn(|_| sys::ib_sge::default()),
             n: 0,
             result_at: None,
@@ -215,6 +231,11 @@ pub(crate) struct Rma {
     queue: KVec<usize>,
     wrs: KVec<Option<Wr>>,
     free_wrs: KVec<usize>,
+    /// Read-type requests the connection may have outstanding: its
+    /// negotiated initiator depth.
+    depth: usize,
+    /// Read-type requests posted and not yet completed (at most `depth`).
+    reads: usize,
 }
 
 impl Rma {
@@ -225,6 +246,8 @@ impl Rma {
             queue: KVec::with_capacity(RMA_OPS, GFP_KERNEL)?,
             wrs: KVec::with_capacity(RMA_WRS, GFP_KERNEL)?,
             free_wrs: KVec::with_capacity(RMA_WRS, GFP_KERNEL)?,
+            depth: 0,
+            reads: 0,
         };
         for i in 0..RMA_OPS {
             r.ops.push(None, GFP_KERNEL)?;
@@ -235,6 +258,12 @@ impl Rma {
             r.free_wrs.push(RMA_WRS - 1 - i, GFP_KERNEL)?;
         }
         Ok(r)
+    }
+
+    /// Sets the connection's negotiated initiator depth (when it comes
+    /// up, before any operation).
+    pub(crate) fn set_depth(&mut self, depth: u8) {
+        self.depth = depth.into();
     }
 
     /// Queues `op`; `EAGAIN` when the connection holds [`RMA_OPS`]
@@ -266,6 +295,14 @@ impl Rma {
                 continue;
             };
             while !op.all_posted() {
+                let rd = op.next_reads();
+                if rd && self.depth == 0 {
+                    op.err = Some(EOPNOTSUPP);
+                    break;
+                }
+                if rd && self.reads >= self.depth {
+                    break;
+                }
                 let Some(wi) = self.free_wrs.pop() else {
                     break;
                 };
@@ -275,7 +312,9 @@ impl Rma {
                     Self::post_flush(&mut op, oi, wi, link, cqe(wi))
                 };
                 match posted {
-                    Ok(wr) => {
+                    Ok(mut wr) => {
+                        wr.rd = rd;
+                        self.reads += usize::from(rd);
                         self.wrs[wi] = Some(wr);
                         op.outstanding += 1;
                     }
@@ -436,6 +475,9 @@ impl Rma {
         let Some(wr) = self.wrs.get_mut(wi).and_then(Option::take) else {
             return;
         };
+        if wr.rd {
+            self.reads = self.reads.saturating_sub(1);
+        }
         Self::unmap(dev, &wr);
         if let Some(op) = self.ops.get_mut(wr.op).and_then(Option::as_mut) {
             op.outstanding = op.outstanding.saturating_sub(1);

@@ -43,7 +43,7 @@ use kernel::{
 use crate::{
     ib::{
         addr::Addr,
-        cm::{CmId, Event, Handler},
+        cm::{CmId, Event, Handler, RdDepth},
         dma::{self, DmaBuf},
         frmr::{pages_of, FastReg},
         verbs::{Cq, Pd},
@@ -79,8 +79,11 @@ struct CmState {
     id: Option<CmId<Cm>>,
     /// What the client's QP is created on.
     qp_on: Option<(Arc<Pd>, Arc<Cq>)>,
-    /// The listener's connection request.
-    child: Option<CmId<()>>,
+    /// The listener's connection request, with the peer's offer of read
+    /// and atomic depths.
+    child: Option<(CmId<()>, RdDepth)>,
+    /// Once connected: the depths of this side of the connection.
+    rd: RdDepth,
 }
 
 /// The event handler of one identifier, and its waiter.
@@ -136,15 +139,27 @@ impl Handler for Cm {
                 let r = match (s.id.as_ref(), s.qp_on.as_ref()) {
                     (Some(id), Some((pd, cq))) => id
                         .create_qp(pd, cq, cq, (SEND_DEPTH, RECV_DEPTH as u32), 1)
-                        .and_then(|()| id.connect_in_handler(&[])),
+                        .and_then(|()| id.rd_limits())
+                        .and_then(|offer| id.connect_in_handler(&[], offer).map(|()| offer)),
                     _ => Err(EINVAL),
                 };
                 match r {
-                    Ok(()) => s.route = true,
+                    Ok(offer) => {
+                        // The client's offer, settled at Established.
+                        s.rd = offer;
+                        s.route = true;
+                    }
                     Err(e) => s.err = Some(e),
                 }
             }
-            Event::Established(_) => s.up = true,
+            Event::Established(_, reported) => {
+                // The client's depths, as kfi_ibverbs' active side settles
+                // them (the server's are its answer, set before).
+                if s.route {
+                    s.rd = s.rd.settle(reported);
+                }
+                s.up = true;
+            }
             Event::Rejected(_) => s.err = Some(ECONNREFUSED),
             Event::Failed(e) => s.err = Some(e),
             Event::Disconnected => s.err = s.err.or(Some(ECONNRESET)),
@@ -161,12 +176,17 @@ impl Handler for Cm {
         ret
     }
 
-    fn request(&self, child: CmId<()>, _data: &[u8]) -> core::result::Result<(), CmId<()>> {
+    fn request(
+        &self,
+        child: CmId<()>,
+        _data: &[u8],
+        offer: RdDepth,
+    ) -> core::result::Result<(), CmId<()>> {
         let mut s = self.st.lock();
         if s.child.is_some() {
             return Err(child);
         }
-        s.child = Some(child);
+        s.child = Some((child, offer));
         drop(s);
         self.cv.notify_all();
         Ok(())
@@ -421,19 +441,31 @@ pub(crate) fn pair(node: &CStr, port: &CStr, cap: usize, slot: usize) -> Result<
     let client = take_client(&ccm);
     let req = req?;
     let client = client.ok_or(EPROTO)?;
+    let (req, offer) = req;
     if !core::ptr::eq(req.device(), dev) {
         return Err(ENODEV);
     }
+    // Answered as kfi_ibverbs' passive side answers.
+    let answer = req.rd_limits()?.answer(offer);
     let scm = Cm::new()?;
+    scm.st.lock().rd = answer;
     let server = Conn {
         id: req.set_handler(scm.clone()),
     };
     server
         .id
         .create_qp(&pd, &scq, &scq, (SEND_DEPTH, RECV_DEPTH as u32), 1)?;
-    server.id.accept(&[])?;
+    server.id.accept(&[], answer)?;
     ccm.wait(|s| s.up)?;
     scm.wait(|s| s.up)?;
+    let rd = ccm.st.lock().rd;
+    pr_info!(
+        "bench: raw verbs rd depth: client initiator {} responder {}, server initiator {} responder {}\n",
+        rd.initiator,
+        rd.responder,
+        answer.initiator,
+        answer.responder
+    );
     let src_mr = region(&pd, &mem, 0, cap, server.qp(), sys::IB_ACCESS_REMOTE_READ)?;
     let dst_mr = region(
         &pd,

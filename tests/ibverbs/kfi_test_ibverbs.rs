@@ -20,7 +20,8 @@
 //! tagged messages of every size, expected and unexpected, and a flood of
 //! unexpected ones beyond the bound (`ENOSPC`), counters (failures counted,
 //! a peer's kinds refused), atomics as the device has them
-//! (rxe) or refused (siw), delivery completion of sends and writes, the
+//! (rxe) or refused (siw), delivery completion of sends and writes, more
+//! reads and atomics outstanding than the negotiated read depth, the
 //! deadline on credits a peer does not return, and
 //! the device's removal in the middle of traffic (the last case: it
 //! deletes the device with the rdma tool).
@@ -884,6 +885,105 @@ mod tests {
                 assert!(placed == &src[..]);
             }
             drop(mr);
+            Ok(())
+        })
+    }
+
+    /// Many reads (and, where the device has them, atomics) outstanding
+    /// at once: 24 reads of 16 KiB (4 requests each on siw, whose reads
+    /// take one local piece; 1 on rxe) and on rxe 8 fetch-adds among
+    /// them, all posted before any completion is read. That is more
+    /// read-type requests than the connection's negotiated depth (at
+    /// most 16): the provider holds the rest back and posts them as
+    /// earlier ones complete. Every operation completes exactly once,
+    /// with its own context, its length and flags; every byte read is the
+    /// region's, and each fetch-add returns the word as the ones before
+    /// it left it (RC executes them in order).
+    #[test]
+    fn many_reads_and_atomics_in_flight() -> Result {
+        const N: usize = 24;
+        const LEN: usize = 16 * 1024;
+        const ADDS: usize = 8;
+        const READ_CTX: usize = 100;
+        const ADD_CTX: usize = 200;
+        with_pair_domain(c"7638", |d, cep, _sep, ccq, _scq| {
+            let want = pattern(N * LEN, 38)?;
+            let mut src = pattern(N * LEN, 38)?;
+            let at = addr_of(&src, 0);
+            let mr = step("register", d.register(&mut src, sys::KFI_REMOTE_READ, 0))?;
+            let mut words = zeroed(8)?;
+            words.copy_from_slice(&40u64.to_ne_bytes());
+            let wat = addr_of(&words, 0);
+            let wmr = step(
+                "register words",
+                d.register(&mut words, sys::KFI_REMOTE_READ | sys::KFI_REMOTE_WRITE, 0),
+            )?;
+            let adds = if device_has_atomics() { ADDS } else { 0 };
+            let mut dst = zeroed(N * LEN)?;
+            let mut olds = [0u64; ADDS];
+            let mut added = 0;
+            for (i, chunk) in dst.chunks_mut(LEN).enumerate() {
+                let from = at + (i * LEN) as u64;
+                // SAFETY: `dst` outlives every completion, all read below.
+                step("read", unsafe {
+                    cep.read(chunk, from, mr.key(), READ_CTX + i)
+                })?;
+                if added < adds && i % 3 == 1 {
+                    // SAFETY: `olds` outlives the completion, read below.
+                    step("fetch-add", unsafe {
+                        cep.fetch_atomic_u64(
+                            sys::KFI_SUM,
+                            &1,
+                            &mut olds[added],
+                            wat,
+                            wmr.key(),
+                            ADD_CTX + added,
+                        )
+                    })?;
+                    added += 1;
+                }
+            }
+            assert_eq!(added, adds);
+            let (mut reads_seen, mut adds_seen) = ([false; N], [false; ADDS]);
+            for _ in 0..N + adds {
+                let c = ccq.sread(WAIT_MS).map_err(|e| {
+                    pr_err!("kfi_ibverbs test: read or atomic completion: {e:?}\n");
+                    e.errno()
+                })?;
+                if let Some(i) = c.context.checked_sub(READ_CTX).filter(|&i| i < N) {
+                    assert!(!reads_seen[i]);
+                    reads_seen[i] = true;
+                    assert_eq!(c.len, LEN);
+                    assert_eq!(
+                        c.flags & (sys::KFI_RMA | sys::KFI_READ | sys::KFI_ATOMIC),
+                        sys::KFI_RMA | sys::KFI_READ
+                    );
+                } else if let Some(k) = c.context.checked_sub(ADD_CTX).filter(|&k| k < adds) {
+                    assert!(!adds_seen[k]);
+                    adds_seen[k] = true;
+                    assert_eq!(
+                        c.flags & (sys::KFI_ATOMIC | sys::KFI_READ),
+                        sys::KFI_ATOMIC | sys::KFI_READ
+                    );
+                } else {
+                    pr_err!("kfi_ibverbs test: unknown context {}\n", c.context);
+                    return Err(EPROTO);
+                }
+            }
+            // Nothing completes twice.
+            assert!(matches!(ccq.sread(200), Err(CqError::Queue(e)) if e == ETIMEDOUT));
+            drop(wmr);
+            drop(mr);
+            for (i, (got, exp)) in dst.chunks(LEN).zip(want.chunks(LEN)).enumerate() {
+                if got != exp {
+                    pr_err!("kfi_ibverbs test: read {i} brought other bytes\n");
+                    return Err(EIO);
+                }
+            }
+            for (k, &old) in olds[..adds].iter().enumerate() {
+                assert_eq!(old, 40 + k as u64);
+            }
+            assert_eq!(words[..8], (40 + adds as u64).to_ne_bytes());
             Ok(())
         })
     }

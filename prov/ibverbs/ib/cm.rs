@@ -13,14 +13,67 @@ use crate::ib_sys as sys;
 /// How long address and route resolution may take.
 pub(crate) const RESOLVE_MS: kernel::ffi::c_ulong = 5000;
 
+/// Most RDMA reads and atomics outstanding on a connection each way that
+/// the provider offers or accepts, whatever the device takes.
+pub(crate) const RD_DEPTH_MAX: u8 = 16;
+
+/// The RDMA read and atomic depths of one side of a connection, as
+/// rdma_cm negotiates them (`rdma_conn_param`), seen from that side.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
+pub(crate) struct RdDepth {
+    /// Responder resources: the peer's reads and atomics this side
+    /// answers at once (its QP's `max_dest_rd_atomic`, iWARP's IRD).
+    pub(crate) responder: u8,
+    /// Initiator depth: this side's reads and atomics outstanding at once
+    /// (its QP's `max_rd_atomic`, iWARP's ORD).
+    pub(crate) initiator: u8,
+}
+
+impl RdDepth {
+    /// What a device takes (`max_qp_rd_atom` as responder,
+    /// `max_qp_init_rd_atom` as initiator), capped at [`RD_DEPTH_MAX`]:
+    /// the active side's offer, and the passive side's bound.
+    pub(crate) fn of_device(max_qp_rd_atom: u32, max_qp_init_rd_atom: u32) -> Self {
+        let cap = |v: u32| u8::try_from(v.min(RD_DEPTH_MAX.into())).unwrap_or(RD_DEPTH_MAX);
+        Self {
+            responder: cap(max_qp_rd_atom),
+            initiator: cap(max_qp_init_rd_atom),
+        }
+    }
+
+    /// The passive side's answer to a request that offered `peer` (as
+    /// [`Handler::request`] reports it, from our side: `peer.responder`
+    /// is the peer's initiator depth, `peer.initiator` its responder
+    /// resources), with `self` its own bound: we answer no more of the
+    /// peer's reads than it will send, and send no more than it answers.
+    pub(crate) fn answer(self, peer: RdDepth) -> Self {
+        Self {
+            responder: self.responder.min(peer.responder),
+            initiator: self.initiator.min(peer.initiator),
+        }
+    }
+
+    /// The active side's depths once connected, having offered `self`,
+    /// with `reported` what Established says (from our side, see
+    /// [`Event::Established`]): never more than either.
+    pub(crate) fn settle(self, reported: RdDepth) -> Self {
+        self.answer(reported)
+    }
+}
+
 /// What an identifier reports.
 pub(crate) enum Event<'a> {
     /// The destination's address is resolved: resolve the route next.
     AddrResolved,
     /// The route is resolved: create the QP and connect next.
     RouteResolved,
-    /// Connected; the peer's private data (an accept's).
-    Established(&'a [u8]),
+    /// Connected; the peer's private data (an accept's), and the depths
+    /// rdma_cm reports, from our side (`initiator`: how many reads and
+    /// atomics of ours the peer answers). rdma_cm's IB CM path gives them
+    /// so; its iWARP path gives the driver's own pair, which siw fills
+    /// from the other side, so they are swapped back here (as smbdirect
+    /// does). Meaningful on the active side only.
+    Established(&'a [u8], RdDepth),
     /// The peer refused, with its private data.
     Rejected(&'a [u8]),
     /// Resolution or connection failed.
@@ -44,9 +97,17 @@ pub(crate) trait Handler: Send + Sync + Sized + 'static {
     fn event(&self, id: *mut sys::rdma_cm_id, ev: Event<'_>) -> Result;
 
     /// A peer asks to connect (listeners only): the request's own
-    /// identifier and the peer's private data. Giving the identifier back
-    /// refuses the request (rdma_cm then destroys it).
-    fn request(&self, _child: CmId<()>, _data: &[u8]) -> core::result::Result<(), CmId<()>> {
+    /// identifier, the peer's private data and its offer, from our side
+    /// (`responder`: the peer's initiator depth, `initiator`: its
+    /// responder resources; rdma_cm turns both the IB CM's and iWARP's
+    /// around so). Giving the identifier back refuses the request
+    /// (rdma_cm then destroys it).
+    fn request(
+        &self,
+        _child: CmId<()>,
+        _data: &[u8],
+        _offer: RdDepth,
+    ) -> core::result::Result<(), CmId<()>> {
         Err(_child)
     }
 }
@@ -91,6 +152,30 @@ unsafe fn release_none(_ctx: *mut c_void) {}
 unsafe impl<H> Send for CmId<H> {}
 // SAFETY: See `Send`; calls through `&self` are serialized by rdma_cm.
 unsafe impl<H> Sync for CmId<H> {}
+
+/// The depths of a connection event, as rdma_cm put them.
+fn depths(ev: &sys::rdma_cm_event) -> RdDepth {
+    // SAFETY: For the connection events this is read for, `param.conn` is
+    // the active member.
+    let c = unsafe { ev.param.conn.as_ref() };
+    RdDepth {
+        responder: c.responder_resources,
+        initiator: c.initiator_depth,
+    }
+}
+
+/// Whether identifier `id` is on an iWARP port.
+///
+/// # Safety
+///
+/// `id` is live (in its event callback).
+unsafe fn on_iwarp(id: *mut sys::rdma_cm_id) -> bool {
+    // SAFETY: A live identifier (the caller's contract).
+    let (dev, port) = unsafe { (sys::kfi_rdma_id_device(id), sys::kfi_rdma_id_port(id)) };
+    // SAFETY: An identifier's device is registered while it is bound to
+    // it, and the port is one of its ports.
+    !dev.is_null() && unsafe { sys::kfi_ib_port_link(dev, port) } == sys::KFI_IB_LINK_IWARP
+}
 
 /// The peer's private data of a connection event.
 fn private<'a>(ev: &'a sys::rdma_cm_event) -> &'a [u8] {
@@ -177,7 +262,7 @@ unsafe extern "C" fn on_event<H: Handler>(
             };
             // SAFETY: Live and handed to us with its NULL context.
             let child = unsafe { CmId::<()>::from_raw(child, release_none) };
-            return match h.request(child, private(ev)) {
+            return match h.request(child, private(ev), depths(ev)) {
                 Ok(()) => 0,
                 Err(child) => {
                     // Refused: rdma_cm destroys it when we return non-zero.
@@ -188,7 +273,19 @@ unsafe extern "C" fn on_event<H: Handler>(
         }
         sys::RDMA_CM_EVENT_ADDR_RESOLVED => Event::AddrResolved,
         sys::RDMA_CM_EVENT_ROUTE_RESOLVED => Event::RouteResolved,
-        sys::RDMA_CM_EVENT_ESTABLISHED => Event::Established(private(ev)),
+        sys::RDMA_CM_EVENT_ESTABLISHED => {
+            let d = depths(ev);
+            // SAFETY: The live identifier of this callback.
+            let d = if unsafe { on_iwarp(id) } {
+                RdDepth {
+                    responder: d.initiator,
+                    initiator: d.responder,
+                }
+            } else {
+                d
+            };
+            Event::Established(private(ev), d)
+        }
         sys::RDMA_CM_EVENT_REJECTED => Event::Rejected(private(ev)),
         sys::RDMA_CM_EVENT_ADDR_ERROR
         | sys::RDMA_CM_EVENT_ROUTE_ERROR
@@ -341,34 +438,51 @@ impl<H> CmId<H> {
         to_result(unsafe { sys::rdma_resolve_route(self.ptr.as_ptr(), RESOLVE_MS) })
     }
 
-    fn conn_param(data: &Framed) -> Result<sys::rdma_conn_param> {
+    /// The depths the identifier's device takes, capped (see
+    /// [`RdDepth::of_device`]); `ENODEV` before it is bound to one. Any
+    /// context.
+    pub(crate) fn rd_limits(&self) -> Result<RdDepth> {
+        let dev = self.device();
+        if dev.is_null() {
+            return Err(ENODEV);
+        }
+        // SAFETY: The identifier's device is registered while it is bound
+        // to it; its attributes live as long as it.
+        let a = unsafe { &*sys::kfi_ib_device_attrs(dev) };
+        Ok(RdDepth::of_device(a.max_qp_rd_atom, a.max_qp_init_rd_atom))
+    }
+
+    fn conn_param(data: &Framed, depth: RdDepth) -> Result<sys::rdma_conn_param> {
         Ok(sys::rdma_conn_param {
             private_data: data.bytes().as_ptr().cast(),
             private_data_len: data.len,
-            responder_resources: 1,
-            initiator_depth: 1,
+            responder_resources: depth.responder,
+            initiator_depth: depth.initiator,
             retry_count: 7,
             rnr_retry_count: 7,
             ..Default::default()
         })
     }
 
-    /// Connects, with private `data` (Established or Rejected follows).
-    /// Only from the identifier's own event handler (RouteResolved),
-    /// which holds its handler lock.
-    pub(crate) fn connect_in_handler(&self, data: &[u8]) -> Result {
+    /// Connects, with private `data`, offering `depth` (Established or
+    /// Rejected follows; rdma_cm sets the QP's read and atomic limits from
+    /// the answer). Only from the identifier's own event handler
+    /// (RouteResolved), which holds its handler lock.
+    pub(crate) fn connect_in_handler(&self, data: &[u8], depth: RdDepth) -> Result {
         let f = Framed::new(data)?;
-        let mut p = Self::conn_param(&f)?;
+        let mut p = Self::conn_param(&f, depth)?;
         // SAFETY: A live identifier with a QP, called under its handler
         // lock (the caller's context); rdma_cm copies the data.
         to_result(unsafe { sys::rdma_connect_locked(self.ptr.as_ptr(), &mut p) })
     }
 
-    /// Accepts a request, with private `data`. Process context, not from
+    /// Accepts a request, with private `data`, answering `depth` (at most
+    /// what the request offered, see [`RdDepth::answer`]; rdma_cm sets the
+    /// QP's read and atomic limits from it). Process context, not from
     /// the identifier's own event handler.
-    pub(crate) fn accept(&self, data: &[u8]) -> Result {
+    pub(crate) fn accept(&self, data: &[u8], depth: RdDepth) -> Result {
         let f = Framed::new(data)?;
-        let mut p = Self::conn_param(&f)?;
+        let mut p = Self::conn_param(&f, depth)?;
         let id = self.ptr.as_ptr();
         // SAFETY: A live request identifier with a QP; rdma_accept wants
         // the handler lock, taken here; the data is copied.
