@@ -60,7 +60,9 @@ reader=$!
 
 ok=ok
 insmod "$top/kfi/kfabric.ko" || ok=failed
-insmod "$top/prov/sockets/kfi_sockets.ko" || ok=failed
+# The fan-out rows' hub has a connection to each of up to 4096 peers
+# (kfi_bench's fan_peers; kfi_sockets' default rdm_max_peers is 128).
+insmod "$top/prov/sockets/kfi_sockets.ko" rdm_max_peers=4096 || ok=failed
 insmod "$top/prov/ibverbs/kfi_ibverbs.ko" || ok=failed
 t0=$(date +%s)
 ko=${KFABRIC_BENCH_MODULE:-tests/bench/kfi_bench.ko}
