@@ -11,7 +11,8 @@ after), and writes:
 
   - the header (guest facts, memcpy bound, host load, busy flag) and one
     table per operation to stdout, medians over the repetitions with their
-    spread;
+    spread, then the fan-out table (one RDM hub to 1, 64 and 1024 peers:
+    memory per connection and aggregate message rate);
   - OUTDIR/latest.json: the facts and one object per table row;
   - OUTDIR/bench.png: bandwidth, ratio and latency plots (matplotlib; skipped
     with a note when it is missing).
@@ -48,6 +49,8 @@ IB_TARGETS = [
 BUSY_CPUS = 0.25
 # Guest steal time above this share of its CPU time makes the run busy.
 BUSY_STEAL = 0.01
+# Fan-out target: (peers, most bytes of memory per idle connection).
+FANOUT_TARGET = (1024, 16 << 10)
 
 KFI_ROWS = [("kfi_send", "send/recv"), ("kfi_tagged", "tagged send/recv"), ("kfi_write", "RMA write"),
             ("kfi_read", "RMA read")]
@@ -75,13 +78,31 @@ def read_kv(path):
     return out
 
 
+def number_or_text(v):
+    try:
+        return int(v)
+    except ValueError:
+        return v
+
+
+# The fan-out lines: 'bench: <kind> key=value...' (fanout_open: the open
+# pass and the memory it took; fanout: a rate pass; fanout_close; fanout_cut:
+# a row cut to what the guest holds).
+FAN_KINDS = ("fanout_open", "fanout", "fanout_close", "fanout_cut")
+
+
 def parse_samples(path):
-    """(samples, config, status lines) of samples.txt."""
+    """(samples, config, status lines, fan-out lines by kind) of samples.txt."""
     samples, config, status = [], {}, []
+    fan = {k: [] for k in FAN_KINDS}
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             line = line.strip()
-            if line.startswith("bench: sample "):
+            kind = line[len("bench: "):].split(" ", 1)[0] if line.startswith("bench: ") else ""
+            if kind in FAN_KINDS:
+                fan[kind].append({k: number_or_text(v)
+                                  for k, v in (w.split("=", 1) for w in line.split()[2:] if "=" in w)})
+            elif line.startswith("bench: sample "):
                 kv = dict(w.split("=", 1) for w in line.split()[2:] if "=" in w)
                 if kv.get("rep") == "warmup":
                     continue
@@ -95,7 +116,7 @@ def parse_samples(path):
                 config.setdefault("ib", {})[ib.get("fabric", "?")] = ib
             elif line.startswith("bench: "):
                 status.append(line[len("bench: "):])
-    return samples, config, status
+    return samples, config, status, fan
 
 
 def pct(values, p):
@@ -193,14 +214,23 @@ def cost(m):
     per_mib = [s["sys_ns"] / 1000.0 / (s["bytes"] * s["iters"] / float(1 << 20)) for s in with_cost]
     per_op = [s["sys_ns"] / 1000.0 / s["iters"] for s in with_cost]
     sys_total = sum(s["sys_ns"] for s in with_cost)
-    return {"cpu_us_per_mib": statistics.median(per_mib), "cpu_us_per_op": statistics.median(per_op),
-            "softirq_share": (sum(s["sirq_ns"] for s in with_cost) / sys_total) if sys_total else 0.0,
-            "tcp_retrans": sum(s.get("retrans", 0) for s in with_cost),
-            "tcp_delayed_acks": sum(s.get("delack", 0) for s in with_cost)}
+    out = {"cpu_us_per_mib": statistics.median(per_mib), "cpu_us_per_op": statistics.median(per_op),
+           "softirq_share": (sum(s["sirq_ns"] for s in with_cost) / sys_total) if sys_total else 0.0,
+           "tcp_retrans": sum(s.get("retrans", 0) for s in with_cost),
+           "tcp_delayed_acks": sum(s.get("delack", 0) for s in with_cost)}
+    ctx = [s["ctxt"] / s["iters"] for s in with_cost if "ctxt" in s]
+    if ctx:
+        out["ctxsw_per_op"] = statistics.median(ctx)
+    return out
 
 
 def cpu_col(r, key):
     return "%9.1f" % r[key] if key in r else "%9s" % "-"
+
+
+def ctx_col(r):
+    """The context switches per operation, 7 wide."""
+    return "%7.2f" % r["ctxsw_per_op"] if "ctxsw_per_op" in r else "%7s" % "-"
 
 
 def by_rep(samples, row, size, win=None):
@@ -432,31 +462,31 @@ def print_ib_report(config, rows, fabrics):
         pp = [r for r in sel if r["op"] in ("ib_pingpong", "kfi_pingpong")]
         if pp:
             p("  ping-pong (round trip, usec)")
-            p("    %-13s %7s %6s %8s %8s %8s %8s %7s %-13s %9s %s"
+            p("    %-13s %7s %6s %8s %8s %8s %8s %7s %-13s %9s %7s %s"
               % ("row", "bytes", "iters", "p50min", "p50med", "p50p90", "p99med", "ratio", "spread",
-                 "cpu us/op", "verified"))
+                 "cpu us/op", "ctx/op", "verified"))
             for r in pp:
-                p("    %-13s %7s %6d %8.1f %8.1f %8.1f %8.1f %7s %-13s %s %s"
+                p("    %-13s %7s %6d %8.1f %8.1f %8.1f %8.1f %7s %-13s %s %s %s"
                   % (r["op"], human(r["bytes"]), r["iters"], r["rtt_us_p50"]["min"], r["rtt_us_p50"]["median"],
                      r["rtt_us_p50"]["p90"], r["rtt_us_p99"]["median"],
                      "%.2fx" % r["ratio"] if "ratio" in r else "-", spread(r),
-                     cpu_col(r, "cpu_us_per_op"), "yes" if r["verified"] else "NO"))
+                     cpu_col(r, "cpu_us_per_op"), ctx_col(r), "yes" if r["verified"] else "NO"))
         for kfi, base, label in IB_ROWS:
             for win in sorted({r["window"] for r in sel if r["op"] == kfi}):
                 ks = [r for r in sel if r["op"] == kfi and r["window"] == win]
                 raws = {r["bytes"]: r for r in sel if r["op"] == base and r["window"] == win}
                 p("  %s (%s) beside %s, window %d" % (kfi, label, base, win))
-                p("    %7s %6s %9s %9s %9s %9s %9s %9s %7s %-13s %-13s %9s %7s %s"
+                p("    %7s %6s %9s %9s %9s %9s %9s %9s %7s %-13s %-13s %9s %7s %7s %7s %s"
                   % ("bytes", "iters", "raw MB/s", "MB/s min", "median", "p90", "raw us/x", "usec/xfer", "ratio",
-                     "spread", "target", "cpu/MiB", "cpu/raw", "verified"))
+                     "spread", "target", "cpu/MiB", "cpu/raw", "ctx/op", "raw ctx", "verified"))
                 for r in ks:
                     rr = raws.get(r["bytes"], {})
-                    p("    %7s %6d %9.1f %9.1f %9.1f %9.1f %9.2f %9.2f %6.2fx %-13s %-13s %s %7s %s"
+                    p("    %7s %6d %9.1f %9.1f %9.1f %9.1f %9.2f %9.2f %6.2fx %-13s %-13s %s %7s %s %s %s"
                       % (human(r["bytes"]), r["iters"], r.get("raw_mbps", float("nan")), r["mbps"]["min"],
                          r["mbps"]["median"], r["mbps"]["p90"], r.get("raw_usec_per_xfer", float("nan")),
                          r["usec_per_xfer"], r.get("ratio", float("nan")), spread(r), r.get("verdict", ""),
                          cpu_col(r, "cpu_us_per_mib"), "%.2fx" % r["cpu_ratio"] if "cpu_ratio" in r else "-",
-                         "yes" if r["verified"] and rr.get("verified", False) else "NO"))
+                         ctx_col(r), ctx_col(rr), "yes" if r["verified"] and rr.get("verified", False) else "NO"))
     p("")
     p("kfi_ibverbs targets (verdict from the spread)")
     for f, row, least, most, op, bound in IB_TARGETS:
@@ -478,6 +508,95 @@ def human(n):
 
 def spread(r):
     return "[%.2f..%.2f]" % (r["ratio_min"], r["ratio_max"]) if "ratio_min" in r else ""
+
+
+def build_fan_rows(fan):
+    """The fan-out rows, one per number of peers: the open pass and the
+    memory the N idle connections took (fanout_open), the rate passes'
+    message rates (fanout, warm-up excluded) and the close (fanout_close)."""
+    rows = []
+    for o in fan["fanout_open"]:
+        n = o["peers"]
+        conns = max(1, o.get("conns", n))
+        rate = [s for s in fan["fanout"] if s["peers"] == n and s.get("rep") != "warmup"]
+        close = [c for c in fan["fanout_close"] if c["peers"] == n]
+        row = {"fabric": "sockets", "op": "kfi_fanout", "peers": n, "asked": o.get("asked", n), "conns": conns,
+               "endpoints_open_ms": o["endpoints_ns"] / 1e6, "connect_ms": o["ns"] / 1e6,
+               "first_connect_ms": o.get("first_ns", 0) / 1e6,
+               "slab_bytes_per_conn": o["slab"] / conns, "used_bytes_per_conn": o["used"] / conns,
+               "stack_bytes": o["stack"], "vmalloc_bytes": o["vmalloc"],
+               "first_slab_bytes_per_conn": o.get("first_slab", 0) / conns,
+               "first_used_bytes_per_conn": o.get("first_used", 0) / conns,
+               "first_stack_bytes": o.get("first_stack", 0), "settle_ms": o["settle_ms"],
+               "connect_ctxsw": o.get("ctxt"),
+               "verified": bool(o["verified"]) and all(s["verified"] for s in rate)}
+        if rate:
+            vals = [s["msgs"] * 1e9 / s["ns"] for s in rate]
+            row.update({"bytes": rate[0]["bytes"], "window": rate[0]["win"], "msgs": rate[0]["msgs"],
+                        "reps": len(rate), "msgs_per_s": stats(vals),
+                        "cpu_us_per_msg": statistics.median([s["sys_ns"] / 1000.0 / s["msgs"] for s in rate]),
+                        "samples": [{"rep": s["rep"], "value": round(v, 1), "cpus": s.get("cpus", "")}
+                                    for s, v in zip(rate, vals)]})
+            ctx = [s["ctxt"] / s["msgs"] for s in rate if "ctxt" in s]
+            if ctx:
+                row["ctxsw_per_msg"] = statistics.median(ctx)
+        if close:
+            row["close_ms"] = close[-1]["ns"] / 1e6
+        cut = [c for c in fan["fanout_cut"] if c["peers"] == n]
+        if cut:
+            row["cut"] = cut[-1]
+        peers, bound = FANOUT_TARGET
+        if row["asked"] == peers:
+            row["target"] = "<= %s B per idle connection at %d peers" % (human(bound), peers)
+            if n == peers:
+                row["verdict"] = "met" if row["used_bytes_per_conn"] <= bound else "not met"
+            else:
+                row["verdict"] = "not measured (%d peers only)" % n
+        rows.append(row)
+    return rows
+
+
+def print_fan_report(rows):
+    p = print
+    if not rows:
+        return
+    p("")
+    p("fan-out: one kfi_sockets RDM endpoint (the hub) to N peer RDM endpoints over loopback, one TCP"
+      " connection per peer; %s B messages round-robin, %s in flight"
+      % (rows[0].get("bytes", "?"), rows[0].get("window", "?")))
+    p("  %5s %8s %9s %11s %11s %-12s %11s %10s %10s %10s %10s %7s %8s %s"
+      % ("peers", "open s", "conn s", "slab B/con", "used B/con", "target", "first B/con", "msgs/s min",
+         "median", "p90", "cpu us/msg", "ctx/msg", "close s", "verified"))
+    for r in rows:
+        m = r.get("msgs_per_s", {})
+        p("  %5d %8.1f %9.2f %11.0f %11.0f %-12s %11.0f %10.0f %10.0f %10.0f %10s %7s %8s %s"
+          % (r["peers"], r["endpoints_open_ms"] / 1000.0, r["connect_ms"] / 1000.0, r["slab_bytes_per_conn"],
+             r["used_bytes_per_conn"], r.get("verdict", "").split(" (")[0], r["first_used_bytes_per_conn"],
+             m.get("min", float("nan")),
+             m.get("median", float("nan")), m.get("p90", float("nan")),
+             "%.1f" % r["cpu_us_per_msg"] if "cpu_us_per_msg" in r else "-",
+             "%.2f" % r["ctxsw_per_msg"] if "ctxsw_per_msg" in r else "-",
+             "%.1f" % (r["close_ms"] / 1000.0) if "close_ms" in r else "-", "yes" if r["verified"] else "NO"))
+    p("  open s: opening the N peers and two hubs; conn s: the measured hub's first message to every peer"
+      " (opens its N connections); close s: closing everything")
+    p("  B/con: what the guest's memory grew by while the measured hub opened its N connections, to all idle,"
+      " over N; each connection counts both its ends (the hub's and the peer's connection state, two TCP"
+      " sockets). slab: slab caches (large kmallocs included); used: all of it (free pages, per-CPU lists"
+      " included). first B/con: the same (used) for the first hub's N connections, opened just before, which"
+      " also paid for the worker threads the kernel started for the handshakes; kernel stacks:")
+    for r in rows:
+        p("    %d peers: first hub %+d KiB, measured hub %+d KiB (vmalloc %+d KiB)"
+          % (r["peers"], r["first_stack_bytes"] >> 10, r["stack_bytes"] >> 10, r["vmalloc_bytes"] >> 10))
+    for r in rows:
+        if "cut" in r:
+            c = r["cut"]
+            p("  %d peers asked, %d run: the guest's %s CPUs run %s long-running work items each, and every"
+              " kfi_sockets RDM endpoint keeps %s" % (c["asked"], c["peers"], c["cpus"], c["long_per_cpu"],
+                                                      c["per_endpoint"]))
+    for r in rows:
+        if "target" in r:
+            p("  target %s: %s (%.0f B used, %.0f B slab per connection)"
+              % (r["target"], r["verdict"], r["used_bytes_per_conn"], r["slab_bytes_per_conn"]))
 
 
 def print_report(facts, config, status, rows, placement_rows):
@@ -514,15 +633,15 @@ def print_report(facts, config, status, rows, placement_rows):
     if pp:
         p("")
         p("ping-pong (round trip, usec)")
-        p("  %-22s %7s %6s %8s %8s %8s %8s %7s %-13s %-14s %9s %s"
+        p("  %-22s %7s %6s %8s %8s %8s %8s %7s %-13s %-14s %9s %7s %s"
           % ("row", "bytes", "iters", "p50min", "p50med", "p50p90", "p99med", "ratio", "spread", "target",
-             "cpu us/op", "verified"))
+             "cpu us/op", "ctx/op", "verified"))
         for r in pp:
-            p("  %-22s %7s %6d %8.1f %8.1f %8.1f %8.1f %7s %-13s %-14s %s %s"
+            p("  %-22s %7s %6d %8.1f %8.1f %8.1f %8.1f %7s %-13s %-14s %s %s %s"
               % (r["op"], human(r["bytes"]), r["iters"], r["rtt_us_p50"]["min"], r["rtt_us_p50"]["median"],
                  r["rtt_us_p50"]["p90"], r["rtt_us_p99"]["median"],
                  "%.2fx" % r["ratio"] if "ratio" in r else "-", spread(r),
-                 r.get("verdict", ""), cpu_col(r, "cpu_us_per_op"), "yes" if r["verified"] else "NO"))
+                 r.get("verdict", ""), cpu_col(r, "cpu_us_per_op"), ctx_col(r), "yes" if r["verified"] else "NO"))
         for r in pp:
             if "ratio_vs_floor" in r:
                 p("  kfi_pingpong %s B: %.2fx the one-thread floor" % (human(r["bytes"]), r["ratio_vs_floor"]))
@@ -531,33 +650,34 @@ def print_report(facts, config, status, rows, placement_rows):
     if raw:
         p("")
         p("raw_stream (two threads, blocking kernel_sendmsg/kernel_recvmsg, TCP_NODELAY)")
-        p("  %7s %6s %9s %9s %9s %10s %9s %s" % ("bytes", "iters", "MB/s min", "median", "p90", "usec/xfer",
-                                                 "cpu/MiB", "verified"))
+        p("  %7s %6s %9s %9s %9s %10s %9s %7s %s" % ("bytes", "iters", "MB/s min", "median", "p90", "usec/xfer",
+                                                     "cpu/MiB", "ctx/op", "verified"))
     for r in raw:
-        p("  %7s %6d %9.0f %9.0f %9.0f %10.2f %s %s"
+        p("  %7s %6d %9.0f %9.0f %9.0f %10.2f %s %s %s"
           % (human(r["bytes"]), r["iters"], r["mbps"]["min"], r["mbps"]["median"], r["mbps"]["p90"],
-             r["usec_per_xfer"], cpu_col(r, "cpu_us_per_mib"), "yes" if r["verified"] else "NO"))
+             r["usec_per_xfer"], cpu_col(r, "cpu_us_per_mib"), ctx_col(r), "yes" if r["verified"] else "NO"))
     for name, label in KFI_ROWS:
         for win in sorted({r["window"] for r in rows if r["op"] == name}):
             sel = [r for r in rows if r["op"] == name and r["window"] == win]
             p("")
             p("%s (%s), window %d" % (name, label, win))
-            p("  %7s %6s %9s %9s %9s %10s %9s %7s %-13s %-13s %9s %7s %s"
+            p("  %7s %6s %9s %9s %9s %10s %9s %7s %-13s %-13s %9s %7s %7s %s"
               % ("bytes", "iters", "MB/s min", "median", "p90", "usec/xfer", "raw MB/s", "ratio", "spread",
-                 "target", "cpu/MiB", "cpu/raw", "verified"))
+                 "target", "cpu/MiB", "cpu/raw", "ctx/op", "verified"))
             for r in sel:
-                p("  %7s %6d %9.0f %9.0f %9.0f %10.2f %9.0f %6.2fx %-13s %-13s %s %7s %s"
+                p("  %7s %6d %9.0f %9.0f %9.0f %10.2f %9.0f %6.2fx %-13s %-13s %s %7s %s %s"
                   % (human(r["bytes"]), r["iters"], r["mbps"]["min"], r["mbps"]["median"], r["mbps"]["p90"],
                      r["usec_per_xfer"], r["raw_mbps"], r.get("ratio", float("nan")), spread(r),
                      r.get("verdict", ""), cpu_col(r, "cpu_us_per_mib"),
-                     "%.2fx" % r["cpu_ratio"] if "cpu_ratio" in r else "-",
+                     "%.2fx" % r["cpu_ratio"] if "cpu_ratio" in r else "-", ctx_col(r),
                      "yes" if r["verified"] else "NO"))
 
     tcp = [r for r in rows if "tcp_retrans" in r]
     if tcp:
         p("")
         p("cpu/MiB, cpu us/op: kernel CPU time of all vCPUs (system + softirq + irq) per MiB moved or per"
-          " operation, median over repetitions, whole sample (set-up included); cpu/raw = kfi over raw stream")
+          " operation, median over repetitions, whole sample (set-up included); cpu/raw = kfi over raw stream;"
+          " ctx/op: the guest's context switches (all CPUs, /proc/stat ctxt) per operation, same window")
         p("  TCP during the timed runs (nstat): %d segments retransmitted, %d delayed ACKs; softirq share of"
           " the kernel time %.0f%% (raw stream) / %.0f%% (kfi rows)"
           % (sum(r["tcp_retrans"] for r in tcp), sum(r["tcp_delayed_acks"] for r in tcp),
@@ -733,7 +853,7 @@ def main():
     if len(sys.argv) != 2:
         sys.exit("usage: bench-report.py OUTDIR")
     out = sys.argv[1]
-    samples, config, status = parse_samples(os.path.join(out, "samples.txt"))
+    samples, config, status, fan = parse_samples(os.path.join(out, "samples.txt"))
     if not samples:
         sys.exit("bench-report: no samples in %s/samples.txt" % out)
     facts = load_facts(out)
@@ -747,6 +867,8 @@ def main():
     print_report(facts, config, status, rows, places)
     if ib_rows:
         print_ib_report(config, ib_rows, fabrics)
+    fan_rows = build_fan_rows(fan)
+    print_fan_report(fan_rows)
     bad = [s for s in status if s.startswith("failed")]
     if bad:
         print("")
@@ -754,8 +876,8 @@ def main():
     rows = rows + ib_rows
     js = os.path.join(out, "latest.json")
     with open(js, "w", encoding="utf-8") as f:
-        json.dump({"facts": facts, "config": config, "status": status, "rows": rows, "placement": places}, f,
-                  indent=1)
+        json.dump({"facts": facts, "config": config, "status": status, "rows": rows + fan_rows,
+                   "placement": places}, f, indent=1)
         f.write("\n")
     png = os.path.join(out, "bench.png")
     note = plot(rows, facts, png)

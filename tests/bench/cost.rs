@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! What a run costs besides its time: kernel CPU time over all CPUs (and
-//! its softirq part) and the TCP counters nstat shows (retransmits,
-//! delayed ACKs), as the difference of two readings around the run.
-//! `kfi_bench_cost.c` reads them. Process context.
+//! its softirq part), the TCP counters nstat shows (retransmits, delayed
+//! ACKs) and the guest's context switches, as the difference of two
+//! readings around the run. `kfi_bench_cost.c` reads them. Process
+//! context.
 
 /// One reading, or the difference of two (`kfi_bench_cost.c` fills it).
 #[repr(C)]
@@ -17,6 +18,10 @@ pub(crate) struct Cost {
     pub(crate) retrans: u64,
     /// Delayed ACKs sent.
     pub(crate) delacks: u64,
+    /// Context switches of all CPUs (`ctxt` of `/proc/stat`).
+    pub(crate) ctxt: u64,
+    /// 1 if `ctxt` could be read.
+    pub(crate) have_ctxt: u64,
 }
 
 extern "C" {
@@ -41,6 +46,13 @@ impl Cost {
             softirq_ns: self.softirq_ns.saturating_sub(before.softirq_ns),
             retrans: self.retrans.saturating_sub(before.retrans),
             delacks: self.delacks.saturating_sub(before.delacks),
+            ctxt: self.ctxt.saturating_sub(before.ctxt),
+            have_ctxt: self.have_ctxt & before.have_ctxt,
         }
+    }
+
+    /// The context switches, if both readings had them.
+    pub(crate) fn ctxt(&self) -> Option<u64> {
+        (self.have_ctxt == 1).then_some(self.ctxt)
     }
 }

@@ -17,6 +17,10 @@
 //! ping-pong and bandwidth rows, each beside its raw verbs row of the same
 //! window, sizes capped by what one region of the device holds.
 //!
+//! After the kfi_sockets rows come the fan-out rows (`fanout.rs`): one RDM
+//! endpoint talking to 1, 64 and 1024 peer RDM endpoints, the memory each
+//! connection takes and the aggregate message rate.
+//!
 //! Every operation carries its own pattern, checked after each run; every
 //! kfi completion is checked. Each run prints one line (`bench: sample
 //! ...`) that the host turns into tables, JSON and a plot
@@ -43,8 +47,11 @@ mod ib;
 mod ib_sys;
 
 mod cost;
+mod fanout;
 mod kfi_runs;
+mod mem;
 mod pattern;
+mod place;
 mod raw;
 mod raw_ib;
 mod run;
@@ -99,6 +106,14 @@ module! {
             default: 200,
             description: "Most operations in one kfi_ibverbs or raw verbs run (soft RDMA is slow under TCG)",
         },
+        fan_peers: u32 {
+            default: 1024,
+            description: "Peers of the largest fan-out row (rows of 1, 64 and 1024 peers below it; 0: none)",
+        },
+        fan_msgs: u32 {
+            default: 8192,
+            description: "Messages of one fan-out rate pass (at least one per peer)",
+        },
     },
 }
 
@@ -133,6 +148,9 @@ const WINDOWS: [usize; 2] = [1, 8];
 /// the raw pair's memory is two halves of this much kmalloc memory, each
 /// one region (255 pages: siw registers at most 256 per region).
 const IB_CAP: usize = 255 * 4096;
+/// Most peers of a fan-out row, and most messages of its rate pass.
+const MAX_FAN_PEERS: usize = 4096;
+const MAX_FAN_MSGS: usize = 1 << 20;
 /// Sizes of the memcpy bound, and the bytes copied for each.
 const MEMCPY_SIZES: [usize; 2] = [1 << 20, 8 << 20];
 const MEMCPY_BYTES: usize = 64 << 20;
@@ -145,6 +163,8 @@ struct Plan {
     budget: usize,
     max_iters: usize,
     ib_max_iters: usize,
+    fan_peers: usize,
+    fan_msgs: usize,
 }
 
 impl Plan {
@@ -158,6 +178,8 @@ impl Plan {
             max_iters: p(module_parameters::max_iters.value()).clamp(MIN_ITERS, 100_000),
             ib_max_iters: p(module_parameters::ib_max_iters.value())
                 .clamp(MIN_ITERS, raw_ib::RECV_DEPTH),
+            fan_peers: p(module_parameters::fan_peers.value()).min(MAX_FAN_PEERS),
+            fan_msgs: p(module_parameters::fan_msgs.value()).clamp(1, MAX_FAN_MSGS),
         }
     }
 
@@ -393,14 +415,19 @@ impl kernel::fmt::Display for Costs<'_> {
             f,
             "sys_ns={} sirq_ns={} retrans={} delack={}",
             c.sys_ns, c.softirq_ns, c.retrans, c.delacks
-        )
+        )?;
+        match c.ctxt() {
+            Some(n) => write!(f, " ctxt={}", n),
+            None => Ok(()),
+        }
     }
 }
 
 /// `bench: sample fabric=.. row=.. bytes=.. win=.. rep=.. iters=.. ns=..
 /// [p50=.. p99=.. min=.. max=..] cpus=.. sys_ns=.. sirq_ns=.. retrans=..
-/// delack=.. verified=..` (times in nanoseconds; the costs are of the
-/// whole sample, its set-up included, over all CPUs).
+/// delack=.. [ctxt=..] verified=..` (times in nanoseconds; the costs are
+/// of the whole sample, its set-up included, over all CPUs; `ctxt`, the
+/// context switches, when `/proc/stat` could be read).
 fn print(
     fabric: &CStr,
     row: Row,
@@ -485,14 +512,16 @@ fn memcpy_bound(reps: usize) -> Result {
 fn bench() -> Result<usize> {
     let plan = Plan::get();
     pr_info!(
-        "bench: config reps={} max_size={} pp_max={} budget_mib={} max_iters={} min_iters={} pp_iters={}\n",
+        "bench: config reps={} max_size={} pp_max={} budget_mib={} max_iters={} min_iters={} pp_iters={} fan_peers={} fan_msgs={}\n",
         plan.reps,
         plan.max_size,
         plan.pp_max,
         plan.budget >> 20,
         plan.max_iters,
         MIN_ITERS,
-        PP_ITERS
+        PP_ITERS,
+        plan.fan_peers,
+        plan.fan_msgs
     );
     pattern::self_check()?;
     kfi_runs::self_check()?;
@@ -558,7 +587,15 @@ fn bench_sockets(plan: &Plan) -> Result<usize> {
         };
         b.rows(&bw, sh, plan.reps)?;
     }
-    Ok(b.bad)
+    let bad = b.bad;
+    // The pair and the baseline close before the fan-out rows.
+    drop(b);
+    let fan = fanout::FanPlan {
+        max_peers: plan.fan_peers,
+        msgs: plan.fan_msgs,
+        reps: plan.reps,
+    };
+    Ok(bad + fanout::rows(&fan)?)
 }
 
 /// kfi_ibverbs against raw verbs over the RDMA device of `node`.

@@ -150,24 +150,35 @@ impl Kind {
     }
 
     /// The context of operation `i` (below 2^48: runs are far shorter).
-    fn context(self, i: usize) -> usize {
+    pub(crate) fn context(self, i: usize) -> usize {
         (self.tag() << TAG_SHIFT) | (i + 1)
     }
 }
 
+/// The index of the operation of `kind` that completion `e` reports:
+/// its context must be one that `kind.context` makes and its flags
+/// `kind`'s.
+pub(crate) fn index_of(kind: Kind, e: &sys::kfi_cq_data_entry) -> Option<usize> {
+    let ctx = e.op_context as usize;
+    if ctx >> TAG_SHIFT != kind.tag() || e.flags & KIND_BITS != kind.flags() {
+        return None;
+    }
+    (ctx & ((1 << TAG_SHIFT) - 1)).checked_sub(1)
+}
+
 /// The operations of one kind a side posted, and which have completed.
-struct Track {
+pub(crate) struct Track {
     kind: Kind,
     size: usize,
-    posted: usize,
-    done: usize,
+    pub(crate) posted: usize,
+    pub(crate) done: usize,
     seen: KVec<bool>,
     /// Posted with `KFI_INJECT`: no completion is due.
     silent: bool,
 }
 
 impl Track {
-    fn new(kind: Kind, sh: Shape, silent: bool) -> Result<Self> {
+    pub(crate) fn new(kind: Kind, sh: Shape, silent: bool) -> Result<Self> {
         Ok(Self {
             kind,
             size: sh.size,
@@ -179,7 +190,7 @@ impl Track {
     }
 
     /// Counts an operation just posted.
-    fn posted(&mut self) {
+    pub(crate) fn posted(&mut self) {
         self.posted += 1;
         if self.silent {
             self.done += 1;
@@ -187,21 +198,20 @@ impl Track {
     }
 
     /// Posted and not completed yet.
-    fn in_flight(&self) -> usize {
+    pub(crate) fn in_flight(&self) -> usize {
         self.posted - self.done
     }
 
     /// Checks entry `e` against this track; true if it is one of ours.
     fn take(&mut self, e: &sys::kfi_cq_data_entry) -> bool {
-        let ctx = e.op_context as usize;
-        if self.silent || ctx >> TAG_SHIFT != self.kind.tag() {
+        if self.silent {
             return false;
         }
-        let Some(i) = (ctx & ((1 << TAG_SHIFT) - 1)).checked_sub(1) else {
+        let Some(i) = index_of(self.kind, e) else {
             return false;
         };
         let fresh = i < self.posted && self.seen.get(i) == Some(&false);
-        if !fresh || e.len != self.size || e.flags & KIND_BITS != self.kind.flags() {
+        if !fresh || e.len != self.size {
             return false;
         }
         self.seen[i] = true;
@@ -211,7 +221,7 @@ impl Track {
 }
 
 /// Waits for the next completion on `cq`; it must be one `tracks` expect.
-fn reap(cq: &Owned<sys::kfid_cq>, tracks: &mut [&mut Track]) -> Result {
+pub(crate) fn reap(cq: &Owned<sys::kfid_cq>, tracks: &mut [&mut Track]) -> Result {
     let mut e = sys::kfi_cq_data_entry::default();
     let n = sread(cq, &mut e);
     if n != 1 {
@@ -231,7 +241,7 @@ fn reap(cq: &Owned<sys::kfid_cq>, tracks: &mut [&mut Track]) -> Result {
 
 /// The error of a failed CQ read `n`, the error entry printed if there is
 /// one.
-fn cq_error(cq: &Owned<sys::kfid_cq>, n: isize) -> Error {
+pub(crate) fn cq_error(cq: &Owned<sys::kfid_cq>, n: isize) -> Error {
     if n != -(sys::KFI_EAVAIL as isize) {
         return if n < 0 {
             Error::from_errno(n as i32)

@@ -119,6 +119,27 @@ pub(crate) fn rdm_endpoint(
     endpoint_with(n, n.src.first(), cq, av)
 }
 
+/// The source entries of provider `prov` at `host`:`port` for endpoints
+/// of `ep_type`, in the initial network namespace: another address for
+/// endpoints of an open [`Net`] of the same provider.
+pub(crate) fn source_info(prov: &CStr, host: &CStr, port: &CStr, ep_type: u32) -> Result<InfoList> {
+    let mut h = Hints::provider(prov)?;
+    // SAFETY: The hints' own attributes, allocated with the entry.
+    unsafe { (*h.get().ep_attr).type_ = ep_type };
+    h.getinfo(host, port, sys::KFI_SOURCE)
+}
+
+/// An RDM endpoint of `n` on the source address of `info` (from
+/// [`source_info`]), bound to `cq` both ways and to `av`.
+pub(crate) fn rdm_endpoint_on(
+    n: &Net,
+    info: &InfoList,
+    cq: &Owned<sys::kfid_cq>,
+    av: &Owned<sys::kfid_av>,
+) -> Result<Owned<sys::kfid_ep>> {
+    endpoint_with(n, info.first(), cq, av)
+}
+
 /// An enabled endpoint for `info`, bound to `cq` both ways and to `with`
 /// (an EQ or an AV, open).
 fn endpoint_with<T: KfiObject>(

@@ -5,7 +5,9 @@
 # and CPU times, loads kfabric.ko, kfi_sockets.ko and kfi_ibverbs.ko, runs
 # kfi_bench.ko once per fabric (its parameters: the arguments after
 # OUTDIR) and keeps the lines it prints for the host
-# (scripts/bench-report.py): OUTDIR/samples.txt and OUTDIR/guest.txt.
+# (scripts/bench-report.py): OUTDIR/samples.txt and OUTDIR/guest.txt; on
+# a kernel with kmemleak (the debug kernel), its report after the modules
+# are unloaded: OUTDIR/kmemleak.txt.
 #
 # Fabrics: 'sockets' (kfi_sockets against kernel TCP over loopback), then
 # 'siw' and 'rxe' (kfi_ibverbs against raw verbs over a soft RDMA device on
@@ -38,6 +40,8 @@ for a in "$@"; do
 done
 mkdir -p "$out"
 mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug 2>/dev/null
+# Leaks from before the bench (boot) are not ours (kmemleak: debug kernel).
+[ -e /sys/kernel/debug/kmemleak ] && echo clear > /sys/kernel/debug/kmemleak
 echo KFABRIC_DEMO_BEGIN
 echo "kernel: $(uname -r), $(nproc) CPUs"
 
@@ -67,8 +71,11 @@ reader=$!
 
 ok=ok
 insmod "$top/kfi/kfabric.ko" || ok=failed
+# The fan-out rows' hub has a connection to each of up to 4096 peers
+# (kfi_bench's fan_peers; kfi_sockets' default rdm_max_peers is 128); the
+# kfi_sockets.PARAM=V arguments come after, and may say otherwise.
 # shellcheck disable=SC2086 # module parameters, split on blanks
-insmod "$top/prov/sockets/kfi_sockets.ko" $sockets_params || ok=failed
+insmod "$top/prov/sockets/kfi_sockets.ko" rdm_max_peers=4096 $sockets_params || ok=failed
 insmod "$top/prov/ibverbs/kfi_ibverbs.ko" || ok=failed
 t0=$(date +%s)
 ko=${KFABRIC_BENCH_MODULE:-tests/bench/kfi_bench.ko}
@@ -120,4 +127,13 @@ grep -q '^bench: failed' "$out/samples.txt" && ok=failed
 rmmod kfi_ibverbs || ok=failed
 rmmod kfi_sockets || ok=failed
 rmmod kfabric || ok=failed
+# Two scans: kmemleak reports an object only after it stayed unreferenced
+# across scans. The report is kept; its objects are counted here.
+if [ -e /sys/kernel/debug/kmemleak ]; then
+	echo scan > /sys/kernel/debug/kmemleak
+	sleep 5
+	echo scan > /sys/kernel/debug/kmemleak
+	cat /sys/kernel/debug/kmemleak > "$out/kmemleak.txt"
+	echo "  kmemleak: $(grep -c 'unreferenced object' "$out/kmemleak.txt") unreferenced objects ($out/kmemleak.txt)"
+fi
 echo "KFABRIC_DEMO_END $ok"
