@@ -107,6 +107,9 @@ pub(crate) struct State {
     pub(crate) active: u32,
     /// A message header whose receive is not posted yet.
     pub(crate) parked: Option<Hdr>,
+    /// The parked message waits in the socket for its receive until then
+    /// (`rx/recv.rs`, `recv_wait_ms`); after that it is held.
+    pub(crate) recv_wait: Option<Deadline>,
     /// The connection ended and was torn down.
     pub(crate) dead: bool,
     /// `KFI_CONNECTED` was reported: the end may be reported too.
@@ -256,6 +259,7 @@ impl Shared {
                     next_id: 1,
                     active: 0,
                     parked: None,
+                    recv_wait: None,
                     dead: false,
                     cm_open: false,
                     cm_deferred: None,

@@ -97,6 +97,10 @@ module! {
             default: 1,
             description: "Handle whole small frames (messages for posted receives, acknowledgements) in the socket's data callback (1), or always in the receive work (0)",
         },
+        recv_wait_ms: u32 {
+            default: 20,
+            description: "How long a message of 4 KiB or more waits in the socket for its receive to be posted before it is copied aside (ms, 0: copied at once)",
+        },
         wq_unbound: u32 {
             default: 1,
             description: "Run the provider's work on an unbound workqueue (1) or on the queuing CPU (0)",
@@ -114,6 +118,11 @@ pub(crate) fn inline_tx() -> bool {
 /// handles frames itself (`rx/soft.rs`).
 pub(crate) fn rx_in_callback() -> bool {
     module_parameters::rx_in_callback.value() != 0
+}
+
+/// The `recv_wait_ms` parameter.
+pub(crate) fn recv_wait_ms() -> u32 {
+    module_parameters::recv_wait_ms.value()
 }
 
 /// The `mr_close_grace_ms` parameter.

@@ -86,6 +86,10 @@ module! {
             default: 7,
             description: "Timed repetitions of every row (1..=50)",
         },
+        min_size: u32 {
+            default: 64,
+            description: "Smallest kfi_sockets size, bytes (sizes below it are left out: a quicker run)",
+        },
         max_size: u32 {
             default: 4 << 20,
             description: "Largest bandwidth size, bytes (64 B up by powers of 4)",
@@ -158,6 +162,7 @@ const MEMCPY_BYTES: usize = 64 << 20;
 /// The bench's settings, from the module parameters.
 struct Plan {
     reps: usize,
+    min_size: usize,
     max_size: usize,
     pp_max: usize,
     budget: usize,
@@ -172,6 +177,7 @@ impl Plan {
         let p = |v: u32| v as usize;
         Self {
             reps: p(module_parameters::reps.value()).clamp(1, 50),
+            min_size: p(module_parameters::min_size.value()),
             max_size: p(module_parameters::max_size.value()).clamp(MIN_SIZE, pattern::MAX_SIZE),
             pp_max: p(module_parameters::pp_max.value()).clamp(MIN_SIZE, pattern::MAX_SIZE),
             budget: p(module_parameters::budget_mib.value()).clamp(1, 256) << 20,
@@ -569,7 +575,7 @@ fn bench_sockets(plan: &Plan) -> Result<usize> {
         Row::RawPingpongOneThread,
         Row::KfiPingpong,
     ];
-    for size in sizes(plan.pp_max) {
+    for size in sizes(plan.pp_max).filter(|&s| s >= plan.min_size) {
         let sh = Shape {
             size,
             iters: plan.pp_iters(size),
@@ -579,7 +585,7 @@ fn bench_sockets(plan: &Plan) -> Result<usize> {
     }
     // kfi_sockets has tagged messages; kfi_ibverbs not yet.
     let bw = bw_rows(&[Kind::Send, Kind::TSend, Kind::Write, Kind::Read], None)?;
-    for size in sizes(plan.max_size) {
+    for size in sizes(plan.max_size).filter(|&s| s >= plan.min_size) {
         let sh = Shape {
             size,
             iters: plan.iters(size),

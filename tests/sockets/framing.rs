@@ -260,4 +260,62 @@ mod cases {
         drop(bufs);
         Ok(())
     }
+
+    /// A message of 64 KiB for which no receive is posted waits in the
+    /// socket for one (`recv_wait_ms`), but for a bounded time only: then
+    /// it is held and acknowledged, though still no receive is posted, and
+    /// a receive posted later gets it whole. A second one finds its
+    /// receive posted while it waits (or once held): whole either way.
+    #[test]
+    fn large_message_waits_for_its_receive_a_bounded_time() -> Result {
+        const BIG: usize = 64 << 10;
+        let mut bufs = KVVec::new();
+        bufs.resize(2 * BIG, 0u8, GFP_KERNEL)?;
+        let n = net(c"7514")?;
+        let l = raw_listener(7514)?;
+        let c = cq(&n)?;
+        let (ep, raw) = kfi_client(&n, &c, &l)?;
+        let outcome = (|| -> Result {
+            let mut stream = KVec::with_capacity(HDR_LEN + BIG, GFP_KERNEL)?;
+            for m in 0..2 {
+                stream.clear();
+                push_msg(&mut stream, m, BIG, true)?;
+                let sent = raw.send(&[&stream])?;
+                ensure!(sent == stream.len(), "sent {} of {}", sent, stream.len());
+                if m == 0 {
+                    // Nobody posts a receive: held after the wait.
+                    check_ack(&raw, m)?;
+                }
+                let b = bufs.get_mut(m * BIG..(m + 1) * BIG).ok_or(EINVAL)?;
+                let v = kvec_mut(b);
+                // SAFETY: An open endpoint; the buffer outlives it (declared
+                // first, dropped after it).
+                let r = unsafe { rc(ep.recvmsg(&msg(&v, 100 + m, 0), 0)) };
+                ensure!(r == 0, "receive {} not posted: {}", m, r);
+                let mut e = sys::kfi_cq_data_entry::default();
+                let r = sread_ms(&c, &mut e, 5000);
+                ensure!(r == 1, "message {} not received: {}", m, r);
+                ensure!(
+                    e.op_context as usize == 100 + m && e.len == BIG,
+                    "message {}: completion of {} with {} bytes",
+                    m,
+                    e.op_context as usize,
+                    e.len
+                );
+                let got = bufs.get(m * BIG..(m + 1) * BIG).ok_or(EINVAL)?;
+                let bad = got
+                    .iter()
+                    .enumerate()
+                    .position(|(i, &x)| x != pattern(m, i));
+                ensure!(bad.is_none(), "message {}: byte {:?} differs", m, bad);
+                if m == 1 {
+                    check_ack(&raw, m)?;
+                }
+            }
+            Ok(())
+        })();
+        drop(ep);
+        drop(bufs);
+        outcome
+    }
 }

@@ -20,11 +20,17 @@ use crate::{
             tags::{Matched, Room},
         },
     },
+    ksock::Deadline,
     ksock::Socket,
     op::{RxOp, Unexpected},
+    progress,
     rxq::{RxQueues, RxState},
     wire::Hdr,
 };
+
+/// Smallest message that waits in the socket for its receive
+/// ([`Rx::recv_wait`]).
+const RECV_WAIT_MIN: u64 = 4096;
 
 /// Completes a receive (`kind`: `KFI_MSG` or `KFI_TAGGED`) from a held
 /// message.
@@ -119,6 +125,50 @@ impl Rx<'_> {
         Ok(Step::Parked)
     }
 
+    /// Whether message `h`, for which no receive is posted, waits in the
+    /// socket for one, and how many more milliseconds: a message of
+    /// [`RECV_WAIT_MIN`] bytes or more does, for `recv_wait_ms` from when
+    /// it was first parked (a ULP usually posts its next receive soon, and
+    /// holding it would cost a buffer and a second copy), unless this side
+    /// waits for responses, which may be behind it. Smaller messages are
+    /// held at once. The wait is bounded, so the frames behind the message
+    /// (the peer's RMA, the end of the stream) are read in bounded time
+    /// whatever the ULP does.
+    fn recv_wait(&self, h: &Hdr) -> Option<u32> {
+        let ms = crate::recv_wait_ms();
+        if ms == 0 || h.len < RECV_WAIT_MIN {
+            return None;
+        }
+        let mut s = self.sh.state.lock();
+        if !s.pending.is_empty() {
+            s.recv_wait = None;
+            return None;
+        }
+        let due = *s
+            .recv_wait
+            .get_or_insert_with(|| Deadline::after_ms(u64::from(ms)));
+        let left = due.left_ms();
+        if left.is_none() {
+            s.recv_wait = None;
+        }
+        left
+    }
+
+    /// Message `h` found its receive: a wait for it is over.
+    fn recv_found(&self, h: &Hdr) {
+        if h.len >= RECV_WAIT_MIN {
+            self.sh.state.lock().recv_wait = None;
+        }
+    }
+
+    /// Parks `h` to wait for its receive for `ms` more milliseconds at
+    /// most (the connection's timer runs the receive work again then).
+    fn park_waiting(&self, s: &mut RxState, h: &Hdr, ms: u32) -> Result<Step> {
+        let step = self.park(s, h)?;
+        progress::arm_timer(self.sock, ms);
+        Ok(step)
+    }
+
     /// A message for the oldest posted receive; held until there is one
     /// (`held.rs`), so that the frames behind it are read meanwhile, or,
     /// when there is no room to hold it, parked.
@@ -130,6 +180,9 @@ impl Rx<'_> {
                 return Err(ECANCELED);
             }
             if s.rx.is_empty() {
+                if let Some(ms) = self.recv_wait(h) {
+                    return self.park_waiting(&mut s, h, ms);
+                }
                 return match s.held.reserve(h.len as usize) {
                     Some(room) => {
                         drop(s);
@@ -140,6 +193,7 @@ impl Rx<'_> {
             }
             (s.rx.remove(0).map_err(|_| EINVAL)?, s.cq)
         };
+        self.recv_found(h);
         // SAFETY: A posted receive's buffers, valid until it completes.
         let placing = unsafe { self.place(&op.bufs, h.len as usize) };
         let (placed, dropped) = fail_recv_on_err(cq, &op, sys::KFI_MSG, placing)?;
@@ -205,18 +259,25 @@ impl Rx<'_> {
             }
             match s.tagged.take_posted(h.tag) {
                 Some(op) => Ok((op, s.cq)),
-                // The connection's share: it alone parks when that is used.
-                None => match s.tagged.reserve_from(len, Arc::as_ptr(self.sh) as usize) {
-                    Room::Reserved(r) => Err(r),
-                    // Larger than everything we would ever hold.
-                    Room::Never => return Err(EPROTO),
-                    Room::Full => return self.park(&mut s, h),
-                },
+                None => {
+                    if let Some(ms) = self.recv_wait(h) {
+                        return self.park_waiting(&mut s, h, ms);
+                    }
+                    // The connection's share: it alone parks when that is
+                    // used.
+                    match s.tagged.reserve_from(len, Arc::as_ptr(self.sh) as usize) {
+                        Room::Reserved(r) => Err(r),
+                        // Larger than everything we would ever hold.
+                        Room::Never => return Err(EPROTO),
+                        Room::Full => return self.park(&mut s, h),
+                    }
+                }
             }
         };
         let room = match found {
             Err(room) => room,
             Ok((op, cq)) => {
+                self.recv_found(h);
                 // SAFETY: A posted receive's buffers, valid until it
                 // completes.
                 let placing = unsafe { self.place(&op.bufs, len) };

@@ -116,9 +116,13 @@ const FRAME_BUDGET: usize = 64;
 /// the receive work if anything is left for it. Softirq or process
 /// context; never sleeps.
 pub(crate) fn receive(sh: &Arc<Shared>, sk: *mut bindings::sock) {
-    if !crate::rx_in_callback() || !claim(sh) {
-        progress::kick_rx(sh);
-        return;
+    match claim(sh) {
+        Claim::Mine => {}
+        Claim::Work => {
+            progress::kick_rx(sh);
+            return;
+        }
+        Claim::Nobody => return,
     }
     // SAFETY: The data callback's socket, locked by the caller.
     let inq = unsafe { kfi_sockets_inq(sk) };
@@ -161,16 +165,33 @@ pub(crate) fn receive(sh: &Arc<Shared>, sk: *mut bindings::sock) {
     }
 }
 
+/// Who handles the bytes that arrived.
+enum Claim {
+    /// This callback.
+    Mine,
+    /// The receive work (queued for them).
+    Work,
+    /// Nobody yet: the message in front waits for its receive, and the
+    /// posting of one or the connection's timer runs the receive work
+    /// (`rx/recv.rs`); waking it for every segment behind would only
+    /// park it again.
+    Nobody,
+}
+
 /// Takes the receive side for the callback, unless the receive work has
 /// it or has something to finish first.
-fn claim(sh: &Shared) -> bool {
+fn claim(sh: &Shared) -> Claim {
     let mut s = sh.state.lock();
+    let waiting = s.parked.is_some() && s.recv_wait.is_some();
+    if waiting && !s.rx_running && s.rx_failed.is_none() {
+        return Claim::Nobody;
+    }
     let busy = s.rx_running || s.rx_soft || s.parked.is_some() || s.rx_failed.is_some();
-    if busy || s.dead || s.closing || s.draining || !s.connected {
-        return false;
+    if !crate::rx_in_callback() || busy || s.dead || s.closing || s.draining || !s.connected {
+        return Claim::Work;
     }
     s.rx_soft = true;
-    true
+    Claim::Mine
 }
 
 /// `kfi_sockets_sock.c`: the next bytes of the socket, `len` of them from
