@@ -464,8 +464,7 @@ def print_ib_report(config, rows, fabrics):
             if beyond:
                 p("  not measured: %s B (above the provider's max_msg_size: one region of the device at any"
                   " alignment)" % ", ".join(beyond))
-            p("  ping-pong: sizes up to %s B, a run moving at most %s B (one region at any alignment on siw)"
-              % (human(int(ib.get("pp_max", 0))), human(int(ib.get("pp_cap", 0)))))
+            p("  ping-pong: sizes up to %s B, each side's two slots reused" % human(int(ib.get("pp_max", 0))))
         pp = [r for r in sel if r["op"] in ("ib_pingpong", "kfi_pingpong")]
         if pp:
             p("  ping-pong (round trip, usec)")

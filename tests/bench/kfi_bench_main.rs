@@ -15,9 +15,8 @@
 //! instead, over the soft RDMA device (siw, rxe) that has the address,
 //! against raw ib_core verbs on the same device (`raw_ib.rs`): the same
 //! ping-pong and bandwidth rows, each beside its raw verbs row of the same
-//! window. Its bandwidth runs reuse `window + 1` operation slots (see
-//! `pattern.rs`), up to the provider's largest message; its ping-pongs
-//! are capped by what one region of the device holds.
+//! window. Its runs reuse `window + 1` operation slots (see
+//! `pattern.rs`), sizes up to the provider's largest message.
 //!
 //! After the kfi_sockets rows come the fan-out rows (`fanout.rs`): one RDM
 //! endpoint talking to 1, 64 and 1024 peer RDM endpoints, the memory each
@@ -151,10 +150,6 @@ const PP_BUDGET_MIB: usize = 16;
 const MIN_SIZE: usize = 64;
 /// Windows of the kfi bandwidth rows.
 const WINDOWS: [usize; 2] = [1, 8];
-/// The most bytes a kfi_ibverbs ping-pong run (and its raw verbs
-/// baseline) moves: the raw pair's memory is two halves of this much
-/// kmalloc memory (255 pages: siw registers at most 256 per region).
-const IB_CAP: usize = 255 * 4096;
 /// Most peers of a fan-out row, and most messages of its rate pass.
 const MAX_FAN_PEERS: usize = 4096;
 const MAX_FAN_MSGS: usize = 1 << 20;
@@ -215,15 +210,6 @@ impl Plan {
             .checked_div(size)
             .unwrap_or(0)
             .clamp(MIN_ITERS, PP_ITERS.min(self.max_iters))
-    }
-
-    /// `iters` operations of `size` bytes, cut to `ib_max_iters` and to
-    /// what `cap` bytes hold; `None` below `MIN_ITERS`.
-    fn capped(&self, iters: usize, size: usize, cap: usize) -> Option<usize> {
-        let n = iters
-            .min(cap.checked_div(size).unwrap_or(0))
-            .min(self.ib_max_iters);
-        (n >= MIN_ITERS).then_some(n)
     }
 }
 
@@ -342,26 +328,6 @@ impl Bench {
         }
         print(&self.fabric, row, sh, rep, &s, &cost, bad.is_none());
         Ok(bufs)
-    }
-
-    /// `rows` at every size up to `max`, window 1, each with the operations
-    /// `iters` gives for it, cut to what `cap` bytes hold (see
-    /// [`Plan::capped`]); sizes with too few are left out.
-    fn capped_sweep(
-        &mut self,
-        rows: &[Row],
-        max: usize,
-        cap: usize,
-        plan: &Plan,
-        iters: fn(&Plan, usize) -> usize,
-    ) -> Result {
-        for size in sizes(max) {
-            let Some(iters) = plan.capped(iters(plan, size), size, cap) else {
-                continue;
-            };
-            self.rows(rows, Shape::new(size, iters, 1), plan.reps)?;
-        }
-        Ok(())
     }
 
     /// Warm-up, then `reps` rounds of `rows`, in reverse order every other
@@ -615,22 +581,20 @@ fn bench_ibverbs(plan: &Plan, node: &'static CStr) -> Result<usize> {
     // What one region holds on both sides at any alignment, in whole
     // pages: the provider's largest message.
     let region = kfi.max_msg / 4096 * 4096;
-    // A ping-pong run moves at most this much.
-    let cap = IB_CAP.min(region);
-    let pp_max = plan.pp_max.min(cap / MIN_ITERS);
-    let ib = raw_ib::pair(node, c"7494", cap, pp_max.max(MIN_SIZE), region)?;
-    let fabric = CString::try_from(&*kfi.domain)?;
     let largest = |max: usize| sizes(max).last().unwrap_or(0);
     let bw_max = largest(plan.max_size.min(region));
+    // A ping-pong's two slots each way lie in one region.
+    let pp_max = largest(plan.pp_max.min(region / 2));
+    let ib = raw_ib::pair(node, c"7494", 2 * pp_max, pp_max, region)?;
+    let fabric = CString::try_from(&*kfi.domain)?;
     pr_info!(
-        "bench: ib fabric={} node={} max_msg={} region={} max_size={} pp_cap={} pp_max={} max_iters={} budget_mib={}\n",
+        "bench: ib fabric={} node={} max_msg={} region={} max_size={} pp_max={} max_iters={} budget_mib={}\n",
         &*fabric,
         node,
         kfi.max_msg,
         region,
         bw_max,
-        cap,
-        sizes(pp_max).filter(|&s| s * MIN_ITERS <= cap).last().unwrap_or(0),
+        pp_max,
         plan.ib_max_iters,
         plan.ib_budget >> 20
     );
@@ -643,7 +607,13 @@ fn bench_ibverbs(plan: &Plan, node: &'static CStr) -> Result<usize> {
         bad: 0,
     };
     let pp = [Row::IbPingpong, Row::KfiPingpong];
-    b.capped_sweep(&pp, pp_max, cap, plan, Plan::pp_iters)?;
+    for size in sizes(pp_max) {
+        let sh = Shape {
+            ring: true,
+            ..Shape::new(size, plan.pp_iters(size).min(plan.ib_max_iters), 1)
+        };
+        b.rows(&pp, sh, plan.reps)?;
+    }
     let bw = bw_rows(&[Kind::Send, Kind::Write, Kind::Read], Some(Row::Ib))?;
     for size in sizes(bw_max) {
         let sh = Shape {

@@ -452,13 +452,25 @@ fn ping(
     let mut rtt = KVec::with_capacity(sh.iters, GFP_KERNEL)?;
     let t0 = Time::now();
     for i in 0..sh.iters {
+        // A ring's slot: its last send must be done before it is restamped
+        // (its receive is, the round trip before).
+        while sh.before(i).is_some_and(|last| send.done <= last) {
+            reap(&p.ccq, &mut [&mut *recv, &mut *send])?;
+        }
+        // SAFETY: The slots' last operations have completed (above), and
+        // they are borrowed here.
+        unsafe {
+            crate::pattern::before_send(sh, i, sh.op_mut(&mut b.src, i)?.as_mut_ptr())?;
+            crate::pattern::before_recv(sh, i, sh.op(&b.dst, i)?.as_ptr(), true)?;
+        }
         let t = Time::now();
         // SAFETY: Operation `i` of the destination is used by nothing else
         // until this receive completes; the side keeps its buffers while
         // operations are in flight (`side`, `Grave`).
         unsafe { post_recv(&p.cep, sh.op_mut(&mut b.dst, i)?, Kind::Recv.context(i)) }?;
         recv.posted();
-        // SAFETY: The source is never written during a run; kept as above.
+        // SAFETY: The source is not written while a send of it is in
+        // flight (above); kept as above.
         unsafe { post_send(&p.cep, sh.op(&b.src, i)?, Kind::Send.context(i), flags) }?;
         send.posted();
         while recv.done <= i {

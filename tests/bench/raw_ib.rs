@@ -528,6 +528,11 @@ impl IbPair {
     /// The entry of operation `i` of `area` (`sh`'s layout; slots: `i`
     /// is 0 or 1).
     fn sge(&self, area: Area, sh: Shape, i: usize) -> Result<sys::ib_sge> {
+        Ok(self.mem.sge_at(self.at(area, sh, i)?, sh.size, self.lkey))
+    }
+
+    /// Where operation `i` of `area` starts in the memory.
+    fn at(&self, area: Area, sh: Shape, i: usize) -> Result<usize> {
         let span = sh.span(i)?;
         let (base, room) = match area {
             Area::Src => (0, self.cap),
@@ -537,7 +542,15 @@ impl IbPair {
         if span.end > room {
             return Err(EINVAL);
         }
-        Ok(self.mem.sge_at(base + span.start, sh.size, self.lkey))
+        Ok(base + span.start)
+    }
+
+    /// The first byte of operation `i` of `area`, for the CPU.
+    fn ptr(&self, area: Area, sh: Shape, i: usize) -> Result<*mut u8> {
+        let at = self.at(area, sh, i)?;
+        // SAFETY: `at` and the operation's bytes lie in the memory
+        // (checked in `at`: the areas do).
+        Ok(unsafe { self.mem.addr().add(at) })
     }
 
     /// Before a run: the bench's source in, the destination cleared, the
@@ -645,10 +658,21 @@ fn ping(p: &IbPair, sh: Shape) -> Result<(i64, Option<Lat>)> {
     let mut rtt = KVec::with_capacity(sh.iters, GFP_KERNEL)?;
     let t0 = Time::now();
     for i in 0..sh.iters {
+        // A ring's slot: its last send must be done before it is restamped
+        // (its receive is, the round trip before).
+        if let Some(last) = sh.before(i) {
+            d.wait(last + 1, 0)?;
+        }
+        // SAFETY: The slots' last operations have completed (above), and
+        // nothing else uses them; they lie in the pair's memory.
+        unsafe {
+            before_send(sh, i, p.ptr(Area::Src, sh, i)?)?;
+            before_recv(sh, i, p.ptr(Area::Dst, sh, i)?, true)?;
+        }
         let t = Time::now();
         // SAFETY: Operation `i` of the destination is only this receive's until it completes,
-        // the source is never written during a run; both are the pair's mapped memory, which
-        // outlives its QPs' requests.
+        // the source is not written while a send of it is in flight (above); both are the
+        // pair's mapped memory, which outlives its QPs' requests.
         unsafe {
             dma::post_recv(qp, p.sge(Area::Dst, sh, i)?, d.rq_cqe())?;
             dma::post_send(qp, p.sge(Area::Src, sh, i)?, d.sq_cqe())?;
