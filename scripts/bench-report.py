@@ -455,10 +455,16 @@ def print_ib_report(config, rows, fabrics):
         p("kfi_ibverbs on %s against raw ib_core verbs on the same device (RC QP pair through rdma_cm,"
           " same threads, windows and sizes)" % fab)
         if ib:
-            p("  sizes capped at %s B (ping-pong %s B): a run moves at most %s B, what one region of the"
-              " device holds; at most %s operations a run" % (
-                  human(int(ib.get("max_size", 0))), human(int(ib.get("pp_max", 0))),
-                  human(int(ib.get("cap", 0))), ib.get("max_iters", "?")))
+            p("  bandwidth: sizes up to %s B (the provider's max_msg_size is %s B), each run's operations"
+              " reusing window + 1 slots, regions of at most %s B; %s MiB a run within 32..%s operations"
+              % (human(int(ib.get("max_size", 0))), human(int(ib.get("max_msg", 0))),
+                 human(int(ib.get("region", 0))), ib.get("budget_mib", "?"), ib.get("max_iters", "?")))
+            top = int(ib.get("max_size", 0))
+            beyond = [human(64 << (2 * k)) for k in range(11) if top < (64 << (2 * k)) <= (4 << 20)]
+            if beyond:
+                p("  not measured: %s B (above the provider's max_msg_size: one region of the device at any"
+                  " alignment)" % ", ".join(beyond))
+            p("  ping-pong: sizes up to %s B, each side's two slots reused" % human(int(ib.get("pp_max", 0))))
         pp = [r for r in sel if r["op"] in ("ib_pingpong", "kfi_pingpong")]
         if pp:
             p("  ping-pong (round trip, usec)")

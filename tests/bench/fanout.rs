@@ -438,11 +438,7 @@ unsafe fn send_to(ep: &Owned<sys::kfid_ep>, buf: &[u8], to: u64, ctx: usize) -> 
 /// the start and end of its sends.
 fn send_side(h: &Hub, msgs: usize, src: Bufs) -> Back<(Time, Time)> {
     let first = cpu_now();
-    let sh = Shape {
-        size: SIZE,
-        iters: msgs,
-        win: WIN,
-    };
+    let sh = Shape::new(SIZE, msgs, WIN);
     let mut send = match Track::new(Kind::Send, sh, false) {
         Ok(t) => t,
         Err(e) => {
@@ -533,11 +529,7 @@ impl Inbox {
         let Some(i) = k.checked_mul(self.n).and_then(|x| x.checked_add(p)) else {
             return Ok(());
         };
-        let sh = Shape {
-            size: SIZE,
-            iters: self.state.len(),
-            win: 1,
-        };
+        let sh = Shape::new(SIZE, self.state.len(), 1);
         let Some(slot) = self.state.get_mut(i) else {
             return Ok(());
         };

@@ -15,7 +15,8 @@
 //! instead, over the soft RDMA device (siw, rxe) that has the address,
 //! against raw ib_core verbs on the same device (`raw_ib.rs`): the same
 //! ping-pong and bandwidth rows, each beside its raw verbs row of the same
-//! window, sizes capped by what one region of the device holds.
+//! window. Its runs reuse `window + 1` operation slots (see
+//! `pattern.rs`), sizes up to the provider's largest message.
 //!
 //! After the kfi_sockets rows come the fan-out rows (`fanout.rs`): one RDM
 //! endpoint talking to 1, 64 and 1024 peer RDM endpoints, the memory each
@@ -48,6 +49,7 @@ mod ib_sys;
 
 mod cost;
 mod fanout;
+mod ib_ring;
 mod kfi_runs;
 mod mem;
 mod pattern;
@@ -110,6 +112,10 @@ module! {
             default: 200,
             description: "Most operations in one kfi_ibverbs or raw verbs run (soft RDMA is slow under TCG)",
         },
+        ib_budget_mib: u32 {
+            default: 16,
+            description: "MiB one kfi_ibverbs or raw verbs bandwidth run moves (within the iteration bounds)",
+        },
         fan_peers: u32 {
             default: 1024,
             description: "Peers of the largest fan-out row (rows of 1, 64 and 1024 peers below it; 0: none)",
@@ -148,10 +154,6 @@ const PP_BUDGET_MIB: usize = 16;
 const MIN_SIZE: usize = 64;
 /// Windows of the kfi bandwidth rows.
 const WINDOWS: [usize; 2] = [1, 8];
-/// The most bytes a kfi_ibverbs run (and its raw verbs baseline) moves:
-/// the raw pair's memory is two halves of this much kmalloc memory, each
-/// one region (255 pages: siw registers at most 256 per region).
-const IB_CAP: usize = 255 * 4096;
 /// Most peers of a fan-out row, and most messages of its rate pass.
 const MAX_FAN_PEERS: usize = 4096;
 const MAX_FAN_MSGS: usize = 1 << 20;
@@ -168,6 +170,7 @@ struct Plan {
     budget: usize,
     max_iters: usize,
     ib_max_iters: usize,
+    ib_budget: usize,
     fan_peers: usize,
     fan_msgs: usize,
 }
@@ -184,6 +187,7 @@ impl Plan {
             max_iters: p(module_parameters::max_iters.value()).clamp(MIN_ITERS, 100_000),
             ib_max_iters: p(module_parameters::ib_max_iters.value())
                 .clamp(MIN_ITERS, raw_ib::RECV_DEPTH),
+            ib_budget: p(module_parameters::ib_budget_mib.value()).clamp(1, 256) << 20,
             fan_peers: p(module_parameters::fan_peers.value()).min(MAX_FAN_PEERS),
             fan_msgs: p(module_parameters::fan_msgs.value()).clamp(1, MAX_FAN_MSGS),
         }
@@ -197,21 +201,21 @@ impl Plan {
             .clamp(MIN_ITERS, self.max_iters)
     }
 
+    /// Operations of a kfi_ibverbs (or raw verbs) bandwidth run of
+    /// `size`-byte operations.
+    fn ib_iters(&self, size: usize) -> usize {
+        self.ib_budget
+            .checked_div(size)
+            .unwrap_or(0)
+            .clamp(MIN_ITERS, self.ib_max_iters)
+    }
+
     /// Round trips of a ping-pong of `size` bytes.
     fn pp_iters(&self, size: usize) -> usize {
         (PP_BUDGET_MIB << 20)
             .checked_div(size)
             .unwrap_or(0)
             .clamp(MIN_ITERS, PP_ITERS.min(self.max_iters))
-    }
-
-    /// `iters` operations of `size` bytes, cut to `ib_max_iters` and to
-    /// what `cap` bytes hold; `None` below `MIN_ITERS`.
-    fn capped(&self, iters: usize, size: usize, cap: usize) -> Option<usize> {
-        let n = iters
-            .min(cap.checked_div(size).unwrap_or(0))
-            .min(self.ib_max_iters);
-        (n >= MIN_ITERS).then_some(n)
     }
 }
 
@@ -290,6 +294,10 @@ impl Bench {
     fn sample(&mut self, row: Row, sh: Shape, rep: Option<usize>, bufs: Bufs) -> Result<Bufs> {
         let mut bufs = bufs;
         let total = sh.total()?;
+        if sh.ring {
+            // The last run restamped the slots.
+            pattern::fill(bufs.src.get_mut(..total).ok_or(EINVAL)?, sh.size)?;
+        }
         bufs.dst.get_mut(..total).ok_or(EINVAL)?.fill(0);
         let g = &mut self.grave;
         let before = Cost::now();
@@ -314,7 +322,7 @@ impl Bench {
         let bad = bufs
             .dst
             .get(..total)
-            .map_or(Some(0), |d| pattern::first_bad(d, sh.size));
+            .map_or(Some(0), |d| pattern::first_bad_in(d, sh));
         if let Some(at) = bad {
             pr_err!(
                 "bench: {} of {} B: wrong data at byte {}\n",
@@ -328,37 +336,17 @@ impl Bench {
         Ok(bufs)
     }
 
-    /// `rows` at every size up to `max`, window 1, each with the operations
-    /// `iters` gives for it, cut to what `cap` bytes hold (see
-    /// [`Plan::capped`]); sizes with too few are left out.
-    fn capped_sweep(
-        &mut self,
-        rows: &[Row],
-        max: usize,
-        cap: usize,
-        plan: &Plan,
-        iters: fn(&Plan, usize) -> usize,
-    ) -> Result {
-        for size in sizes(max) {
-            let Some(iters) = plan.capped(iters(plan, size), size, cap) else {
-                continue;
-            };
-            let sh = Shape {
-                size,
-                iters,
-                win: 1,
-            };
-            self.rows(rows, sh, plan.reps)?;
-        }
-        Ok(())
-    }
-
     /// Warm-up, then `reps` rounds of `rows`, in reverse order every other
     /// round so that no row always runs first.
     fn rows(&mut self, rows: &[Row], sh: Shape, reps: usize) -> Result {
+        // Room for the row with the most slots.
+        let mut len = 0;
+        for r in rows {
+            len = len.max(Shape { win: r.win(), ..sh }.total()?);
+        }
         let mut bufs = Bufs {
-            src: pattern::buffer(sh.total()?, Some(sh.size))?,
-            dst: pattern::buffer(sh.total()?, None)?,
+            src: pattern::buffer(len, Some(sh.size))?,
+            dst: pattern::buffer(len, None)?,
         };
         for &r in rows {
             let warm = Shape {
@@ -487,11 +475,7 @@ fn memcpy_bound(reps: usize) -> Result {
         let src = pattern::buffer(size, Some(MIN_SIZE))?;
         let mut dst = pattern::buffer(size, None)?;
         let copies = MEMCPY_BYTES / size;
-        let sh = Shape {
-            size,
-            iters: copies,
-            win: 1,
-        };
+        let sh = Shape::new(size, copies, 1);
         // The first round (rep None) warms up.
         for rep in (0..=reps).map(|r| r.checked_sub(1)) {
             let before = Cost::now();
@@ -576,21 +560,13 @@ fn bench_sockets(plan: &Plan) -> Result<usize> {
         Row::KfiPingpong,
     ];
     for size in sizes(plan.pp_max).filter(|&s| s >= plan.min_size) {
-        let sh = Shape {
-            size,
-            iters: plan.pp_iters(size),
-            win: 1,
-        };
+        let sh = Shape::new(size, plan.pp_iters(size), 1);
         b.rows(&pp, sh, plan.reps)?;
     }
     // kfi_sockets has tagged messages; kfi_ibverbs not yet.
     let bw = bw_rows(&[Kind::Send, Kind::TSend, Kind::Write, Kind::Read], None)?;
     for size in sizes(plan.max_size).filter(|&s| s >= plan.min_size) {
-        let sh = Shape {
-            size,
-            iters: plan.iters(size),
-            win: 1,
-        };
+        let sh = Shape::new(size, plan.iters(size), 1);
         b.rows(&bw, sh, plan.reps)?;
     }
     let bad = b.bad;
@@ -608,20 +584,25 @@ fn bench_sockets(plan: &Plan) -> Result<usize> {
 fn bench_ibverbs(plan: &Plan, node: &'static CStr) -> Result<usize> {
     let grave = Grave::new();
     let kfi = kfi_runs::pair(c"ibverbs", node, c"7492")?;
-    // What one region holds on both sides, in whole pages.
-    let cap = IB_CAP.min(kfi.max_msg) / 4096 * 4096;
-    let pp_max = plan.pp_max.min(cap / MIN_ITERS);
-    let ib = raw_ib::pair(node, c"7494", cap, pp_max.max(MIN_SIZE))?;
+    // What one region holds on both sides at any alignment, in whole
+    // pages: the provider's largest message.
+    let region = kfi.max_msg / 4096 * 4096;
+    let largest = |max: usize| sizes(max).last().unwrap_or(0);
+    let bw_max = largest(plan.max_size.min(region));
+    // A ping-pong's two slots each way lie in one region.
+    let pp_max = largest(plan.pp_max.min(region / 2));
+    let ib = raw_ib::pair(node, c"7494", 2 * pp_max, pp_max, region)?;
     let fabric = CString::try_from(&*kfi.domain)?;
-    let largest = |max: usize| sizes(max).filter(|&s| s * MIN_ITERS <= cap).last();
     pr_info!(
-        "bench: ib fabric={} node={} cap={} max_size={} pp_max={} max_iters={}\n",
+        "bench: ib fabric={} node={} max_msg={} region={} max_size={} pp_max={} max_iters={} budget_mib={}\n",
         &*fabric,
         node,
-        cap,
-        largest(plan.max_size).unwrap_or(0),
-        largest(pp_max).unwrap_or(0),
-        plan.ib_max_iters
+        kfi.max_msg,
+        region,
+        bw_max,
+        pp_max,
+        plan.ib_max_iters,
+        plan.ib_budget >> 20
     );
     let mut b = Bench {
         kfi,
@@ -632,8 +613,20 @@ fn bench_ibverbs(plan: &Plan, node: &'static CStr) -> Result<usize> {
         bad: 0,
     };
     let pp = [Row::IbPingpong, Row::KfiPingpong];
-    b.capped_sweep(&pp, pp_max, cap, plan, Plan::pp_iters)?;
+    for size in sizes(pp_max) {
+        let sh = Shape {
+            ring: true,
+            ..Shape::new(size, plan.pp_iters(size).min(plan.ib_max_iters), 1)
+        };
+        b.rows(&pp, sh, plan.reps)?;
+    }
     let bw = bw_rows(&[Kind::Send, Kind::Write, Kind::Read], Some(Row::Ib))?;
-    b.capped_sweep(&bw, plan.max_size, cap, plan, Plan::iters)?;
+    for size in sizes(bw_max) {
+        let sh = Shape {
+            ring: true,
+            ..Shape::new(size, plan.ib_iters(size), 1)
+        };
+        b.rows(&bw, sh, plan.reps)?;
+    }
     Ok(b.bad)
 }

@@ -13,7 +13,7 @@
 use kernel::{bindings, prelude::*, str::CString, sync::Arc};
 
 use crate::{
-    kfi::{kfabric::Owned, kfi_sys as sys, ulp::Mr},
+    kfi::{kfabric::Owned, kfi_sys as sys},
     net::*,
     run::{cpu_now, span_ns, Back, Bufs, Cpus, Grave, Lat, Sample, Shape, Time},
     spawn::{join_both, spawn},
@@ -354,12 +354,6 @@ unsafe fn post_rma(
     }
 }
 
-/// A registered buffer, borrowed for as long as the region is open
-/// (closing it waits for the peer's accesses in progress).
-fn register<'a>(n: &Net, buf: &'a mut [u8], access: u64) -> Result<Mr<'a>> {
-    n.domain.register(buf, access, 0, 0)
-}
-
 /// The two tracks of a side: (kind, silent) each.
 fn tracks(sh: Shape, a: (Kind, bool), b: (Kind, bool)) -> Result<(Track, Track)> {
     Ok((Track::new(a.0, sh, a.1)?, Track::new(b.0, sh, b.1)?))
@@ -458,13 +452,25 @@ fn ping(
     let mut rtt = KVec::with_capacity(sh.iters, GFP_KERNEL)?;
     let t0 = Time::now();
     for i in 0..sh.iters {
+        // A ring's slot: its last send must be done before it is restamped
+        // (its receive is, the round trip before).
+        while sh.before(i).is_some_and(|last| send.done <= last) {
+            reap(&p.ccq, &mut [&mut *recv, &mut *send])?;
+        }
+        // SAFETY: The slots' last operations have completed (above), and
+        // they are borrowed here.
+        unsafe {
+            crate::pattern::before_send(sh, i, sh.op_mut(&mut b.src, i)?.as_mut_ptr())?;
+            crate::pattern::before_recv(sh, i, sh.op(&b.dst, i)?.as_ptr(), true)?;
+        }
         let t = Time::now();
         // SAFETY: Operation `i` of the destination is used by nothing else
         // until this receive completes; the side keeps its buffers while
         // operations are in flight (`side`, `Grave`).
         unsafe { post_recv(&p.cep, sh.op_mut(&mut b.dst, i)?, Kind::Recv.context(i)) }?;
         recv.posted();
-        // SAFETY: The source is never written during a run; kept as above.
+        // SAFETY: The source is not written while a send of it is in
+        // flight (above); kept as above.
         unsafe { post_send(&p.cep, sh.op(&b.src, i)?, Kind::Send.context(i), flags) }?;
         send.posted();
         while recv.done <= i {
@@ -559,7 +565,7 @@ pub(crate) fn stream(
     let pc = p.clone();
     let sender = spawn(move || {
         let t = tracks(sh, (kind, false), (kind.peer(), true));
-        side(src, t, |b, send, _| transmit(&pc, sh, &b.src, send))
+        side(src, t, |b, send, _| transmit(&pc, sh, &mut b.src, send))
     });
     // Alone, the receiver gives up at its CQ timeout.
     let (sb, rb) = join_both(sender, receiver, |j| {
@@ -576,12 +582,15 @@ pub(crate) fn stream(
 
 /// The sender of a send/recv run (tagged if `send` tracks tagged
 /// sends): its start and end.
-fn transmit(p: &Pair, sh: Shape, src: &[u8], send: &mut Track) -> Result<(Time, Time)> {
+fn transmit(p: &Pair, sh: Shape, src: &mut [u8], send: &mut Track) -> Result<(Time, Time)> {
     let t0 = Time::now();
     while send.done < sh.iters {
         while send.posted < sh.iters && send.in_flight() < sh.win {
             let i = send.posted;
             let ctx = send.kind.context(i);
+            // SAFETY: The slot's last send has completed (fewer than the
+            // slots are in flight), and it is borrowed here.
+            unsafe { crate::pattern::before_send(sh, i, sh.op_mut(src, i)?.as_mut_ptr()) }?;
             // SAFETY: The source is never written during a run (a send
             // only reads it); the side keeps its buffers while operations
             // are in flight.
@@ -605,6 +614,10 @@ fn receive(p: &Pair, sh: Shape, dst: &mut [u8], recv: &mut Track) -> Result<Time
         while recv.posted < sh.iters && recv.in_flight() < sh.win {
             let i = recv.posted;
             let (buf, ctx) = (sh.op_mut(dst, i)?, recv.kind.context(i));
+            // SAFETY: The slot's last receive has completed (fewer than
+            // the slots are in flight, completed in order), and it is
+            // borrowed here.
+            unsafe { crate::pattern::before_recv(sh, i, buf.as_ptr(), true) }?;
             // SAFETY: Operation `i` of the destination is used by nothing
             // else until it completes; kept as in `transmit`.
             unsafe {
@@ -621,45 +634,118 @@ fn receive(p: &Pair, sh: Shape, dst: &mut [u8], recv: &mut Track) -> Result<Time
     Ok(Time::now())
 }
 
+/// The target's buffer of an RMA run, registered as regions of `per`
+/// slots each (a region holds at most the provider's `max_msg` bytes).
+/// Dropped (its regions closed) before the buffer.
+struct Target {
+    base: *mut u8,
+    len: usize,
+    per: usize,
+    mrs: KVec<Owned<sys::kfid_mr>>,
+    /// The base of RMA addresses: the region's first byte
+    /// (`KFI_MR_VIRT_ADDR`), or 0.
+    virt_addr: bool,
+}
+
+impl Target {
+    /// Registers `buf` for `access`, slots of `sh` as `p` allows.
+    fn register(p: &Pair, buf: &mut [u8], sh: Shape, access: u64) -> Result<Self> {
+        let slots = sh.slots();
+        // Without a ring, one region (as large as the run).
+        let per = if sh.ring {
+            (p.max_msg / sh.size.max(1)).clamp(1, slots)
+        } else {
+            slots
+        };
+        let mut t = Self {
+            base: buf.as_mut_ptr(),
+            len: buf.len(),
+            per,
+            mrs: KVec::new(),
+            virt_addr: p.virt_addr,
+        };
+        for first in (0..slots).step_by(per) {
+            let r = sh.span(first)?.start..sh.span((first + per).min(slots) - 1)?.end;
+            if r.end > t.len {
+                return Err(EINVAL);
+            }
+            // SAFETY: `r` lies in `buf`, which the caller keeps until this
+            // value, which closes the region, is dropped.
+            let mr = unsafe {
+                p.n.domain
+                    .register_raw(t.base.add(r.start), r.len(), access, 0, 0, 0)
+            }?;
+            t.mrs.push(mr, GFP_KERNEL)?;
+        }
+        Ok(t)
+    }
+
+    /// The first byte of operation `i`'s slot.
+    fn slot(&self, sh: Shape, i: usize) -> Result<*mut u8> {
+        let r = sh.span(i)?;
+        if r.end > self.len {
+            return Err(EINVAL);
+        }
+        // SAFETY: In the buffer (checked).
+        Ok(unsafe { self.base.add(r.start) })
+    }
+
+    /// The RMA address and key of operation `i`.
+    fn target(&self, sh: Shape, i: usize) -> Result<(u64, u64)> {
+        let s = sh.slot(i);
+        let mr = self.mrs.get(s / self.per).ok_or(EINVAL)?;
+        let first = (s / self.per).checked_mul(self.per).ok_or(EINVAL)?;
+        let start = sh.span(first)?.start;
+        let off = (sh.span(i)?.start - start) as u64;
+        let base = if self.virt_addr {
+            self.slot(sh, first)? as u64
+        } else {
+            0
+        };
+        Ok((base.checked_add(off).ok_or(EINVAL)?, mr.key()))
+    }
+}
+
 /// An RMA run from the client: writes into the destination, registered
 /// for remote writes, or reads from the source, registered for remote
 /// reads. Nanoseconds from the first post to the last completion.
 fn rma(p: &Pair, kind: Kind, sh: Shape, b: &mut Bufs, ops: &mut Track) -> Result<i64> {
-    let (remote, local, access) = match kind {
-        Kind::Write => (&mut b.dst, &mut b.src, sys::KFI_REMOTE_WRITE),
-        _ => (&mut b.src, &mut b.dst, sys::KFI_REMOTE_READ),
-    };
-    // Where the region starts in the RMA addresses of the provider.
-    let base = if p.virt_addr {
-        remote.as_ptr() as u64
+    let read = kind == Kind::Read;
+    let (remote, local, access) = if read {
+        (&mut b.src, &mut b.dst, sys::KFI_REMOTE_READ)
     } else {
-        0
+        (&mut b.dst, &mut b.src, sys::KFI_REMOTE_WRITE)
     };
-    let region = register(&p.n, remote, access)?;
+    let total = sh.total()?;
+    let target = Target::register(p, remote.get_mut(..total).ok_or(EINVAL)?, sh, access)?;
     let t0 = Time::now();
     while ops.done < sh.iters {
         while ops.posted < sh.iters && ops.in_flight() < sh.win {
             let i = ops.posted;
-            let at = base.checked_add(sh.span(i)?.start as u64).ok_or(EINVAL)?;
+            let (at, key) = target.target(sh, i)?;
+            let (l, r) = (sh.op_mut(local, i)?.as_mut_ptr(), target.slot(sh, i)?);
+            // SAFETY: Both are operation `i`'s slot, whose last operation
+            // has completed (fewer than the slots are in flight); the
+            // target's buffer is only used through `target` meanwhile.
+            unsafe {
+                if read {
+                    crate::pattern::before_send(sh, i, r)?;
+                    crate::pattern::before_recv(sh, i, l, true)?;
+                } else {
+                    crate::pattern::before_send(sh, i, l)?;
+                    crate::pattern::before_recv(sh, i, r, false)?;
+                }
+            }
             // SAFETY: Operation `i` of the local buffer is used by nothing
             // else until it completes (a write only reads it); the side
             // keeps its buffers while operations are in flight.
-            unsafe {
-                post_rma(
-                    &p.cep,
-                    kind,
-                    sh.op_mut(local, i)?,
-                    at,
-                    region.key(),
-                    kind.context(i),
-                )
-            }?;
+            unsafe { post_rma(&p.cep, kind, sh.op_mut(local, i)?, at, key, kind.context(i)) }?;
             ops.posted();
         }
         reap(&p.ccq, &mut [ops])?;
     }
     let ns = span_ns(t0, &[Time::now()]);
-    drop(region);
+    drop(target);
     Ok(ns)
 }
 
@@ -667,11 +753,7 @@ fn rma(p: &Pair, kind: Kind, sh: Shape, b: &mut Bufs, ops: &mut Track) -> Result
 /// one operation, one never posted, a wrong length, wrong flags, another
 /// kind's context.
 pub(crate) fn self_check() -> Result {
-    let sh = Shape {
-        size: 64,
-        iters: 4,
-        win: 1,
-    };
+    let sh = Shape::new(64, 4, 1);
     let mut t = Track::new(Kind::Send, sh, false)?;
     t.posted();
     t.posted();

@@ -10,8 +10,26 @@
 //! bytes `i * size .. (i + 1) * size` of both the source and the
 //! destination buffer, so nothing is reused within a run and the whole
 //! destination is checked after it, outside the timed part.
+//!
+//! A ring run (`Shape::ring`, the kfi_ibverbs rows) reuses `slots`
+//! operation slots round-robin: operation `i` uses slot `i % slots`. Its
+//! first `slots` operations carry the pattern above; a later one, in
+//! slot `s`, carries the value of operation `i` only in the words at
+//! multiples of [`STAMP`] bytes (its *stamps*) and slot `s`'s first
+//! operation's everywhere else. Before operation `i` takes a slot, the
+//! run restamps the source slot for `i` and checks the stamps of the
+//! destination slot against the operation that used it last
+//! ([`stamp`], [`wait_stamped`]): a few words per operation, the same
+//! work in the raw and the kfi run. After the run every byte of every
+//! destination slot is checked against the last operation that used it
+//! ([`first_bad_in`]).
 
-use kernel::prelude::*;
+use kernel::{
+    prelude::*,
+    time::{delay::fsleep, Delta},
+};
+
+use crate::run::{span_ns, Shape, Time};
 
 const WORD: usize = 8;
 
@@ -58,6 +76,145 @@ pub(crate) fn first_bad(buf: &[u8], size: usize) -> Option<usize> {
     None
 }
 
+/// Bytes between the stamps of a slot: less than the smallest packet of
+/// a soft RDMA device, so an operation that misses one is caught.
+pub(crate) const STAMP: usize = 256;
+
+/// The word at byte `off` of operation `op` in slot `slot` of a ring run.
+fn ring_word(op: usize, slot: usize, off: usize) -> u64 {
+    if off % STAMP == 0 {
+        word(op, off)
+    } else {
+        word(slot, off)
+    }
+}
+
+/// Where the bytes of `buf` (a run's destination, `sh.total()` bytes)
+/// first differ from what its run left there: in each slot, the pattern
+/// of the last operation that used it (`None`: they match).
+pub(crate) fn first_bad_in(buf: &[u8], sh: Shape) -> Option<usize> {
+    let slots = sh.slots();
+    if valid(sh.size).is_err() || slots == 0 || Some(buf.len()) != sh.total().ok() {
+        return Some(0);
+    }
+    for (s, o) in buf.chunks_exact(sh.size).enumerate() {
+        // The last of `s, s + slots, ...` below `iters`.
+        let Some(after) = sh.iters.checked_sub(s + 1) else {
+            return Some(s * sh.size);
+        };
+        let last = after / slots * slots + s;
+        for (w, c) in o.chunks_exact(WORD).enumerate() {
+            let mut a = [0u8; WORD];
+            a.copy_from_slice(c);
+            if u64::from_ne_bytes(a) != ring_word(last, s, w * WORD) {
+                return Some(s * sh.size + w * WORD);
+            }
+        }
+    }
+    None
+}
+
+/// The stamps of `size` bytes at `slot`, as a word pointer and the number
+/// of stamps.
+fn stamps(slot: *const u8, size: usize) -> Result<(*const u64, usize)> {
+    valid(size)?;
+    if slot as usize % WORD != 0 {
+        return Err(EINVAL);
+    }
+    Ok((slot.cast(), size.div_ceil(STAMP)))
+}
+
+/// Writes the stamps of operation `op` into the `size`-byte slot at
+/// `slot`. Process context.
+///
+/// # Safety
+///
+/// `slot` is `size` bytes of writable memory that no operation in flight
+/// reads or writes.
+unsafe fn stamp(slot: *mut u8, size: usize, op: usize) -> Result {
+    let (w, n) = stamps(slot, size)?;
+    for k in 0..n {
+        let off = k * STAMP;
+        // SAFETY: `off` lies in the slot (`n` stamps of `size` bytes) and
+        // is a multiple of the word size from an aligned start; nothing
+        // else uses the slot (the caller's contract).
+        unsafe { w.cast_mut().add(off / WORD).write_volatile(word(op, off)) };
+    }
+    Ok(())
+}
+
+/// Waits until the stamps of the `size`-byte slot at `slot` are
+/// operation `op`'s: at once for data a completion says has landed; an
+/// RDMA write's completion may come before its data is placed at the
+/// target (iWARP), so its data gets `ms` milliseconds. `EBADMSG` if they
+/// never are. Process context.
+///
+/// # Safety
+///
+/// `slot` is `size` bytes of readable memory, written meanwhile at most
+/// by the operation `op` (by the device).
+unsafe fn wait_stamped(slot: *const u8, size: usize, op: usize, ms: i64) -> Result {
+    let (w, n) = stamps(slot, size)?;
+    let t0 = Time::now();
+    let mut k = 0;
+    while k < n {
+        let off = k * STAMP;
+        // SAFETY: As in `stamp`; volatile: the device may write it.
+        if unsafe { w.add(off / WORD).read_volatile() } == word(op, off) {
+            k += 1;
+            continue;
+        }
+        if span_ns(t0, &[Time::now()]) > ms.saturating_mul(1_000_000) {
+            return Err(EBADMSG);
+        }
+        fsleep(Delta::from_micros(50));
+    }
+    Ok(())
+}
+
+/// How long an RDMA write's data may take to land after its completion.
+const WRITE_LAND_MS: i64 = 2000;
+
+/// Before send `i` of `sh` goes out of its slot `src` of the source (or
+/// RDMA read `i` reads it at the target): the slot restamped for it when
+/// it held another operation. Process context.
+///
+/// # Safety
+///
+/// `src` is the slot's `sh.size` bytes; the operation that used it last
+/// has completed, and nothing else uses it.
+pub(crate) unsafe fn before_send(sh: Shape, i: usize, src: *mut u8) -> Result {
+    match sh.before(i) {
+        // SAFETY: The caller's contract.
+        Some(_) => unsafe { stamp(src, sh.size, i) },
+        None => Ok(()),
+    }
+}
+
+/// Before receive (or RDMA read, `placed`; else RDMA write) `i` of `sh`
+/// takes its slot `dst` of the destination: the stamps of the operation
+/// that used it last checked there. Process context.
+///
+/// # Safety
+///
+/// `dst` is the slot's `sh.size` bytes; the operation that used it last
+/// has completed, and nothing else uses it (a write's data may still be
+/// landing).
+pub(crate) unsafe fn before_recv(sh: Shape, i: usize, dst: *const u8, placed: bool) -> Result {
+    let ms = if placed { 0 } else { WRITE_LAND_MS };
+    match sh.before(i) {
+        // SAFETY: The caller's contract.
+        Some(last) => unsafe { wait_stamped(dst, sh.size, last, ms) }.inspect_err(|_| {
+            pr_err!(
+                "bench: operation {} of {} B not in its slot before the slot's reuse\n",
+                last,
+                sh.size
+            )
+        }),
+        None => Ok(()),
+    }
+}
+
 /// A buffer of `len` bytes, zeroed (or filled with the pattern of
 /// `size`-byte operations when `size` is given).
 pub(crate) fn buffer(len: usize, size: Option<usize>) -> Result<KVVec<u8>> {
@@ -83,7 +240,45 @@ pub(crate) fn self_check() -> Result {
     let flipped = first_bad(&b, size) == Some(3 * size + 8);
     b.fill(0);
     let cleared = first_bad(&b, size) == Some(0);
-    if good && swapped && flipped && cleared {
+    if !(good && swapped && flipped && cleared) {
+        return Err(EINVAL);
+    }
+    ring_self_check()
+}
+
+/// Shows that the ring checks catch what they must: a slot whose last
+/// operation did not land (an older one's stamps), a stamp never written,
+/// and accept the slots as a run leaves them.
+fn ring_self_check() -> Result {
+    let size = 2 * STAMP;
+    let sh = Shape {
+        size,
+        iters: 5,
+        win: 1,
+        ring: true,
+    };
+    // Two slots: operations 0, 2, 4 in slot 0, 1 and 3 in slot 1.
+    let mut b = buffer(2 * size, Some(size))?;
+    let p = b.as_mut_ptr();
+    // SAFETY: Both slots lie in `b`, which nothing else uses.
+    let (ok_old, bad_old) = unsafe {
+        stamp(p, size, 2)?;
+        let ok = wait_stamped(p, size, 2, 0).is_ok();
+        (ok, wait_stamped(p, size, 4, 0).is_err())
+    };
+    // SAFETY: As above.
+    unsafe {
+        stamp(p, size, 4)?;
+        stamp(p.add(size), size, 3)?;
+    }
+    let whole = first_bad_in(&b, sh).is_none();
+    b[STAMP] ^= 1;
+    let lost = first_bad_in(&b, sh) == Some(STAMP);
+    b[STAMP] ^= 1;
+    // SAFETY: As above.
+    unsafe { stamp(p.add(size), size, 1)? };
+    let stale = first_bad_in(&b, sh) == Some(size);
+    if ok_old && bad_old && whole && lost && stale {
         Ok(())
     } else {
         Err(EINVAL)

@@ -8,13 +8,16 @@
 //! through kfi_ibverbs' own safe wrappers (`prov/ibverbs/ib/`, included by
 //! path, and its C shim, built in by `kfi_bench_ib_shim.c`).
 //!
-//! Memory: one buffer of kmalloc memory, mapped for DMA once, holds a
-//! run's source and destination halves and the ping-pong server's two
-//! echo slots; local access is through the PD's local DMA key, and each
-//! half is registered once, as a fast-registration region, for the peer's
-//! RDMA writes (destination) and reads (source). A run copies the bench's
-//! source in before it and the destination out after it, outside the
-//! timed part, so the bench checks it as every other row.
+//! Memory: for the ping-pongs, one buffer of kmalloc memory, mapped for
+//! DMA once, holds a run's source and destination halves and the server's
+//! two echo slots; local access is through the PD's local DMA key. A
+//! bandwidth run has its own slots (`ib_ring.rs`), registered for the
+//! peer's RDMA reads (source) and writes (destination) before it, as the
+//! kfi run registers its target's buffer. A run copies the bench's source
+//! in before it and the destination out after it, outside the timed part,
+//! so the bench checks it as every other row; a bandwidth run restamps
+//! and checks its slots as they are reused, as the kfi run does
+//! (`pattern.rs`).
 //!
 //! Completions: both QPs complete to CQs that ib_core polls in softirq
 //! context, as kfi_ibverbs' do; the `ib_cqe` of a request names its side
@@ -23,8 +26,11 @@
 //! a receive of another length than the run's fails the run. The send
 //! side of a send/recv run never outruns the receiver: every receive of
 //! the run is posted before it starts (iWARP has no receiver-not-ready
-//! retry: a send without a posted receive ends the connection), as
-//! `ib_send_bw` posts its receive queue up front.
+//! retry: a send without a posted receive ends the connection): the
+//! receiver keeps a receive posted in every free slot, and the sender
+//! sends operation `i` only once receive `i` is posted, which the
+//! receiver tells it through memory they share (flow control that costs
+//! nothing on the wire, where kfi_ibverbs pays credits).
 //!
 //! The device stays registered while the pair lives: rdma_cm's device
 //! removal waits until the pair's identifiers are destroyed, which happens
@@ -45,11 +51,12 @@ use crate::{
         addr::Addr,
         cm::{CmId, Event, Handler, RdDepth},
         dma::{self, DmaBuf},
-        frmr::{pages_of, FastReg},
         verbs::{Cq, Pd},
     },
+    ib_ring::Ring,
     ib_sys as sys,
     kfi_runs::Kind,
+    pattern::{before_recv, before_send},
     run::{cpu_now, span_ns, Bufs, Cpus, Lat, Sample, Shape, Time},
     spawn::{join_both, spawn},
 };
@@ -200,6 +207,9 @@ struct Counts {
     sq: usize,
     /// Receive queue.
     rq: usize,
+    /// Receives the peer has posted in a send/recv run: the sends this
+    /// side may make.
+    credits: usize,
     /// The first failed completion.
     err: Option<Error>,
 }
@@ -298,18 +308,23 @@ impl Done {
     /// have arrived, one fails, or `WAIT_MS` pass without one. Process
     /// context.
     fn wait(&self, sq: usize, rq: usize) -> Result {
+        self.wait_for(sq, rq, 0)
+    }
+
+    /// As [`Done::wait`], also for `credits`.
+    fn wait_for(&self, sq: usize, rq: usize, credits: usize) -> Result {
         let mut t0 = Time::now();
         let mut g = self.counts.lock();
-        let mut seen = (g.sq, g.rq);
+        let mut seen = (g.sq, g.rq, g.credits);
         loop {
             if let Some(e) = g.err {
                 return Err(e);
             }
-            if g.sq >= sq && g.rq >= rq {
+            if g.sq >= sq && g.rq >= rq && g.credits >= credits {
                 return Ok(());
             }
-            if (g.sq, g.rq) != seen {
-                seen = (g.sq, g.rq);
+            if (g.sq, g.rq, g.credits) != seen {
+                seen = (g.sq, g.rq, g.credits);
                 t0 = Time::now();
             }
             let left = WAIT_MS - span_ns(t0, &[Time::now()]) / 1_000_000;
@@ -333,6 +348,12 @@ impl Done {
     /// Send-queue completions so far.
     fn sq_done(&self) -> usize {
         self.counts.lock().sq
+    }
+
+    /// The peer has posted `n` receives of the run.
+    fn credit(&self, n: usize) {
+        self.counts.lock().credits = n;
+        self.cv.notify_all();
     }
 }
 
@@ -362,8 +383,6 @@ impl<H> Drop for Conn<H> {
 pub(crate) struct IbPair {
     client: Conn<Cm>,
     server: Conn<Cm>,
-    src_mr: FastReg,
-    dst_mr: FastReg,
     /// `[source | destination | two echo slots]`.
     mem: DmaBuf,
     cdone: Arc<Done>,
@@ -371,13 +390,15 @@ pub(crate) struct IbPair {
     _ccq: Arc<Cq>,
     _scq: Arc<Cq>,
     lkey: u32,
-    _pd: Arc<Pd>,
+    pd: Arc<Pd>,
     _listener: CmId<Cm>,
     _lcm: Arc<Cm>,
     /// Bytes of each half: the most a run moves.
     cap: usize,
     /// Bytes of an echo slot: the largest ping-pong.
     slot: usize,
+    /// Bytes of one region of a bandwidth run's slots.
+    region: usize,
     /// A run failed with requests in flight: no more runs.
     broken: AtomicBool,
 }
@@ -391,11 +412,18 @@ fn take_client(cm: &Cm) -> Option<Conn<Cm>> {
 }
 
 /// Connects a QP pair on the RDMA device of `node`:`port` (numeric), each
-/// half of its memory `cap` bytes (a multiple of the page size the device
-/// can register in one region), echo slots of `slot` bytes. Process
-/// context.
-pub(crate) fn pair(node: &CStr, port: &CStr, cap: usize, slot: usize) -> Result<Arc<IbPair>> {
-    if cap == 0 || cap % PAGE != 0 || slot == 0 {
+/// half of its ping-pong memory `cap` bytes, echo slots of `slot` bytes;
+/// a bandwidth run's regions at most `region` bytes (a multiple of the
+/// page size the device can register in one region at any alignment).
+/// Process context.
+pub(crate) fn pair(
+    node: &CStr,
+    port: &CStr,
+    cap: usize,
+    slot: usize,
+    region: usize,
+) -> Result<Arc<IbPair>> {
+    if cap == 0 || slot == 0 || region == 0 || region % PAGE != 0 {
         return Err(EINVAL);
     }
     let addr = Addr::parse(core::ptr::null_mut(), node, port)?;
@@ -466,63 +494,26 @@ pub(crate) fn pair(node: &CStr, port: &CStr, cap: usize, slot: usize) -> Result<
         answer.initiator,
         answer.responder
     );
-    let src_mr = region(&pd, &mem, 0, cap, server.qp(), sys::IB_ACCESS_REMOTE_READ)?;
-    let dst_mr = region(
-        &pd,
-        &mem,
-        cap,
-        cap,
-        server.qp(),
-        sys::IB_ACCESS_REMOTE_WRITE,
-    )?;
     Ok(Arc::new(
         IbPair {
             client,
             server,
-            src_mr,
-            dst_mr,
             mem,
             cdone,
             sdone,
             _ccq: ccq,
             _scq: scq,
             lkey,
-            _pd: pd,
+            pd,
             _listener: listener,
             _lcm: lcm,
             cap,
             slot,
+            region,
             broken: AtomicBool::new(false),
         },
         GFP_KERNEL,
     )?)
-}
-
-/// Registers `len` bytes at `at` of `mem` as a region (its first byte at
-/// remote address 0) for the peer's `access`, posted on `qp` and waited
-/// for.
-fn region(
-    pd: &Arc<Pd>,
-    mem: &DmaBuf,
-    at: usize,
-    len: usize,
-    qp: *mut sys::ib_qp,
-    access: u32,
-) -> Result<FastReg> {
-    let addr = (mem.addr() as usize).checked_add(at).ok_or(EINVAL)?;
-    if at.checked_add(len).ok_or(EINVAL)? > mem.bytes().len() {
-        return Err(EINVAL);
-    }
-    let mut r = FastReg::new(pd.clone(), pages_of(addr, len).ok_or(EINVAL)?)?;
-    // SAFETY: The bytes lie in `mem`, which the pair drops after its
-    // regions.
-    unsafe { r.add_kernel(addr, len) }?;
-    r.map(0)?;
-    // SAFETY: `qp` is the server's live QP of the region's PD, drained
-    // when the pair drops it.
-    unsafe { r.post(qp, sys::IB_ACCESS_LOCAL_WRITE | access) }?;
-    r.wait(WAIT_MS as u32)?;
-    Ok(r)
 }
 
 /// Where in the memory an operation's bytes are.
@@ -537,6 +528,11 @@ impl IbPair {
     /// The entry of operation `i` of `area` (`sh`'s layout; slots: `i`
     /// is 0 or 1).
     fn sge(&self, area: Area, sh: Shape, i: usize) -> Result<sys::ib_sge> {
+        Ok(self.mem.sge_at(self.at(area, sh, i)?, sh.size, self.lkey))
+    }
+
+    /// Where operation `i` of `area` starts in the memory.
+    fn at(&self, area: Area, sh: Shape, i: usize) -> Result<usize> {
         let span = sh.span(i)?;
         let (base, room) = match area {
             Area::Src => (0, self.cap),
@@ -546,7 +542,15 @@ impl IbPair {
         if span.end > room {
             return Err(EINVAL);
         }
-        Ok(self.mem.sge_at(base + span.start, sh.size, self.lkey))
+        Ok(base + span.start)
+    }
+
+    /// The first byte of operation `i` of `area`, for the CPU.
+    fn ptr(&self, area: Area, sh: Shape, i: usize) -> Result<*mut u8> {
+        let at = self.at(area, sh, i)?;
+        // SAFETY: `at` and the operation's bytes lie in the memory
+        // (checked in `at`: the areas do).
+        Ok(unsafe { self.mem.addr().add(at) })
     }
 
     /// Before a run: the bench's source in, the destination cleared, the
@@ -555,9 +559,7 @@ impl IbPair {
     /// memory.
     fn load(&self, sh: Shape, bufs: &Bufs) -> Result {
         let total = sh.total()?;
-        if self.broken.load(Ordering::Relaxed) {
-            return Err(EIO);
-        }
+        self.start(sh)?;
         if total > self.cap || sh.size > self.slot {
             return Err(EINVAL);
         }
@@ -569,6 +571,14 @@ impl IbPair {
             let m = self.mem.addr();
             core::ptr::copy_nonoverlapping(src.as_ptr(), m, total);
             core::ptr::write_bytes(m.add(self.cap), 0, total);
+        }
+        Ok(())
+    }
+
+    /// Before a run: the counts reset, unless the pair is broken.
+    fn start(&self, sh: Shape) -> Result {
+        if self.broken.load(Ordering::Relaxed) {
+            return Err(EIO);
         }
         self.cdone.reset(sh.size);
         self.sdone.reset(sh.size);
@@ -648,10 +658,21 @@ fn ping(p: &IbPair, sh: Shape) -> Result<(i64, Option<Lat>)> {
     let mut rtt = KVec::with_capacity(sh.iters, GFP_KERNEL)?;
     let t0 = Time::now();
     for i in 0..sh.iters {
+        // A ring's slot: its last send must be done before it is restamped
+        // (its receive is, the round trip before).
+        if let Some(last) = sh.before(i) {
+            d.wait(last + 1, 0)?;
+        }
+        // SAFETY: The slots' last operations have completed (above), and
+        // nothing else uses them; they lie in the pair's memory.
+        unsafe {
+            before_send(sh, i, p.ptr(Area::Src, sh, i)?)?;
+            before_recv(sh, i, p.ptr(Area::Dst, sh, i)?, true)?;
+        }
         let t = Time::now();
         // SAFETY: Operation `i` of the destination is only this receive's until it completes,
-        // the source is never written during a run; both are the pair's mapped memory, which
-        // outlives its QPs' requests.
+        // the source is not written while a send of it is in flight (above); both are the
+        // pair's mapped memory, which outlives its QPs' requests.
         unsafe {
             dma::post_recv(qp, p.sge(Area::Dst, sh, i)?, d.rq_cqe())?;
             dma::post_send(qp, p.sge(Area::Src, sh, i)?, d.sq_cqe())?;
@@ -685,42 +706,44 @@ fn echo(p: &IbPair, sh: Shape) -> Result {
     d.wait(sh.iters, sh.iters)
 }
 
-/// Bandwidth runs, as `kfi_runs::stream`: sends (every receive posted
-/// before the run), RDMA writes into the destination region or RDMA reads
-/// from the source region, `sh.win` in flight; operation `i` of the
-/// source lands in operation `i` of the destination.
+/// Bandwidth runs, as `kfi_runs::stream`: sends, RDMA writes into the
+/// destination's regions or RDMA reads from the source's, `sh.win` in
+/// flight, in the slots of a [`Ring`] made for the run; operation `i`
+/// of the source lands in operation `i` of the destination.
 pub(crate) fn stream(p: &Arc<IbPair>, kind: Kind, sh: Shape, bufs: &mut Bufs) -> Result<Sample> {
     if sh.win == 0 || sh.iters > RECV_DEPTH {
         return Err(EINVAL);
     }
-    p.load(sh, bufs)?;
+    p.start(sh)?;
+    // SAFETY: The pair's device stays registered while the pair lives
+    // (rdma_cm's removal waits for its identifiers), and the ring is
+    // dropped (or leaked) here; the server's QP is of the pair's PD and
+    // drained when the pair drops it.
+    let ring = unsafe { Ring::new(p.client.id.device(), &p.pd, p.server.qp(), sh, p.region) }?;
+    ring.load(bufs)?;
+    let ring = Arc::new(ring, GFP_KERNEL)?;
     let r = (|| {
         if kind != Kind::Send {
-            let pc = p.clone();
-            let (ns, c) = spawn(move || side(|| rma(&pc, kind, sh)))?.join()?;
+            let (pc, rc) = (p.clone(), ring.clone());
+            let (ns, c) = spawn(move || side(|| rma(&pc, &rc, kind, sh)))?.join()?;
             return Ok(Sample {
                 ns,
                 lat: None,
                 cpus: [Some(c), None],
             });
         }
-        for i in 0..sh.iters {
-            // SAFETY: Operation `i` of the destination is used by nothing
-            // else until it completes; the pair's memory outlives its QPs'
-            // requests.
-            unsafe { dma::post_recv(p.server.qp(), p.sge(Area::Dst, sh, i)?, p.sdone.rq_cqe()) }?;
+        let posted = sh.slots();
+        for i in 0..posted {
+            // SAFETY: Slot `i` of the destination is used by nothing else
+            // until the receive completes; the ring outlives the QPs'
+            // requests (leaked if the run fails).
+            unsafe { dma::post_recv(p.server.qp(), ring.sge(false, i)?, p.sdone.rq_cqe()) }?;
         }
-        let ps = p.clone();
-        let receiver = spawn(move || {
-            side(|| {
-                for i in 0..sh.iters {
-                    ps.sdone.wait(0, i + 1)?;
-                }
-                Ok(Time::now())
-            })
-        })?;
-        let pc = p.clone();
-        let sender = spawn(move || side(|| transmit(&pc, sh)));
+        p.cdone.credit(posted);
+        let (ps, rs) = (p.clone(), ring.clone());
+        let receiver = spawn(move || side(|| receive(&ps, &rs, sh)))?;
+        let (pc, rc) = (p.clone(), ring.clone());
+        let sender = spawn(move || side(|| transmit(&pc, &rc, sh)));
         let (s, r) = join_both(sender, receiver, |j| {
             let _ = j.join();
         })?;
@@ -728,9 +751,17 @@ pub(crate) fn stream(p: &Arc<IbPair>, kind: Kind, sh: Shape, bufs: &mut Bufs) ->
         let ((t0, sent), sc) = s?;
         Ok(Sample::stream(t0, [sent, received], [sc, rc]))
     })();
-    let s = p.finish(r)?;
-    p.unload(sh, bufs)?;
-    Ok(s)
+    match p.finish(r) {
+        Ok(s) => {
+            ring.unload(bufs)?;
+            Ok(s)
+        }
+        Err(e) => {
+            // Requests may still use the slots: never freed.
+            core::mem::forget(ring);
+            Err(e)
+        }
+    }
 }
 
 /// Posts operations with `post(i)` on the client's send queue, `sh.win`
@@ -751,36 +782,66 @@ fn windowed(p: &IbPair, sh: Shape, post: impl Fn(usize) -> Result) -> Result {
     }
 }
 
-/// The sender of a send/recv run: its start and end.
-fn transmit(p: &IbPair, sh: Shape) -> Result<(Time, Time)> {
+/// The sender of a send/recv run: its start and end. Send `i` waits until
+/// receive `i` is posted.
+fn transmit(p: &IbPair, ring: &Ring, sh: Shape) -> Result<(Time, Time)> {
     let qp = p.client.qp();
     let t0 = Time::now();
     windowed(p, sh, |i| {
-        // SAFETY: The source is never written during a run; the pair's
-        // memory outlives its QPs' requests.
-        unsafe { dma::post_send(qp, p.sge(Area::Src, sh, i)?, p.cdone.sq_cqe()) }
+        p.cdone.wait_for(0, 0, i + 1)?;
+        // SAFETY: The slot's last send has completed (fewer than the slots
+        // are in flight, completed in order); the ring outlives the QPs'
+        // requests.
+        unsafe {
+            before_send(sh, i, ring.ptr(true, i)?)?;
+            dma::post_send(qp, ring.sge(true, i)?, p.cdone.sq_cqe())
+        }
     })?;
     Ok((t0, Time::now()))
 }
 
+/// The receiver of a send/recv run: each receive checked and its slot
+/// posted again for the operation that takes it next; its end.
+fn receive(p: &IbPair, ring: &Ring, sh: Shape) -> Result<Time> {
+    let d = &p.sdone;
+    let slots = sh.slots();
+    for i in 0..sh.iters {
+        d.wait(0, i + 1)?;
+        let next = i + slots;
+        if next < sh.iters {
+            // SAFETY: Receive `i` has completed and nothing else uses its
+            // slot until receive `next` is posted into it; the ring
+            // outlives the QPs' requests.
+            unsafe {
+                before_recv(sh, next, ring.ptr(false, next)?, true)?;
+                dma::post_recv(p.server.qp(), ring.sge(false, next)?, d.rq_cqe())?;
+            }
+            p.cdone.credit(next + 1);
+        }
+    }
+    Ok(Time::now())
+}
+
 /// An RDMA write or read run from the client: nanoseconds from the first
 /// post to the last completion.
-fn rma(p: &IbPair, kind: Kind, sh: Shape) -> Result<i64> {
+fn rma(p: &IbPair, ring: &Ring, kind: Kind, sh: Shape) -> Result<i64> {
     let qp = p.client.qp();
     let read = kind == Kind::Read;
-    let (local, rkey) = if read {
-        (Area::Dst, p.src_mr.rkey())
-    } else {
-        (Area::Src, p.dst_mr.rkey())
-    };
     let t0 = Time::now();
     windowed(p, sh, |i| {
-        let mut sge = [p.sge(local, sh, i)?];
-        let at = sh.span(i)?.start as u64;
-        // SAFETY: Operation `i` of the local area is used by nothing else
-        // until it completes (a write only reads it); the pair's memory
-        // outlives its QPs' requests.
-        unsafe { dma::post_rdma(qp, read, &mut sge, at, rkey, p.cdone.sq_cqe()) }
+        // The local slot is the destination's for a read, the source's for
+        // a write; the remote one the other.
+        let mut sge = [ring.sge(!read, i)?];
+        let (at, rkey) = ring.remote(read, i)?;
+        let (src, dst) = (ring.ptr(true, i)?, ring.ptr(false, i)?);
+        // SAFETY: The slots' last operation has completed (fewer than the
+        // slots are in flight) and nothing else uses them until this one
+        // does; the ring outlives the QPs' requests.
+        unsafe {
+            before_send(sh, i, src)?;
+            before_recv(sh, i, dst, read)?;
+            dma::post_rdma(qp, read, &mut sge, at, rkey, p.cdone.sq_cqe())
+        }
     })?;
     Ok(span_ns(t0, &[Time::now()]))
 }

@@ -13,24 +13,61 @@ use kernel::{
 pub(crate) type Time = Instant<Monotonic>;
 
 /// The operations of a run: `iters` of `size` bytes, at most `win` in
-/// flight (kfi runs; a blocking socket has its own window).
+/// flight (kfi runs; a blocking socket has its own window). Without
+/// `ring`, operation `i` has bytes of its own in the run's buffers (no
+/// reuse); with it, the buffers hold `win + 1` operation slots that the
+/// operations use round-robin (see [`Shape::slots`] and `pattern.rs`).
 #[derive(Clone, Copy)]
 pub(crate) struct Shape {
     pub(crate) size: usize,
     pub(crate) iters: usize,
     pub(crate) win: usize,
+    pub(crate) ring: bool,
 }
 
 impl Shape {
-    /// The bytes of operation `i` in a run's buffer.
+    /// A run without reuse.
+    pub(crate) fn new(size: usize, iters: usize, win: usize) -> Self {
+        Self {
+            size,
+            iters,
+            win,
+            ring: false,
+        }
+    }
+
+    /// Operation slots of the buffers the run uses: one per operation, or
+    /// with `ring` one more than the window, so that the operation that
+    /// last used a slot has completed when the next one takes it (at most
+    /// `win` are in flight).
+    pub(crate) fn slots(&self) -> usize {
+        if self.ring {
+            self.win.saturating_add(1).min(self.iters)
+        } else {
+            self.iters
+        }
+    }
+
+    /// The slot of operation `i`.
+    pub(crate) fn slot(&self, i: usize) -> usize {
+        i.checked_rem(self.slots()).unwrap_or(0)
+    }
+
+    /// The operation that used the slot of operation `i` before it, if
+    /// any.
+    pub(crate) fn before(&self, i: usize) -> Option<usize> {
+        i.checked_sub(self.slots())
+    }
+
+    /// The bytes of operation `i` in a run's buffer: those of its slot.
     pub(crate) fn span(&self, i: usize) -> Result<Range<usize>> {
-        let at = i.checked_mul(self.size).ok_or(EINVAL)?;
+        let at = self.slot(i).checked_mul(self.size).ok_or(EINVAL)?;
         Ok(at..at.checked_add(self.size).ok_or(EINVAL)?)
     }
 
-    /// All bytes of the run.
+    /// All bytes of the run's buffers.
     pub(crate) fn total(&self) -> Result<usize> {
-        self.iters.checked_mul(self.size).ok_or(EINVAL)
+        self.slots().checked_mul(self.size).ok_or(EINVAL)
     }
 
     /// Operation `i` of `buf`.
