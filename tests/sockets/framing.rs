@@ -64,7 +64,6 @@ fn post_receives(ep: &Owned<sys::kfid_ep>, bufs: &mut [u8], first: usize, n: usi
 /// cut to [`RECV_LEN`] (an `EMSGSIZE` error entry then), in order.
 fn check_received(c: &Owned<sys::kfid_cq>, bufs: &[u8], m: usize, len: usize) -> Result {
     let placed = len.min(RECV_LEN);
-    let mut e = sys::kfi_cq_data_entry::default();
     if len > RECV_LEN {
         let err = cq_error(c, 5000)?;
         ensure!(
@@ -81,21 +80,7 @@ fn check_received(c: &Owned<sys::kfid_cq>, bufs: &[u8], m: usize, len: usize) ->
             err.olen
         );
     } else {
-        let r = sread_ms(c, &mut e, 5000);
-        ensure!(r == 1, "message {} not received: {}", m, r);
-        ensure!(
-            e.op_context as usize == 100 + m && e.len == placed,
-            "message {}: completion of {} with {} bytes",
-            m,
-            e.op_context as usize,
-            e.len
-        );
-        ensure!(
-            e.flags & sys::KFI_RECV != 0,
-            "message {}: flags {:#x}",
-            m,
-            e.flags
-        );
+        check_completion(c, m, placed)?;
     }
     let got = bufs
         .get(m * RECV_LEN..m * RECV_LEN + placed)
@@ -110,6 +95,27 @@ fn check_received(c: &Owned<sys::kfid_cq>, bufs: &[u8], m: usize, len: usize) ->
             pattern(m, i)
         );
     }
+    Ok(())
+}
+
+/// Checks that message `m` completed receive `m` with `len` bytes.
+fn check_completion(c: &Owned<sys::kfid_cq>, m: usize, len: usize) -> Result {
+    let mut e = sys::kfi_cq_data_entry::default();
+    let r = sread_ms(c, &mut e, 5000);
+    ensure!(r == 1, "message {} not received: {}", m, r);
+    ensure!(
+        e.op_context as usize == 100 + m && e.len == len,
+        "message {}: completion of {} with {} bytes",
+        m,
+        e.op_context as usize,
+        e.len
+    );
+    ensure!(
+        e.flags & sys::KFI_RECV != 0,
+        "message {}: flags {:#x}",
+        m,
+        e.flags
+    );
     Ok(())
 }
 
@@ -292,16 +298,7 @@ mod cases {
                 // first, dropped after it).
                 let r = unsafe { rc(ep.recvmsg(&msg(&v, 100 + m, 0), 0)) };
                 ensure!(r == 0, "receive {} not posted: {}", m, r);
-                let mut e = sys::kfi_cq_data_entry::default();
-                let r = sread_ms(&c, &mut e, 5000);
-                ensure!(r == 1, "message {} not received: {}", m, r);
-                ensure!(
-                    e.op_context as usize == 100 + m && e.len == BIG,
-                    "message {}: completion of {} with {} bytes",
-                    m,
-                    e.op_context as usize,
-                    e.len
-                );
+                check_completion(&c, m, BIG)?;
                 let got = bufs.get(m * BIG..(m + 1) * BIG).ok_or(EINVAL)?;
                 let bad = got
                     .iter()

@@ -161,14 +161,6 @@ impl Rx<'_> {
         }
     }
 
-    /// Parks `h` to wait for its receive for `ms` more milliseconds at
-    /// most (the connection's timer runs the receive work again then).
-    fn park_waiting(&self, s: &mut RxState, h: &Hdr, ms: u32) -> Result<Step> {
-        let step = self.park(s, h)?;
-        progress::arm_timer(self.sock, ms);
-        Ok(step)
-    }
-
     /// A message for the oldest posted receive; held until there is one
     /// (`held.rs`), so that the frames behind it are read meanwhile, or,
     /// when there is no room to hold it, parked.
@@ -181,7 +173,13 @@ impl Rx<'_> {
             }
             if s.rx.is_empty() {
                 if let Some(ms) = self.recv_wait(h) {
-                    return self.park_waiting(&mut s, h, ms);
+                    let step = self.park(&mut s, h);
+                    drop(s);
+                    // Not under the receive queues' lock: it disables
+                    // interrupts, and arming takes the socket's callback
+                    // lock with bottom halves off.
+                    progress::arm_timer(self.sock, ms);
+                    return step;
                 }
                 return match s.held.reserve(h.len as usize) {
                     Some(room) => {
@@ -261,7 +259,11 @@ impl Rx<'_> {
                 Some(op) => Ok((op, s.cq)),
                 None => {
                     if let Some(ms) = self.recv_wait(h) {
-                        return self.park_waiting(&mut s, h, ms);
+                        let step = self.park(&mut s, h);
+                        drop(s);
+                        // Outside the lock, as for `msg`.
+                        progress::arm_timer(self.sock, ms);
+                        return step;
                     }
                     // The connection's share: it alone parks when that is
                     // used.
