@@ -262,7 +262,9 @@ unsafe extern "C" fn on_sq(_cq: *mut sys::ib_cq, wc: *mut sys::ib_wc) {
 unsafe extern "C" fn on_rq(_cq: *mut sys::ib_cq, wc: *mut sys::ib_wc) {
     // SAFETY: ib_core passes a valid completion.
     let d = unsafe { dma::done(wc) };
-    // SAFETY: As in `on_sq`, for `rq`.
+    // SAFETY: The receive was posted with `rq` of a `Done` that the pair
+    // keeps until its QPs are drained (the caller's contract), so the
+    // container is live.
     let done = unsafe { &*kernel::container_of!(d.cqe.cast::<Opaque<sys::ib_cqe>>(), Done, rq) };
     done.count(false, &d);
 }
