@@ -15,6 +15,7 @@ use crate::{
     ib_sys as sys,
     mr::IbRegion,
     net::NetPtr,
+    reglink::RegLink,
 };
 
 /// A domain's shared part.
@@ -44,6 +45,10 @@ pub(crate) struct DomShared {
     regs: Mutex<usize>,
     #[pin]
     regs_idle: CondVar,
+    /// The domain's own connection for registrations, once built; held
+    /// while it is built, so a device's removal waits for that.
+    #[pin]
+    link: Mutex<Option<Arc<RegLink>>>,
 }
 
 kernel::sync::global_lock! {
@@ -122,6 +127,43 @@ impl DomShared {
         }
     }
 
+    /// The domain's connection for registrations, built now if it is not
+    /// up; `None` when it cannot be (no IPv4 address on the device, the
+    /// device gone, ...: the reason is logged at debug level). Process
+    /// context; waits at most for the link's setup.
+    pub(crate) fn reg_link(&self) -> Option<Arc<RegLink>> {
+        let mut l = self.link.lock();
+        if let Some(k) = l.as_ref().filter(|k| k.usable()) {
+            return Some(k.clone());
+        }
+        // A link that went down is built again (the old one's QPs go).
+        if let Some(old) = l.take() {
+            old.shutdown();
+        }
+        // The device stays registered while the PD is there: its removal
+        // takes the PD first, then this lock, then shuts the link down.
+        let pd = self.pd().ok()?;
+        match RegLink::new(&self.dev, self.net, &pd) {
+            Ok(k) => Some(l.insert(k).clone()),
+            Err(e) => {
+                pr_debug!(
+                    "kfi_ibverbs: {:?}: no registration link ({})\n",
+                    &*self.dev.name,
+                    e.to_errno()
+                );
+                None
+            }
+        }
+    }
+
+    /// Shuts the registration link down, if there is one. Process context.
+    fn end_link(&self) {
+        let link = self.link.lock().take();
+        if let Some(k) = link {
+            k.shutdown();
+        }
+    }
+
     /// Posts the registration of `fr` on the first connection of the
     /// domain that is up: that connection. `ENOTCONN` if none is.
     pub(crate) fn post_reg(&self, fr: &mut FastReg, access: u32) -> Result<Arc<Conn>> {
@@ -164,6 +206,7 @@ impl IbDomain {
                 teardown <- new_mutex!(()),
                 regs <- new_mutex!(0),
                 regs_idle <- new_condvar!(),
+                link <- new_mutex!(None),
             }),
             GFP_KERNEL,
         )?;
@@ -174,6 +217,7 @@ impl IbDomain {
 
 impl Drop for IbDomain {
     fn drop(&mut self) {
+        self.shared.end_link();
         let mut l = DOMAINS.lock();
         if let Some(i) = l.iter().position(|d| Arc::ptr_eq(d, &self.shared)) {
             let _ = l.remove(i);
@@ -206,6 +250,9 @@ pub(crate) fn device_removed(dev: *mut sys::ib_device) {
         // Endpoints closing and regions registering meanwhile finish
         // before the MRs and the PD go.
         drop(d.teardown());
+        // The registration link's QPs go like the endpoints' (a setup
+        // under way finishes first), flushing what it holds.
+        d.end_link();
         // Registrations waiting meanwhile saw their QP flushed; they fail
         // and free their MRs now.
         d.wait_regs();

@@ -130,6 +130,40 @@ int kfi_ib_device_for(struct net *net, const struct sockaddr *addr, int source,
 	return -ENODEV;
 }
 
+int kfi_ib_device_ipv4(struct ib_device *dev, struct net *net, struct sockaddr_in *out)
+{
+	u32 p;
+
+	rdma_for_each_port(dev, p) {
+		struct net_device *ndev = ib_device_get_netdev(dev, p);
+		const struct in_ifaddr *ifa;
+		struct in_device *in;
+		__be32 a = 0;
+
+		if (!ndev)
+			continue;
+		rcu_read_lock();
+		in = __in_dev_get_rcu(ndev);
+		if (in && net_eq(dev_net(ndev), net) && !(ndev->flags & IFF_LOOPBACK)) {
+			in_dev_for_each_ifa_rcu(ifa, in) {
+				if (ifa->ifa_scope != RT_SCOPE_HOST) {
+					a = ifa->ifa_local;
+					break;
+				}
+			}
+		}
+		rcu_read_unlock();
+		dev_put(ndev);
+		if (a) {
+			memset(out, 0, sizeof(*out));
+			out->sin_family = AF_INET;
+			out->sin_addr.s_addr = a;
+			return 0;
+		}
+	}
+	return -EADDRNOTAVAIL;
+}
+
 struct ib_pd *kfi_ib_alloc_pd(struct ib_device *dev)
 {
 	return ib_alloc_pd(dev, 0);

@@ -41,6 +41,13 @@ enum kfi_ib_link kfi_ib_port_link(const struct ib_device *dev, u32 port);
 int kfi_ib_device_for(struct net *net, const struct sockaddr *addr, int source,
 		      struct ib_device **dev, u32 *port);
 
+/*
+ * An IPv4 address (port 0) in @out that a netdev of one of @dev's ports has
+ * in @net (lo never: see kfi_ib_device_for). 0, or -EADDRNOTAVAIL when no
+ * port has one. Process context; the device must be registered.
+ */
+int kfi_ib_device_ipv4(struct ib_device *dev, struct net *net, struct sockaddr_in *out);
+
 /* Protection domains and completion queues (process context). */
 struct ib_pd *kfi_ib_alloc_pd(struct ib_device *dev);
 void kfi_ib_dealloc_pd(struct ib_pd *pd);

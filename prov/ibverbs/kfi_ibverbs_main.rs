@@ -32,6 +32,7 @@ mod ib_sys;
 mod mr;
 mod net;
 mod pep;
+mod reglink;
 mod rma;
 mod tagged;
 

@@ -3,12 +3,13 @@
 //! Memory regions: the ULP's buffers registered for peers' RDMA with a
 //! fast-registration MR of the domain's PD.
 //!
-//! The registration is a work request, so it needs a connected QP of the
-//! domain: `kfi_mr_reg` posts it on one and waits for it (process
-//! context). `ENOTCONN` when the domain has no connection yet. A peer
-//! that stalls the QP (the request waits behind data the peer does not
-//! take) gets [`REG_WAIT_MS`]; then that connection is ended, which
-//! flushes the request. Remote addresses are the target's kernel virtual
+//! The registration is a work request: `kfi_mr_reg` posts it on the
+//! domain's registration link (`reglink.rs`), or, when the device has no
+//! link, on a connected QP of the domain (`ENOTCONN` when there is
+//! none), and waits for it (process context). A peer that stalls such a
+//! QP (the request waits behind data the peer does not take) gets
+//! [`REG_WAIT_MS`]; then that connection is ended, which flushes the
+//! request. Remote addresses are the target's kernel virtual
 //! addresses (`KFI_MR_VIRT_ADDR`); the key is the MR's rkey, chosen by
 //! the device (`KFI_MR_PROV_KEY`). Closing the region frees the MR, which
 //! invalidates the key; so does the device's removal.
@@ -21,9 +22,11 @@ use kernel::{
 
 use crate::{
     domain::DomShared,
+    ep::Conn,
     ib::frmr::{pages_of, FastReg},
     ib_sys as sys,
     kfi::{kfi_sys as ksys, toolkit::segments::Segment, toolkit::segments::Segments},
+    reglink::RegLink,
 };
 
 /// How long a registration may wait for its QP.
@@ -77,6 +80,25 @@ fn access(kfi: u64, atomics: bool) -> u32 {
     a
 }
 
+/// Where a registration's request was posted.
+enum PostedOn<'a> {
+    /// The domain's registration link.
+    Link(&'a RegLink),
+    /// A connection of the domain (when the link cannot be built).
+    Conn(Arc<Conn>),
+}
+
+impl PostedOn<'_> {
+    /// Ends the QP that holds the request, which flushes it. Process
+    /// context.
+    fn abort(&self) {
+        match self {
+            Self::Link(k) => k.shutdown(),
+            Self::Conn(c) => c.abort(),
+        }
+    }
+}
+
 /// Counts a registration in flight in the domain while it lives.
 struct Busy<'a>(&'a DomShared);
 
@@ -93,6 +115,10 @@ impl Drop for Busy<'_> {
 /// it); the registration is counted meanwhile, and a device removal
 /// waits for it after destroying the QPs.
 pub(crate) fn register(dom: &Arc<DomShared>, attr: &ksys::kfi_mr_attr) -> Result<(MrHandle, u64)> {
+    // Built (if need be) before the teardown lock: that takes a while.
+    let link = dom.reg_link();
+    // One registration at a time on the link, post to completion.
+    let _serial = link.as_ref().map(|k| k.serial());
     let t = dom.teardown();
     // SAFETY: Every member of the union is a pointer; which one it is,
     // `iov_type` says, and `Segments` reads it as that.
@@ -133,7 +159,11 @@ pub(crate) fn register(dom: &Arc<DomShared>, attr: &ksys::kfi_mr_attr) -> Result
         }
     }
     fr.map(first as u64)?;
-    let conn = dom.post_reg(&mut fr, access(attr.access, dom.dev.limits.atomics))?;
+    let rights = access(attr.access, dom.dev.limits.atomics);
+    let on = match link.as_ref() {
+        Some(k) if k.post(&mut fr, rights).is_ok() => PostedOn::Link(k),
+        _ => PostedOn::Conn(dom.post_reg(&mut fr, rights)?),
+    };
     dom.reg_busy(true);
     // Declared before `fr`, so dropped after it: the removal waits until
     // the MR (and its PD reference) is gone.
@@ -142,7 +172,7 @@ pub(crate) fn register(dom: &Arc<DomShared>, attr: &ksys::kfi_mr_attr) -> Result
     drop(t);
     if let Err(e) = fr.wait(REG_WAIT_MS) {
         if e == ETIMEDOUT {
-            conn.abort();
+            on.abort();
             // Flushed now (or by the QP's destruction at a close or the
             // device's removal): the device completes it without the peer.
             let _ = fr.wait(0);
@@ -151,7 +181,7 @@ pub(crate) fn register(dom: &Arc<DomShared>, attr: &ksys::kfi_mr_attr) -> Result
         drop(busy);
         return Err(e);
     }
-    drop(conn);
+    drop(on);
     let _t = dom.teardown();
     if !dom.present() {
         // The device went meanwhile: its regions' MRs are freed.

@@ -213,14 +213,14 @@ mod e2e_ops {
             let mut region = pattern(REGION, 1)?;
             let base = s.base(&region);
             let old = pattern(REGION, 1)?;
+            // Registered before the target's domain has any connection,
+            // as a target does before it serves.
+            let mr =
+                s.sd.register(&mut region, sys::KFI_REMOTE_READ | sys::KFI_REMOTE_WRITE, 0)?;
             let sep = named(
                 "connect",
                 connect(s, &cep, &scq, |ep| ep.bind_cntr(&recvs, sys::KFI_RECV)),
             )?;
-            // Registered once connected: kfi_ibverbs registers over a
-            // connection of the domain (-ENOTCONN before).
-            let mr =
-                s.sd.register(&mut region, sys::KFI_REMOTE_READ | sys::KFI_REMOTE_WRITE, 0)?;
             let msgs: [&[u8]; 3] = [b"first", b"second", b"third"];
             let mut rbufs = [[0u8; 8]; 3];
             let (w0, w1) = (pattern(4096, 2)?, pattern(4096, 3)?);

@@ -614,19 +614,25 @@ mod tests {
         (buf.as_ptr() as u64).wrapping_add(offset as u64)
     }
 
-    /// A region is registered through a connected QP of its domain: none
-    /// before the first connection; then RDMA reads and writes go through
-    /// it with the device checking rights, and a write with remote CQ
-    /// data completes at the target after the data is placed.
+    /// A domain registers before its first connection (over its own
+    /// registration link) and after it; RDMA reads and writes go through
+    /// either region with the device checking rights, and a write with
+    /// remote CQ data completes at the target after the data is placed. A
+    /// domain that only registered closes cleanly.
     #[test]
-    fn regions_take_rdma_once_connected() -> Result {
+    fn regions_take_rdma_before_and_after_connecting() -> Result {
         let s = side(c"7621")?;
+        {
+            let lone = s.fabric.domain(s.src.entry())?;
+            let (mut b0, mut b1) = (zeroed(4096)?, zeroed(8192)?);
+            let a = lone.register(&mut b0, sys::KFI_REMOTE_WRITE, 0)?;
+            let c = lone.register(&mut b1[100..], sys::KFI_REMOTE_READ, 0)?;
+            assert_ne!(a.key(), c.key());
+        }
         let d = s.fabric.domain(s.src.entry())?;
         let mut early = zeroed(4096)?;
-        assert!(matches!(
-            d.register(&mut early, sys::KFI_REMOTE_WRITE, 0),
-            Err(e) if e == ENOTCONN
-        ));
+        let early_at = addr_of(&early, 0);
+        let early_mr = d.register(&mut early, sys::KFI_REMOTE_WRITE, 0)?;
         let eq = s.fabric.eq(16)?;
         let _pep = s.fabric.listen(s.src.entry(), &eq)?;
         let (ccq, scq) = (d.cq(64)?, d.cq(64)?);
@@ -662,8 +668,20 @@ mod tests {
         assert_eq!(ccq.sread(WAIT_MS).map_err(|e| e.errno())?.context, 3);
         let r = scq.sread(WAIT_MS).map_err(|e| e.errno())?;
         assert!(r.flags & sys::KFI_REMOTE_WRITE != 0);
+        // The region registered before any connection takes a write.
+        // SAFETY: `src` outlives the write's completion, read below.
+        unsafe { cep.write(&src[..4096], early_at, early_mr.key(), 4, 0)? };
+        assert_eq!(ccq.sread(WAIT_MS).map_err(|e| e.errno())?.context, 4);
+        // Read back through the later region's connection: the write was
+        // placed (iWARP acknowledges writes only by what follows them).
+        let mut probe = zeroed(8)?;
+        // SAFETY: `probe` outlives the read's completion, read below.
+        unsafe { cep.read(&mut probe, base + 3, mr.key(), 5)? };
+        assert_eq!(ccq.sread(WAIT_MS).map_err(|e| e.errno())?.context, 5);
         drop(sep);
         drop(mr);
+        drop(early_mr);
+        assert!(early[..] == src[..4096]);
         assert!(target[103..5103] == src[..5000]);
         assert!(target[40_100..40_164] == src[..64]);
         assert!(target[..103].iter().all(|&b| b == 0xee));

@@ -119,6 +119,17 @@ impl Addr {
         unsafe { core::slice::from_raw_parts((&raw const self.ss).cast(), self.len()) }
     }
 
+    /// The host part (the IP address, without port or scope): `sin_addr`
+    /// or `sin6_addr`.
+    pub(crate) fn host(&self) -> &[u8] {
+        let at = if self.family() == bindings::AF_INET6 {
+            8..24
+        } else {
+            4..8
+        };
+        self.as_bytes().get(at).unwrap_or(&[])
+    }
+
     /// A pointer for calls that take a `struct sockaddr`.
     pub(crate) fn as_ptr(&self) -> *const bindings::sockaddr {
         (&raw const self.ss).cast()

@@ -337,6 +337,12 @@ impl<H> CmId<H> {
         }
     }
 
+    /// The identifier's address, only to compare with the `id` a handler
+    /// gets.
+    pub(crate) fn ident(&self) -> usize {
+        self.ptr.as_ptr() as usize
+    }
+
     /// The device the identifier is bound to (NULL before resolution).
     pub(crate) fn device(&self) -> *mut sys::ib_device {
         // SAFETY: A live identifier (invariant).
@@ -474,6 +480,18 @@ impl<H> CmId<H> {
         // SAFETY: A live identifier with a QP, called under its handler
         // lock (the caller's context); rdma_cm copies the data.
         to_result(unsafe { sys::rdma_connect_locked(self.ptr.as_ptr(), &mut p) })
+    }
+
+    /// Connects, as [`CmId::connect_in_handler`] does, from process
+    /// context outside the identifier's event handler (the handler lock
+    /// is taken here).
+    pub(crate) fn connect(&self, data: &[u8], depth: RdDepth) -> Result {
+        let f = Framed::new(data)?;
+        let mut p = Self::conn_param(&f, depth)?;
+        // SAFETY: A live identifier with a QP, not in its own handler
+        // (the caller's context: rdma_connect takes the handler lock);
+        // rdma_cm copies the data.
+        to_result(unsafe { sys::rdma_connect(self.ptr.as_ptr(), &mut p) })
     }
 
     /// Accepts a request, with private `data`, answering `depth` (at most

@@ -130,6 +130,27 @@ impl Device {
         self.ptr
     }
 
+    /// An IPv4 address that a netdev of one of the device's ports has in
+    /// namespace `net` (NULL: the initial one), with port 0;
+    /// `EADDRNOTAVAIL` when none has one. Process context.
+    pub(crate) fn ipv4_addr(&self, net: *mut bindings::net) -> Result<Addr> {
+        let net = if net.is_null() {
+            &raw mut bindings::init_net
+        } else {
+            net
+        };
+        let mut sin = bindings::sockaddr_in::default();
+        // SAFETY: The device is registered while this value lives (type
+        // invariant), `net` is alive (the `kfi_domain_attr.net` contract)
+        // and `sin` is valid for writes.
+        kernel::error::to_result(unsafe { sys::kfi_ib_device_ipv4(self.ptr, net, &mut sin) })?;
+        // SAFETY: `sin` is a plain `sockaddr_in`, read as its bytes.
+        let bytes = unsafe {
+            core::slice::from_raw_parts((&raw const sin).cast::<u8>(), size_of_val(&sin))
+        };
+        Addr::from_bytes(bytes)
+    }
+
     /// Whether this is the device at `ptr`.
     pub(crate) fn is(&self, ptr: *const sys::ib_device) -> bool {
         core::ptr::eq(self.ptr, ptr)
