@@ -299,6 +299,27 @@ struct page *kfi_ib_kaddr_page(const void *addr)
 	return NULL;
 }
 
+size_t kfi_ib_kaddr_run(const void *addr, size_t max)
+{
+	struct page *first = kfi_ib_kaddr_page(addr);
+	size_t off = offset_in_page(addr), n;
+	unsigned long pfn;
+
+	if (!first)
+		return 0;
+	pfn = page_to_pfn(first);
+	n = min_t(size_t, PAGE_SIZE - off, max);
+	while (n < max) {
+		/* addr + n starts a page: the next one must follow in memory. */
+		struct page *next = kfi_ib_kaddr_page((const u8 *)addr + n);
+
+		if (!next || page_to_pfn(next) != pfn + ((off + n) >> PAGE_SHIFT))
+			break;
+		n += min_t(size_t, PAGE_SIZE, max - n);
+	}
+	return n;
+}
+
 struct kfi_ib_frmr {
 	struct ib_cqe cqe;		/* first: the completion finds us */
 	struct completion done;

@@ -92,6 +92,12 @@ int kfi_ib_post_atomic(struct ib_qp *qp, int cswap, struct ib_sge *sge, u64 radd
 
 /* The page of kernel address @addr (linear map or vmalloc); NULL if none. */
 struct page *kfi_ib_kaddr_page(const void *addr);
+/*
+ * How many of the @max bytes at kernel address @addr lie in physically
+ * contiguous pages: at least the rest of @addr's page (capped at @max);
+ * 0 when @addr has no page. Any context.
+ */
+size_t kfi_ib_kaddr_run(const void *addr, size_t max);
 
 /*
  * A fast-registration region: an MR of a PD over a DMA-mapped scatterlist

@@ -49,8 +49,8 @@ pub(crate) const RMA_OPS: usize = 32;
 pub(crate) const RMA_IOV_MAX: usize = 4;
 /// Most local pieces of one work request this provider builds.
 pub(crate) const SGE_MAX: usize = 8;
-/// Bytes of a page: no local piece crosses one.
-const PAGE: usize = 4096;
+/// Most bytes of one local piece (a physically contiguous run).
+const SGE_BYTES_MAX: usize = 1 << 30;
 /// Most elements of one atomic (a request each).
 pub(crate) const ATOMIC_MAX: usize = 8;
 /// Bytes of an atomic's element.
@@ -422,7 +422,14 @@ impl Rma {
                 err = Some(EINVAL);
                 break;
             };
-            let n = seg.min(PAGE - addr % PAGE).min(room - len);
+            // One entry per physically contiguous run: siw takes one entry
+            // per RDMA read, so a run cut per page would be a request per
+            // page.
+            let n = dma::contiguous(addr, seg.min(room - len).min(SGE_BYTES_MAX));
+            if n == 0 {
+                err = Some(EFAULT);
+                break;
+            }
             // SAFETY: The ULP's buffer is valid until the operation
             // completes, after this request; unmapped at its completion.
             match unsafe { dma::map_kernel(link.dev, addr, n, !op.read, link.lkey) } {

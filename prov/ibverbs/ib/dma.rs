@@ -110,9 +110,18 @@ pub(crate) unsafe fn post_send(
     to_result(unsafe { sys::kfi_ib_post_send(qp, &wr) })
 }
 
-/// Maps `len` bytes of kernel memory at `addr`, within one page, for the
-/// device to read (`to_device`) or write: the scatter/gather entry with
-/// local key `lkey`. Any context.
+/// How many of the `max` bytes of kernel memory at `addr` lie in
+/// physically contiguous pages, so that one entry maps them: at least the
+/// rest of the first page (capped at `max`), 0 when `addr` is not kernel
+/// memory. Any context.
+pub(crate) fn contiguous(addr: usize, max: usize) -> usize {
+    // SAFETY: Only looks the pages up.
+    unsafe { sys::kfi_ib_kaddr_run(addr as *const c_void, max) }
+}
+
+/// Maps `len` bytes of kernel memory at `addr`, in physically contiguous
+/// pages (see [`contiguous`]), for the device to read (`to_device`) or
+/// write: the scatter/gather entry with local key `lkey`. Any context.
 ///
 /// # Safety
 ///
@@ -126,12 +135,13 @@ pub(crate) unsafe fn map_kernel(
 ) -> Result<sys::ib_sge> {
     // SAFETY: Only looks the address up.
     let page = unsafe { sys::kfi_ib_kaddr_page(addr as *const c_void) };
-    if page.is_null() || addr % 4096 + len > 4096 {
+    if page.is_null() || contiguous(addr, len) < len {
         return Err(EFAULT);
     }
     let length = u32::try_from(len).map_err(|_| EINVAL)?;
     let mut dma = 0u64;
-    // SAFETY: The caller's contract; the range lies in `page`.
+    // SAFETY: The caller's contract; the range lies in `page` and the
+    // pages that follow it in memory (checked above).
     to_result(unsafe {
         sys::kfi_ib_dma_map_page(dev, page, addr % 4096, len, i32::from(to_device), &mut dma)
     })?;
