@@ -1,0 +1,162 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Connection management through rdma_cm: getinfo, connect and accept with
+//! private data, reject, refused connects, closes in every state, explicit
+//! addresses.
+
+use crate::common::*;
+use crate::device;
+use crate::kfi::{kfi_sys as sys, ulp::CmEvent};
+use core::ffi::CStr;
+use kernel::prelude::*;
+
+pub(crate) fn getinfo_names_the_device() -> Result {
+    let s = side(c"7610")?;
+    let e = s.src.entry();
+    // SAFETY: An entry from getinfo has valid attributes and strings.
+    let (fabric, domain, ep_type) = unsafe {
+        (
+            CStr::from_char_ptr((*e.fabric_attr).name),
+            CStr::from_char_ptr((*e.domain_attr).name),
+            (*e.ep_attr).type_,
+        )
+    };
+    assert_eq!((domain, fabric), device());
+    assert_eq!(ep_type, sys::KFI_EP_MSG);
+    let d = s.fabric.domain(e)?;
+    drop(d);
+    Ok(())
+}
+
+pub(crate) fn connect_accept_with_private_data() -> Result {
+    let s = step("side", side(c"7611"))?;
+    let d = step("domain", s.fabric.domain(s.src.entry()))?;
+    let eq = step("eq", s.fabric.eq(16))?;
+    let _pep = step("listen", s.fabric.listen(s.src.entry(), &eq))?;
+    let (ccq, scq) = (d.cq(16)?, d.cq(16)?);
+    let cep = step("client endpoint", endpoint(&d, s.dst.entry(), &ccq, &eq))?;
+    step("connect", cep.connect(b"hello from the client"))?;
+    let CmEvent::ConnReq { req, data } = step("connreq", eq.sread(WAIT_MS))? else {
+        return Err(EPROTO);
+    };
+    assert_eq!(data.as_bytes(), b"hello from the client");
+    let sep = endpoint(&d, req.info(), &scq, &eq)?;
+    drop(req);
+    sep.accept(b"welcome")?;
+    let (mut client_data, mut server_seen) = (false, false);
+    for _ in 0..2 {
+        let CmEvent::Connected { fid, data } = eq.sread(WAIT_MS)? else {
+            return Err(EPROTO);
+        };
+        if cep.is(fid) {
+            assert_eq!(data.as_bytes(), b"welcome");
+            client_data = true;
+        } else {
+            assert!(sep.is(fid));
+            server_seen = true;
+        }
+    }
+    assert!(client_data && server_seen);
+    // Both ends learn of the shutdown.
+    cep.shutdown()?;
+    let mut ends = 0;
+    for _ in 0..2 {
+        let CmEvent::Shutdown { fid } = eq.sread(WAIT_MS)? else {
+            return Err(EPROTO);
+        };
+        assert!(cep.is(fid) || sep.is(fid));
+        ends += 1;
+    }
+    assert_eq!(ends, 2);
+    // A second shutdown has no connection left.
+    assert_eq!(cep.shutdown(), Err(ENOTCONN));
+    Ok(())
+}
+
+pub(crate) fn reject_carries_private_data() -> Result {
+    let s = side(c"7612")?;
+    let d = step("domain", s.fabric.domain(s.src.entry()))?;
+    let eq = step("eq", s.fabric.eq(16))?;
+    let pep = step("listen", s.fabric.listen(s.src.entry(), &eq))?;
+    let ccq = d.cq(16)?;
+    let cep = step("client endpoint", endpoint(&d, s.dst.entry(), &ccq, &eq))?;
+    cep.connect(b"may I")?;
+    let CmEvent::ConnReq { req, .. } = eq.sread(WAIT_MS)? else {
+        return Err(EPROTO);
+    };
+    pep.reject(&req, b"no room")?;
+    // The handle is answered: a second answer is refused.
+    assert_eq!(pep.reject(&req, b"again"), Err(EINVAL));
+    let CmEvent::Failed { fid, err, data } = eq.sread(WAIT_MS)? else {
+        return Err(EPROTO);
+    };
+    assert!(cep.is(fid));
+    assert_eq!(err, ECONNREFUSED);
+    assert_eq!(data.as_bytes(), b"no room");
+    Ok(())
+}
+
+pub(crate) fn connect_to_nobody_fails_in_time() -> Result {
+    let s = side(c"7613")?;
+    let d = step("domain", s.fabric.domain(s.src.entry()))?;
+    let eq = step("eq", s.fabric.eq(16))?;
+    let ccq = d.cq(16)?;
+    let cep = step("client endpoint", endpoint(&d, s.dst.entry(), &ccq, &eq))?;
+    cep.connect(&[])?;
+    let CmEvent::Failed { fid, err, .. } = eq.sread(WAIT_MS)? else {
+        return Err(EPROTO);
+    };
+    assert!(cep.is(fid));
+    assert!(err == ECONNREFUSED || err == ECONNRESET || err == EHOSTUNREACH);
+    // Connecting again on a failed endpoint is refused.
+    assert_eq!(cep.connect(&[]), Err(EISCONN));
+    Ok(())
+}
+
+pub(crate) fn closes_in_every_state() -> Result {
+    let s = side(c"7614")?;
+    let d = step("domain", s.fabric.domain(s.src.entry()))?;
+    let eq = step("eq", s.fabric.eq(16))?;
+    let ccq = d.cq(16)?;
+    // Opened, never enabled; enabled, never connected.
+    drop(d.endpoint(s.dst.entry())?);
+    drop(endpoint(&d, s.dst.entry(), &ccq, &eq)?);
+    // A request the ULP never answers: closed with its listener.
+    let pep = step("listen", s.fabric.listen(s.src.entry(), &eq))?;
+    let cep = step("client endpoint", endpoint(&d, s.dst.entry(), &ccq, &eq))?;
+    cep.connect(&[])?;
+    let CmEvent::ConnReq { req, .. } = eq.sread(WAIT_MS)? else {
+        return Err(EPROTO);
+    };
+    drop(req);
+    drop(pep);
+    drop(cep);
+    // A connecting endpoint closed before the answer.
+    let pep = step("listen", s.fabric.listen(s.src.entry(), &eq))?;
+    let cep = step("client endpoint", endpoint(&d, s.dst.entry(), &ccq, &eq))?;
+    cep.connect(&[])?;
+    drop(cep);
+    drop(pep);
+    // Enabling twice is refused.
+    let ep = endpoint(&d, s.dst.entry(), &ccq, &eq)?;
+    assert_eq!(ep.enable(), Err(EINVAL));
+    Ok(())
+}
+
+pub(crate) fn connect_to_an_explicit_address() -> Result {
+    let s = side(c"7622")?;
+    let d = s.fabric.domain(s.src.entry())?;
+    let eq = s.fabric.eq(16)?;
+    let _pep = s.fabric.listen(s.src.entry(), &eq)?;
+    let (ccq, scq) = (d.cq(16)?, d.cq(16)?);
+    // An endpoint of the source entry has no destination of its own.
+    let cep = endpoint(&d, s.src.entry(), &ccq, &eq)?;
+    assert_eq!(cep.connect(&[]), Err(EINVAL));
+    let e = s.dst.entry();
+    // SAFETY: A destination entry holds `dest_addrlen` address bytes.
+    let to = unsafe { core::slice::from_raw_parts(e.dest_addr.cast::<u8>(), e.dest_addrlen) };
+    assert_eq!(cep.connect_to(&to[..4], &[]), Err(EINVAL));
+    cep.connect_to(to, b"explicit")?;
+    let _sep = serve(&d, &eq, &scq, b"explicit")?;
+    Ok(())
+}

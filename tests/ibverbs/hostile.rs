@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A hostile peer, played through the provider's test-only frame tampering:
+//! each protocol break ends the connection in time.
+
+use crate::common::*;
+use crate::kfi::{
+    kfi_sys as sys,
+    ulp::{CmEvent, CqError},
+};
+use crate::tamper;
+use kernel::prelude::*;
+
+/// Acknowledgement flags on a data frame: a protocol error.
+pub(crate) fn acknowledgement_on_a_data_frame_ends_the_connection() -> Result {
+    hostile_pair(c"7631", 16, |cep, sep, _ccq, _scq, eq| {
+        tamper(F_ACKED, 0, 1);
+        // SAFETY: The buffer is static.
+        unsafe { cep.send(b"acked!!!", 2, 0)? };
+        expect_eproto(eq, sep)
+    })
+}
+
+/// Credits a peer returns late but within the bound (its ULP posts
+/// receives after 2 s) are fine; credits it never returns end the
+/// connection after the provider's 5 s bound with `ETIMEDOUT` on the
+/// EQ, and the sends that waited for them fail with it.
+pub(crate) fn credits_never_returned_end_the_connection_in_time() -> Result {
+    const N: usize = 40;
+    hostile_pair(c"7632", 128, |cep, sep, ccq, scq, eq| {
+        let msg = pattern(FRAME_MAX, 12)?;
+        // 40 one-frame messages: 31 fit the peer's slots (one credit
+        // is kept), the rest wait.
+        for i in 0..N {
+            // SAFETY: `msg` outlives every completion read below.
+            unsafe { cep.send(&msg, i, 0)? };
+        }
+        kernel::time::delay::fsleep(kernel::time::Delta::from_millis(2000));
+        let mut bufs = KVVec::new();
+        for _ in 0..N {
+            bufs.push([0u8; FRAME_MAX], GFP_KERNEL)?;
+        }
+        for (i, b) in bufs.iter_mut().enumerate() {
+            // SAFETY: `bufs` outlives the completions read below.
+            unsafe { sep.recv(b, 100 + i)? };
+        }
+        for i in 0..N {
+            assert_eq!(scq.sread(WAIT_MS).map_err(|e| e.errno())?.context, 100 + i);
+        }
+        for _ in 0..N {
+            ccq.sread(WAIT_MS).map_err(|e| e.errno())?;
+        }
+        assert!(bufs.iter().all(|b| b[..] == msg[..]));
+        assert!(eq.sread(0).is_err());
+        // Now the peer takes nothing any more.
+        let t0 = kernel::time::Instant::<kernel::time::Monotonic>::now();
+        // As many as the provider takes: how many credits the first
+        // part left us depends on when the peer returned them, and a
+        // full queue is EAGAIN (backpressure, not a failure).
+        let mut sent = 0;
+        while sent < N {
+            // SAFETY: `msg` outlives the test case, so every send's completion.
+            match unsafe { cep.send(&msg, 200 + sent, 0) } {
+                Ok(()) => sent += 1,
+                Err(e) if e == EAGAIN => break,
+                Err(e) => return Err(e),
+            }
+        }
+        assert!(sent > 0);
+        loop {
+            match eq.sread(WAIT_MS)? {
+                CmEvent::Failed { fid, err, .. } if cep.is(fid) => {
+                    assert_eq!(err, ETIMEDOUT);
+                    break;
+                }
+                CmEvent::Shutdown { .. } | CmEvent::Failed { .. } => {}
+                _ => return Err(EPROTO),
+            }
+        }
+        let ms = t0.elapsed().as_millis();
+        assert!((4500..15_000).contains(&ms));
+        let (mut ok, mut timed_out) = (0, 0);
+        for _ in 0..sent {
+            match ccq.sread(WAIT_MS) {
+                Ok(_) => ok += 1,
+                Err(CqError::Failed { err, .. }) if err == ETIMEDOUT => timed_out += 1,
+                Err(CqError::Failed { err, .. }) => assert_eq!(err, ECANCELED),
+                Err(CqError::Queue(e)) => return Err(e),
+            }
+        }
+        assert!(ok < sent && timed_out > 0);
+        Ok(())
+    })
+}
+
+/// A peer whose message never ends (every frame flagged "more"):
+/// past max_msg_size the receive completes with EMSGSIZE and the
+/// connection ends with EPROTO, instead of taking frames for ever.
+pub(crate) fn endless_message_ends_the_connection() -> Result {
+    let frames = max_msg()? / FRAME_MAX + 2;
+    hostile_pair(c"7623", 128, |cep, sep, ccq, scq, eq| {
+        let mut small = [0u8; 100];
+        // SAFETY: `small` outlives the completion read below.
+        unsafe { sep.recv(&mut small, 1)? };
+        let msg = pattern(FRAME_MAX, 9)?;
+        tamper(F_MORE, 0, frames as u32);
+        send_many(cep, ccq, &msg, frames);
+        match scq.sread(WAIT_MS) {
+            Err(CqError::Failed {
+                context: 1, err, ..
+            }) => assert_eq!(err, EMSGSIZE),
+            _ => return Err(EPROTO),
+        }
+        assert!(small[..] == msg[..100]);
+        expect_eproto(eq, sep)
+    })
+}
+
+/// A frame flagged "more" that is not full: a protocol error, not a
+/// receive left waiting.
+pub(crate) fn short_frame_inside_a_message_ends_the_connection() -> Result {
+    hostile_pair(c"7624", 16, |cep, sep, _ccq, scq, eq| {
+        let mut buf = [0u8; 64];
+        // SAFETY: `buf` outlives the completion read below.
+        unsafe { sep.recv(&mut buf, 1)? };
+        tamper(F_MORE, 0, 1);
+        // SAFETY: The buffer is static.
+        unsafe { cep.send(b"0123456789", 2, 0)? };
+        expect_eproto(eq, sep)?;
+        match scq.sread(WAIT_MS) {
+            Err(CqError::Failed {
+                context: 1, err, ..
+            }) => assert_eq!(err, ECANCELED),
+            _ => return Err(EPROTO),
+        }
+        Ok(())
+    })
+}
+
+/// Remote CQ data frames with no write behind them: each is a
+/// completion the peer decides on, so one that finds the CQ full ends
+/// the connection rather than crowd out the endpoint's own.
+pub(crate) fn remote_cq_data_flood_ends_the_connection() -> Result {
+    hostile_pair(c"7625", 4, |cep, sep, ccq, scq, eq| {
+        tamper(F_RMA_DATA | F_CQ_DATA, 0, 64);
+        send_many(cep, ccq, &[], 64);
+        expect_eproto(eq, sep)?;
+        // What the CQ took before are remote writes, then its overflow.
+        let mut n = 0;
+        for _ in 0..256 {
+            match scq.read() {
+                Ok(c) => {
+                    assert!(c.flags & sys::KFI_REMOTE_WRITE != 0);
+                    n += 1;
+                }
+                Err(CqError::Queue(e)) if e == EAGAIN => break,
+                Err(_) => {}
+            }
+        }
+        assert!(n < 64);
+        Ok(())
+    })
+}
+
+/// A frame with a bad magic: the connection ends (EPROTO on the EQ),
+/// it is not just dropped with its slot.
+pub(crate) fn malformed_frame_ends_the_connection() -> Result {
+    hostile_pair(c"7626", 16, |cep, sep, _ccq, _scq, eq| {
+        tamper(0, 0x55, 1);
+        // SAFETY: The buffer is static.
+        unsafe { cep.send(b"garbage!", 2, 0)? };
+        expect_eproto(eq, sep)
+    })
+}
+
+/// Frame flags this provider does not know: a protocol error.
+pub(crate) fn unknown_frame_flags_end_the_connection() -> Result {
+    hostile_pair(c"7627", 16, |cep, sep, _ccq, _scq, eq| {
+        tamper(0x80, 0, 1);
+        // SAFETY: The buffer is static.
+        unsafe { cep.send(b"flagged!", 2, 0)? };
+        expect_eproto(eq, sep)
+    })
+}
