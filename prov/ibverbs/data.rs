@@ -40,7 +40,7 @@ use kernel::{
 };
 
 use crate::{
-    ep::Conn,
+    conn::Conn,
     frame::{Buffers, Header, SLOT},
     ib::{
         device::Limits,

@@ -10,7 +10,7 @@ use kernel::{
 };
 
 use crate::{
-    ep::Conn,
+    conn::Conn,
     ib::{device::Device, frmr::FastReg, verbs::Pd},
     ib_sys as sys,
     mr::IbRegion,

@@ -22,6 +22,7 @@ use kernel::prelude::*;
 #[path = "../../kfi/api/mod.rs"]
 mod kfi;
 
+mod conn;
 mod data;
 mod devices;
 mod domain;

@@ -21,8 +21,8 @@ use kernel::{
 };
 
 use crate::{
+    conn::Conn,
     domain::DomShared,
-    ep::Conn,
     ib::frmr::{pages_of, FastReg},
     ib_sys as sys,
     kfi::{kfi_sys as ksys, toolkit::segments::Segment, toolkit::segments::Segments},
