@@ -49,6 +49,7 @@ mod ib_sys;
 
 mod cost;
 mod fanout;
+mod ib_pair;
 mod ib_ring;
 mod kfi_runs;
 mod mem;
@@ -186,7 +187,7 @@ impl Plan {
             budget: p(module_parameters::budget_mib.value()).clamp(1, 256) << 20,
             max_iters: p(module_parameters::max_iters.value()).clamp(MIN_ITERS, 100_000),
             ib_max_iters: p(module_parameters::ib_max_iters.value())
-                .clamp(MIN_ITERS, raw_ib::RECV_DEPTH),
+                .clamp(MIN_ITERS, ib_pair::RECV_DEPTH),
             ib_budget: p(module_parameters::ib_budget_mib.value()).clamp(1, 256) << 20,
             fan_peers: p(module_parameters::fan_peers.value()).min(MAX_FAN_PEERS),
             fan_msgs: p(module_parameters::fan_msgs.value()).clamp(1, MAX_FAN_MSGS),
@@ -280,7 +281,7 @@ struct Bench {
     /// The kernel TCP baseline (kfi_sockets runs).
     raw: Option<raw::RawPair>,
     /// The raw verbs baseline (kfi_ibverbs runs).
-    ib: Option<Arc<raw_ib::IbPair>>,
+    ib: Option<Arc<ib_pair::IbPair>>,
     /// What the samples name the fabric: `sockets`, or the RDMA domain.
     fabric: CString,
     grave: Grave,
@@ -591,7 +592,7 @@ fn bench_ibverbs(plan: &Plan, node: &'static CStr) -> Result<usize> {
     let bw_max = largest(plan.max_size.min(region));
     // A ping-pong's two slots each way lie in one region.
     let pp_max = largest(plan.pp_max.min(region / 2));
-    let ib = raw_ib::pair(node, c"7494", 2 * pp_max, pp_max, region)?;
+    let ib = ib_pair::pair(node, c"7494", 2 * pp_max, pp_max, region)?;
     let fabric = CString::try_from(&*kfi.domain)?;
     pr_info!(
         "bench: ib fabric={} node={} max_msg={} region={} max_size={} pp_max={} max_iters={} budget_mib={}\n",
