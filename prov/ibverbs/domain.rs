@@ -7,6 +7,7 @@ use kernel::{
     new_condvar, new_mutex,
     prelude::*,
     sync::{Arc, CondVar, Mutex},
+    time::{Instant, Monotonic},
 };
 
 use crate::{
@@ -48,7 +49,18 @@ pub(crate) struct DomShared {
     /// The domain's own connection for registrations, once built; held
     /// while it is built, so a device's removal waits for that.
     #[pin]
-    link: Mutex<Option<Arc<RegLink>>>,
+    link: Mutex<LinkSlot>,
+}
+
+/// How long a domain whose registration link could not be built posts
+/// its registrations on its connections before it tries again.
+const LINK_RETRY_MS: i64 = 10_000;
+
+/// A domain's registration link, or when building one last failed.
+#[derive(Default)]
+struct LinkSlot {
+    link: Option<Arc<RegLink>>,
+    failed: Option<Instant<Monotonic>>,
 }
 
 kernel::sync::global_lock! {
@@ -129,36 +141,50 @@ impl DomShared {
 
     /// The domain's connection for registrations, built now if it is not
     /// up; `None` when it cannot be (no IPv4 address on the device, the
-    /// device gone, ...: the reason is logged at debug level). Process
-    /// context; waits at most for the link's setup.
-    pub(crate) fn reg_link(&self) -> Option<Arc<RegLink>> {
+    /// device gone, a setup that failed less than [`LINK_RETRY_MS`] ago,
+    /// ...: the reason is logged at debug level), and the registration
+    /// goes on a connection. `EINTR` when a signal cut the setup short.
+    /// Process context; waits at most for the link's setup.
+    pub(crate) fn reg_link(&self) -> Result<Option<Arc<RegLink>>> {
         let mut l = self.link.lock();
-        if let Some(k) = l.as_ref().filter(|k| k.usable()) {
-            return Some(k.clone());
+        if let Some(k) = l.link.as_ref().filter(|k| k.usable()) {
+            return Ok(Some(k.clone()));
         }
         // A link that went down is built again (the old one's QPs go).
-        if let Some(old) = l.take() {
+        if let Some(old) = l.link.take() {
             old.shutdown();
+        }
+        if l.failed
+            .is_some_and(|t| t.elapsed().as_millis() < LINK_RETRY_MS)
+        {
+            return Ok(None);
         }
         // The device stays registered while the PD is there: its removal
         // takes the PD first, then this lock, then shuts the link down.
-        let pd = self.pd().ok()?;
+        let Ok(pd) = self.pd() else {
+            return Ok(None);
+        };
         match RegLink::new(&self.dev, self.net, &pd) {
-            Ok(k) => Some(l.insert(k).clone()),
+            Ok(k) => {
+                l.failed = None;
+                Ok(Some(l.link.insert(k).clone()))
+            }
+            Err(e) if e == EINTR => Err(e),
             Err(e) => {
+                l.failed = Some(Instant::now());
                 pr_debug!(
                     "kfi_ibverbs: {:?}: no registration link ({})\n",
                     &*self.dev.name,
                     e.to_errno()
                 );
-                None
+                Ok(None)
             }
         }
     }
 
     /// Shuts the registration link down, if there is one. Process context.
     fn end_link(&self) {
-        let link = self.link.lock().take();
+        let link = self.link.lock().link.take();
         if let Some(k) = link {
             k.shutdown();
         }
@@ -206,7 +232,7 @@ impl IbDomain {
                 teardown <- new_mutex!(()),
                 regs <- new_mutex!(0),
                 regs_idle <- new_condvar!(),
-                link <- new_mutex!(None),
+                link <- new_mutex!(LinkSlot::default()),
             }),
             GFP_KERNEL,
         )?;

@@ -116,7 +116,7 @@ impl Drop for Busy<'_> {
 /// waits for it after destroying the QPs.
 pub(crate) fn register(dom: &Arc<DomShared>, attr: &ksys::kfi_mr_attr) -> Result<(MrHandle, u64)> {
     // Built (if need be) before the teardown lock: that takes a while.
-    let link = dom.reg_link();
+    let link = dom.reg_link()?;
     // One registration at a time on the link, post to completion.
     let _serial = link.as_ref().map(|k| k.serial());
     let t = dom.teardown();
@@ -176,6 +176,10 @@ pub(crate) fn register(dom: &Arc<DomShared>, attr: &ksys::kfi_mr_attr) -> Result
             // Flushed now (or by the QP's destruction at a close or the
             // device's removal): the device completes it without the peer.
             let _ = fr.wait(0);
+        } else if let PostedOn::Link(k) = on {
+            // A failed request leaves the link's QP in the error state,
+            // with no rdma_cm event on rxe: it is built again next time.
+            k.shutdown();
         }
         drop(fr);
         drop(busy);

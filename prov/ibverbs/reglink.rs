@@ -9,11 +9,12 @@
 //! Built on first use, in process context, within [`SETUP_MS`]: a
 //! listener on the device's IPv4 address at an ephemeral port, an
 //! identifier that connects to it, and that request's identifier,
-//! accepted. The listener goes once both sides are connected, so no
-//! other host can reach the link afterwards. While it listens it takes
-//! one request, from the device's own address; a request from elsewhere
-//! that came first makes our own connect fail, and the link with it (it
-//! is built again at the next registration).
+//! accepted. The listener takes one request: the one that carries the
+//! link's random cookie as private data and comes from the connecting
+//! identifier's own address and port; every other is refused. It goes
+//! once both sides are connected. A peer that learns the port (and
+//! could claim our address) still lacks the cookie: it can delay the
+//! setup, not take the link.
 
 use kernel::{
     new_condvar, new_mutex,
@@ -41,17 +42,25 @@ const SETUP_MS: u32 = 5000;
 /// at a time, see [`RegLink::serial`]; the rest is room for the drain).
 const SEND_DEPTH: u32 = 4;
 
+/// Bytes of the cookie a link's request carries.
+const COOKIE: usize = 16;
+
 /// What the identifiers' events reported.
 #[derive(Default)]
 struct Progress {
     /// The connecting identifier, to tell its events from the other's.
     active: usize,
-    /// The host the request must come from (the device's address).
-    from: KVec<u8>,
+    /// Where the request must come from: the connecting identifier's own
+    /// address, once it has one.
+    from: Option<Addr>,
+    /// What the request must carry.
+    cookie: [u8; COOKIE],
     addr_resolved: bool,
     route_resolved: bool,
     /// The request, until it is accepted.
     request: Option<CmId<()>>,
+    /// A request was taken: no other is.
+    taken: bool,
     active_up: bool,
     passive_up: bool,
     failed: Option<Error>,
@@ -85,6 +94,7 @@ impl Events {
             }
             match self.changed.wait_interruptible_timeout(&mut p, *left) {
                 CondVarTimeoutResult::Timeout => return Err(ETIMEDOUT),
+                // The caller's registration fails with it.
                 CondVarTimeoutResult::Signal { .. } => return Err(EINTR),
                 CondVarTimeoutResult::Woken { jiffies } => *left = jiffies,
             }
@@ -140,21 +150,36 @@ impl cm::Handler for Events {
     fn request(
         &self,
         child: CmId<()>,
-        _data: &[u8],
+        data: &[u8],
         _offer: RdDepth,
     ) -> core::result::Result<(), CmId<()>> {
         let mut peer = [0u8; 128];
         let n = child.addr(true, &mut peer);
-        let host = peer.get(..n).and_then(|b| Addr::from_bytes(b).ok());
+        let peer = peer.get(..n).and_then(|b| Addr::from_bytes(b).ok());
         let mut p = self.p.lock();
-        let from_us = host.is_some_and(|a| !p.from.is_empty() && a.host() == &p.from[..]);
-        if !from_us || p.request.is_some() || p.passive_up {
+        let ours = match (p.from.as_ref(), peer) {
+            (Some(f), Some(a)) => f.host() == a.host() && f.port() == a.port(),
+            _ => false,
+        };
+        if !ours || data != &p.cookie[..] || p.taken {
             return Err(child);
         }
+        p.taken = true;
         p.request = Some(child);
         self.changed.notify_all();
         Ok(())
     }
+}
+
+/// A random cookie. Any context.
+fn new_cookie() -> [u8; COOKIE] {
+    let mut c = [0u8; COOKIE];
+    for half in c.chunks_exact_mut(8) {
+        // SAFETY: `get_random_u64` has no preconditions and may be called
+        // in any context.
+        half.copy_from_slice(&unsafe { kernel::bindings::get_random_u64() }.to_ne_bytes());
+    }
+    c
 }
 
 /// The link's identifiers and what their QPs use.
@@ -246,10 +271,13 @@ impl RegLink {
         active.create_qp(pd, cq, cq, (SEND_DEPTH, 1), 1)?;
         let n = active.addr(false, &mut raw);
         let mine = Addr::from_bytes(raw.get(..n).ok_or(EINVAL)?)?;
-        ev.p.lock()
-            .from
-            .extend_from_slice(mine.host(), GFP_KERNEL)?;
-        active.connect(&[], RdDepth::default())?;
+        let cookie = new_cookie();
+        {
+            let mut p = ev.p.lock();
+            p.from = Some(mine);
+            p.cookie = cookie;
+        }
+        active.connect(&cookie, RdDepth::default())?;
         ev.wait(&mut left, |p| p.request.is_some())?;
         let request = ev.p.lock().request.take().ok_or(EPROTO)?;
         if !dev.is(request.device()) {

@@ -130,6 +130,15 @@ impl Addr {
         self.as_bytes().get(at).unwrap_or(&[])
     }
 
+    /// The port (host order).
+    pub(crate) fn port(&self) -> u16 {
+        // Both families have the port, in network order, at bytes 2..4.
+        match self.as_bytes().get(2..4) {
+            Some(&[hi, lo]) => u16::from_be_bytes([hi, lo]),
+            _ => 0,
+        }
+    }
+
     /// A pointer for calls that take a `struct sockaddr`.
     pub(crate) fn as_ptr(&self) -> *const bindings::sockaddr {
         (&raw const self.ss).cast()

@@ -241,6 +241,13 @@ unsafe extern "C" fn on_event<H: Handler>(
     // SAFETY: rdma_cm passes a live identifier and event.
     let (ctx, ev) = unsafe { (sys::kfi_rdma_id_context(id).cast::<H>(), &*ev) };
     if ctx.is_null() {
+        // A request that reached a listener being destroyed (its context
+        // is cleared before rdma_destroy_id marks it so): no one owns the
+        // new identifier, so rdma_cm destroys it (non-zero), or a device
+        // removal would wait for it for ever.
+        if ev.event == sys::RDMA_CM_EVENT_CONNECT_REQUEST {
+            return 1;
+        }
         // A request's identifier between its event and its endpoint: only
         // rdma_cm's own teardown can reach it; it is destroyed with its
         // `CmId`.
