@@ -61,6 +61,10 @@ pub(crate) fn recv_rma(sock: &Socket, hdr: &Hdr) -> Result<KVec<RmaDesc>> {
     Ok(out)
 }
 
+/// Pieces of a frame gathered on the stack: the header, the most
+/// descriptors and a few payload buffers.
+const PARTS_ON_STACK: usize = 1 + RMA_IOV_MAX + 4;
+
 /// Sends one frame: `hdr` (its `rma_count` and `len` are set from `rma`
 /// and `payload`), the descriptors, then the payload pieces.
 pub(crate) fn send_frame(sock: &Socket, hdr: &Hdr, rma: &[RmaDesc], payload: &[&[u8]]) -> Result {
@@ -97,20 +101,34 @@ pub(crate) fn send_frame_from(
     h.len = payload.iter().map(|p| p.len() as u64).sum();
     let head = h.encode();
     let mut descs = [[0u8; RMA_DESC_LEN]; RMA_IOV_MAX];
-    let mut parts: KVec<&[u8]> = KVec::with_capacity(1 + rma.len() + payload.len(), GFP_KERNEL)?;
-    parts.push(&head, GFP_KERNEL)?;
     for (d, r) in descs.iter_mut().zip(rma) {
         *d = r.encode();
     }
-    for d in &descs[..rma.len()] {
-        parts.push(d, GFP_KERNEL)?;
+    // On the stack unless the payload has many pieces: no allocation per
+    // frame for the usual ones.
+    let mut short: [&[u8]; PARTS_ON_STACK] = [&[]; PARTS_ON_STACK];
+    let mut long: KVec<&[u8]> = KVec::new();
+    let count = 1 + rma.len() + payload.len();
+    let parts: &mut [&[u8]] = match short.get_mut(..count) {
+        Some(p) => p,
+        None => {
+            long.resize(count, &[], GFP_KERNEL)?;
+            &mut long
+        }
+    };
+    let (first, rest) = parts.split_first_mut().ok_or(EINVAL)?;
+    *first = &head;
+    let (ds, ps) = rest.split_at_mut(rma.len());
+    for (to, d) in ds.iter_mut().zip(&descs) {
+        *to = d;
     }
-    for p in payload {
-        parts.push(p, GFP_KERNEL)?;
+    for (to, p) in ps.iter_mut().zip(payload) {
+        *to = p;
     }
+    let parts = &*parts;
     let total: usize = parts.iter().map(|p| p.len()).sum();
     let left = total.checked_sub(at).ok_or(EINVAL)?;
-    let n = sock.send_from(&parts, at, wait)?;
+    let n = sock.send_from(parts, at, wait)?;
     if n == left {
         return Ok(Sent::Whole);
     }

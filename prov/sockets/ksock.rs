@@ -583,11 +583,23 @@ impl Socket {
     /// maybe nothing (0), never waiting for the peer to read (it may wait
     /// for the socket's lock, which only this host's threads hold).
     pub(crate) fn send_from(&self, bufs: &[&[u8]], mut skip: usize, wait: Wait) -> Result<usize> {
+        /// Buffers of one send described on the stack.
+        const IOV_ON_STACK: usize = 9;
         let timed = match wait {
             Wait::Deadline => self.arm(Dir::Tx)?,
             Wait::No => false,
         };
-        let mut iov = KVec::with_capacity(bufs.len(), GFP_KERNEL)?;
+        // On the stack unless there are many buffers: no allocation per
+        // send for the usual frames.
+        let mut short = [bindings::kvec::default(); IOV_ON_STACK];
+        let mut long = KVec::new();
+        let iov: &mut [bindings::kvec] = if bufs.len() <= IOV_ON_STACK {
+            &mut short
+        } else {
+            long.resize(bufs.len(), bindings::kvec::default(), GFP_KERNEL)?;
+            &mut long
+        };
+        let mut count = 0;
         let mut total = 0;
         for b in bufs {
             let Some(rest) = b.get(skip..) else {
@@ -598,13 +610,14 @@ impl Socket {
             if rest.is_empty() {
                 continue;
             }
-            iov.push(
-                bindings::kvec {
-                    iov_base: rest.as_ptr().cast_mut().cast(),
-                    iov_len: rest.len(),
-                },
-                GFP_KERNEL,
-            )?;
+            let Some(v) = iov.get_mut(count) else {
+                return Err(EINVAL);
+            };
+            *v = bindings::kvec {
+                iov_base: rest.as_ptr().cast_mut().cast(),
+                iov_len: rest.len(),
+            };
+            count += 1;
             total += rest.len();
         }
         if total == 0 {
@@ -618,16 +631,10 @@ impl Socket {
             msg_flags: flags as c_uint,
             ..Default::default()
         };
-        // SAFETY: A live socket; the kvecs describe the borrowed buffers,
-        // which the call only reads.
+        // SAFETY: A live socket; the first `count` kvecs of `iov` describe
+        // the borrowed buffers (`total` bytes), which the call only reads.
         let n = unsafe {
-            bindings::kernel_sendmsg(
-                self.sock.as_ptr(),
-                &mut msg,
-                iov.as_mut_ptr(),
-                iov.len(),
-                total,
-            )
+            bindings::kernel_sendmsg(self.sock.as_ptr(), &mut msg, iov.as_mut_ptr(), count, total)
         };
         if matches!(wait, Wait::No) && n == -(bindings::EAGAIN as c_int) {
             // The socket is full: nothing taken.

@@ -7,6 +7,9 @@
 //! in pieces cut inside headers and payloads, and many frames in one
 //! piece; every message must reach its posted receive whole, in order,
 //! truncated where the receive is short, and be acknowledged when asked.
+//! RMA writes likewise: each is placed exactly where its descriptors say,
+//! a refused one is answered with its errno and writes nothing, whether
+//! it arrives whole or cut.
 
 use kernel::{
     prelude::*,
@@ -18,7 +21,7 @@ use super::{
     kfi::{kfabric::Owned, kfi_sys as sys},
     ksock::Socket,
     net::*,
-    wire::{flags, Hdr, Op, HDR_LEN},
+    wire::{flags, Hdr, Op, RmaDesc, HDR_LEN},
 };
 
 use super::hostile_peers::*;
@@ -146,6 +149,69 @@ fn send_cut(raw: &Socket, stream: &[u8], cuts: &[usize]) -> Result {
         at += n;
         k += 1;
         fsleep(Delta::from_millis(2));
+    }
+    Ok(())
+}
+
+/// Bytes of the region the write tests target.
+const REGION_LEN: usize = 4096;
+
+/// One RMA write of the write tests: id `2000 + w`, its descriptors and
+/// the status its `Ack` must carry (0, or the positive errno).
+struct WriteCase {
+    descs: KVec<RmaDesc>,
+    status: u64,
+}
+
+/// Appends write `w` with descriptors `descs` to `stream`: its payload is
+/// `pattern(w, i)` for the descriptors' total length.
+fn push_write(stream: &mut KVec<u8>, w: usize, descs: &[RmaDesc]) -> Result {
+    let len: u64 = descs.iter().map(|d| d.len).sum();
+    let mut h = Hdr::new(Op::Write, 2000 + w as u64, len);
+    h.rma_count = descs.len() as u8;
+    stream.extend_from_slice(&h.encode(), GFP_KERNEL)?;
+    for d in descs {
+        stream.extend_from_slice(&d.encode(), GFP_KERNEL)?;
+    }
+    for i in 0..len as usize {
+        stream.push(pattern(w, i), GFP_KERNEL)?;
+    }
+    Ok(())
+}
+
+/// What the region must hold after `cases` were written into it (it was
+/// all zeros): the accepted writes' payloads where their descriptors say.
+fn expected_region(cases: &[WriteCase]) -> Result<KVec<u8>> {
+    let mut want = KVec::new();
+    want.resize(REGION_LEN, 0u8, GFP_KERNEL)?;
+    for (w, c) in cases.iter().enumerate().filter(|(_, c)| c.status == 0) {
+        let mut i = 0;
+        for d in c.descs.iter() {
+            let at = d.addr as usize;
+            for b in want.get_mut(at..at + d.len as usize).ok_or(EINVAL)? {
+                *b = pattern(w, i);
+                i += 1;
+            }
+        }
+    }
+    Ok(want)
+}
+
+/// Reads the answers to `cases` from the raw peer: one `Ack` each, in
+/// order, with the expected status.
+fn check_write_acks(raw: &Socket, cases: &[WriteCase]) -> Result {
+    for (w, c) in cases.iter().enumerate() {
+        ensure!(wait_readable(raw, 5000), "no answer to write {}", w);
+        let h = frame::recv_hdr(raw)?;
+        ensure!(
+            h.op == Op::Ack && h.id == 2000 + w as u64 && h.data == c.status,
+            "write {}: answer {:?} for {} status {}, not {}",
+            w,
+            h.op,
+            h.id,
+            h.data,
+            c.status
+        );
     }
     Ok(())
 }
@@ -313,6 +379,97 @@ mod cases {
         })();
         drop(ep);
         drop(bufs);
+        outcome
+    }
+
+    /// RMA writes whole in one piece, then cut at odd places (inside
+    /// headers, descriptors and payloads): each accepted one is placed
+    /// exactly where its descriptors say (two descriptors, an empty
+    /// write), each refused one (no such key, outside the region, a
+    /// read-only region) is answered with its errno and writes nothing;
+    /// the answers come in order. Then a write whose descriptors do not
+    /// add up to its length ends the connection.
+    #[test]
+    fn writes_cut_anywhere_are_placed_or_refused() -> Result {
+        let mut buf = KVec::new();
+        buf.resize(REGION_LEN, 0u8, GFP_KERNEL)?;
+        let mut ro = KVec::new();
+        ro.resize(64, 0u8, GFP_KERNEL)?;
+        let n = net(c"7515")?;
+        let pep = listen(&n)?;
+        let c = cq(&n)?;
+        let mr = region(&n, &mut buf, sys::KFI_REMOTE_WRITE, 0)?;
+        let ro_mr = region(&n, &mut ro, sys::KFI_REMOTE_READ, 0)?;
+        let (k, kro) = (key(&mr), key(&ro_mr));
+        let (raw, sep) = raw_client(&n, 7515, &c)?;
+        let outcome = (|| -> Result {
+            let desc = |addr: u64, len: u64, key: u64| RmaDesc { addr, len, key };
+            let errno = |e: Error| (-e.to_errno()) as u64;
+            let mut cases = KVec::new();
+            let mut add = |descs: &[RmaDesc], status: u64| -> Result {
+                let mut v = KVec::new();
+                v.extend_from_slice(descs, GFP_KERNEL)?;
+                cases.push(WriteCase { descs: v, status }, GFP_KERNEL)?;
+                Ok(())
+            };
+            add(&[desc(100, 300, k), desc(1000, 50, k)], 0)?;
+            add(&[desc(0, 64, kro)], errno(EACCES))?;
+            add(&[desc(4000, 200, k)], errno(ERANGE))?;
+            add(&[desc(0, 8, k), desc(0, 16, k ^ kro ^ 1)], errno(ENOKEY))?;
+            add(&[desc(2000, 1500, k)], 0)?;
+            add(&[desc(3900, 0, k)], 0)?;
+            add(&[desc(3990, 106, k)], 0)?;
+            let mut stream = KVec::new();
+            for (w, cs) in cases.iter().enumerate() {
+                push_write(&mut stream, w, &cs.descs)?;
+            }
+            let want = expected_region(&cases)?;
+            for pass in 0..2 {
+                buf.fill(0);
+                if pass == 0 {
+                    let sent = raw.send(&[&stream])?;
+                    ensure!(sent == stream.len(), "sent {} of {}", sent, stream.len());
+                } else {
+                    send_cut(&raw, &stream, &[1, 39, 40, 25, 700, 3, 1200, 64])?;
+                }
+                check_write_acks(&raw, &cases)?;
+                let bad = buf.iter().zip(want.iter()).position(|(a, b)| a != b);
+                ensure!(
+                    bad.is_none(),
+                    "pass {}: region byte {:?} differs",
+                    pass,
+                    bad
+                );
+                ensure!(
+                    ro.iter().all(|&b| b == 0),
+                    "pass {}: read-only region written",
+                    pass
+                );
+            }
+            // Descriptors of 10 bytes for a payload of 11.
+            let mut h = Hdr::new(Op::Write, 3000, 11);
+            h.rma_count = 1;
+            let payload = [0x55u8; 11];
+            raw.send(&[&h.encode(), &desc(0, 10, k).encode(), &payload])?;
+            ensure!(wait_readable(&raw, 5000), "the connection stayed up");
+            let mut b = [0u8; HDR_LEN];
+            ensure!(
+                frame::recv_exact(&raw, &mut b).is_err(),
+                "a write of the wrong length was answered"
+            );
+            ensure!(
+                buf.iter().take(11).all(|&b| b == 0),
+                "the bad write was placed"
+            );
+            Ok(())
+        })();
+        drop(sep);
+        drop(raw);
+        drop(ro_mr);
+        drop(mr);
+        drop(pep);
+        drop(buf);
+        drop(ro);
         outcome
     }
 }
