@@ -265,9 +265,8 @@ impl RegLink {
         // SAFETY: The device is registered while the domain has its PD
         // (the caller's); the link is shut down before the device's
         // removal ends, and `Parts` destroys the QPs before the CQ.
-        let cq = parts
-            .cq
-            .insert(unsafe { Cq::new(dev.as_ptr(), 2 * SEND_DEPTH + 4) }?);
+        let new_cq = unsafe { Cq::new(dev.as_ptr(), 2 * SEND_DEPTH + 4) }?;
+        let cq = parts.cq.insert(new_cq);
         active.create_qp(pd, cq, cq, (SEND_DEPTH, 1), 1)?;
         let n = active.addr(false, &mut raw);
         let mine = Addr::from_bytes(raw.get(..n).ok_or(EINVAL)?)?;

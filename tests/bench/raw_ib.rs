@@ -129,10 +129,10 @@ pub(crate) fn stream(p: &Arc<IbPair>, kind: Kind, sh: Shape, bufs: &mut Bufs) ->
         return Err(EINVAL);
     }
     p.start(sh)?;
-    // SAFETY: The pair's device stays registered while the pair lives
-    // (rdma_cm's removal waits for its identifiers), and the ring is
-    // dropped (or leaked) here; the server's QP is of the pair's PD and
-    // drained when the pair drops it.
+    // The pair's device stays registered while the pair lives (rdma_cm's
+    // removal waits for its identifiers).
+    // SAFETY: So the device outlives the ring, dropped (or leaked) here;
+    // the server's QP is of the pair's PD, drained when the pair drops it.
     let ring = unsafe { Ring::new(p.client.id.device(), &p.pd, p.server.qp(), sh, p.region) }?;
     ring.load(bufs)?;
     let ring = Arc::new(ring, GFP_KERNEL)?;
