@@ -19,6 +19,7 @@ use kernel::prelude::*;
 #[path = "../../kfi/api/mod.rs"]
 mod kfi;
 
+mod accept;
 mod atomics;
 mod buflist;
 mod bufs;

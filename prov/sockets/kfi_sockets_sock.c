@@ -2,7 +2,8 @@
 /*
  * Socket options for kfi_sockets that the Rust bindings do not reach
  * (net/sock.h helpers): SO_REUSEADDR for listeners (pep.rs), the
- * callbacks that drive a connection's progress (progress.rs), whether a
+ * callbacks that drive a connection's progress (progress.rs) and a
+ * listener's accepting (accept.rs), whether a
  * caller may send inline (progress.rs) and the provider's workqueue
  * (wq.rs; alloc_workqueue is a macro).
  */
@@ -29,33 +30,49 @@ void kfi_sockets_reuseaddr(struct socket *sock)
 }
 
 /*
- * Socket callbacks (progress.rs): the original callback runs first (it
- * wakes a worker sleeping in the socket), then the connection's rx or tx
- * work is queued. sk_user_data holds the saved callbacks and the owner, a
- * reference on the connection that lives until kfi_sockets_unhook().
+ * Socket callbacks (progress.rs, accept.rs): the original callback runs
+ * first (it wakes a worker sleeping in the socket), then the connection's
+ * rx or tx work, or the listener's accept work, is queued. sk_user_data
+ * holds the saved callbacks and the owner, a reference on the connection
+ * or listener that lives until kfi_sockets_unhook(). It is stored with
+ * SK_USER_DATA_NOCOPY: a connection accepted from a hooked listener starts
+ * as a clone of it and must not inherit the pointer.
  */
 struct kfi_sockets_cb {
 	void (*data_ready)(struct sock *sk);
 	void (*write_space)(struct sock *sk);
 	void (*state_change)(struct sock *sk);
-	/* The response deadline (kfi_sockets_arm_timer()); queues rx work. */
+	/*
+	 * The deadline (kfi_sockets_arm_timer()): queues a connection's rx
+	 * work, or a listener's accept work.
+	 */
 	struct timer_list timer;
+	void (*kick)(void *owner);
 	void *owner;
 };
 
 void kfi_sockets_rx_ready(void *owner);
 void kfi_sockets_rx_data(void *owner, struct sock *sk);
 void kfi_sockets_tx_ready(void *owner);
+void kfi_sockets_accept_ready(void *owner);
 int kfi_sockets_hook(struct socket *sock, void *owner);
+int kfi_sockets_hook_listener(struct socket *sock, void *owner);
+void kfi_sockets_accepted(struct socket *listener, struct socket *sock);
 void *kfi_sockets_unhook(struct socket *sock);
 void kfi_sockets_arm_timer(struct socket *sock, unsigned int ms);
+
+/* The hook of sk, or NULL; under sk_callback_lock. */
+static struct kfi_sockets_cb *kfi_sockets_cb_of(const struct sock *sk)
+{
+	return (void *)((uintptr_t)sk->sk_user_data & SK_USER_DATA_PTRMASK);
+}
 
 static void kfi_sockets_data_ready(struct sock *sk)
 {
 	struct kfi_sockets_cb *cb;
 
 	read_lock_bh(&sk->sk_callback_lock);
-	cb = sk->sk_user_data;
+	cb = kfi_sockets_cb_of(sk);
 	if (cb) {
 		cb->data_ready(sk);
 		kfi_sockets_rx_data(cb->owner, sk);
@@ -68,7 +85,7 @@ static void kfi_sockets_write_space(struct sock *sk)
 	struct kfi_sockets_cb *cb;
 
 	read_lock_bh(&sk->sk_callback_lock);
-	cb = sk->sk_user_data;
+	cb = kfi_sockets_cb_of(sk);
 	if (cb) {
 		cb->write_space(sk);
 		kfi_sockets_tx_ready(cb->owner);
@@ -81,7 +98,7 @@ static void kfi_sockets_state_change(struct sock *sk)
 	struct kfi_sockets_cb *cb;
 
 	read_lock_bh(&sk->sk_callback_lock);
-	cb = sk->sk_user_data;
+	cb = kfi_sockets_cb_of(sk);
 	if (cb) {
 		cb->state_change(sk);
 		/* A peer that closed is seen by the receiver. */
@@ -138,7 +155,58 @@ static void kfi_sockets_timer_fn(struct timer_list *t)
 {
 	struct kfi_sockets_cb *cb = timer_container_of(cb, t, timer);
 
-	kfi_sockets_rx_ready(cb->owner);
+	cb->kick(cb->owner);
+}
+
+/*
+ * A listener's data callback: a connection is ready to be accepted. A
+ * connection accepted from the listener runs this too until
+ * kfi_sockets_accepted() gives it the original back: its sk_user_data is
+ * NULL (not copied), and nobody waits on it before it is accepted.
+ */
+static void kfi_sockets_listen_ready(struct sock *sk)
+{
+	struct kfi_sockets_cb *cb;
+
+	read_lock_bh(&sk->sk_callback_lock);
+	cb = kfi_sockets_cb_of(sk);
+	if (cb && sk->sk_state == TCP_LISTEN) {
+		cb->data_ready(sk);
+		kfi_sockets_accept_ready(cb->owner);
+	}
+	read_unlock_bh(&sk->sk_callback_lock);
+}
+
+/* A hook for owner, its timer set up; NULL without memory. */
+static struct kfi_sockets_cb *kfi_sockets_cb_new(void *owner, void (*kick)(void *owner))
+{
+	struct kfi_sockets_cb *cb = kmalloc(sizeof(*cb), GFP_KERNEL);
+
+	if (!cb)
+		return NULL;
+	cb->owner = owner;
+	cb->kick = kick;
+	timer_setup(&cb->timer, kfi_sockets_timer_fn, 0);
+	return cb;
+}
+
+/*
+ * Saves sk's callbacks in cb and makes it sk's hook; -EBUSY if sk has
+ * one. The caller then replaces the callbacks it needs, still under the
+ * lock (held for writing on return; released on error).
+ */
+static int kfi_sockets_cb_install(struct sock *sk, struct kfi_sockets_cb *cb)
+{
+	write_lock_bh(&sk->sk_callback_lock);
+	if (sk->sk_user_data) {
+		write_unlock_bh(&sk->sk_callback_lock);
+		return -EBUSY;
+	}
+	cb->data_ready = sk->sk_data_ready;
+	cb->write_space = sk->sk_write_space;
+	cb->state_change = sk->sk_state_change;
+	__rcu_assign_sk_user_data_with_flags(sk, cb, SK_USER_DATA_NOCOPY);
+	return 0;
 }
 
 /*
@@ -150,7 +218,8 @@ static void kfi_sockets_timer_fn(struct timer_list *t)
 int kfi_sockets_hook(struct socket *sock, void *owner)
 {
 	struct sock *sk = sock->sk;
-	struct kfi_sockets_cb *cb = kmalloc(sizeof(*cb), GFP_KERNEL);
+	struct kfi_sockets_cb *cb = kfi_sockets_cb_new(owner, kfi_sockets_rx_ready);
+	int ret;
 
 	if (!cb)
 		return -ENOMEM;
@@ -161,23 +230,62 @@ int kfi_sockets_hook(struct socket *sock, void *owner)
 	 * further up its stack (a file system writing back over a socket).
 	 */
 	sk->sk_use_task_frag = false;
-	cb->owner = owner;
-	timer_setup(&cb->timer, kfi_sockets_timer_fn, 0);
-	write_lock_bh(&sk->sk_callback_lock);
-	if (sk->sk_user_data) {
-		write_unlock_bh(&sk->sk_callback_lock);
+	ret = kfi_sockets_cb_install(sk, cb);
+	if (ret) {
 		kfree(cb);
-		return -EBUSY;
+		return ret;
 	}
-	cb->data_ready = sk->sk_data_ready;
-	cb->write_space = sk->sk_write_space;
-	cb->state_change = sk->sk_state_change;
-	sk->sk_user_data = cb;
 	sk->sk_data_ready = kfi_sockets_data_ready;
 	sk->sk_write_space = kfi_sockets_write_space;
 	sk->sk_state_change = kfi_sockets_state_change;
 	write_unlock_bh(&sk->sk_callback_lock);
 	return 0;
+}
+
+/*
+ * Installs the data callback on a listening socket: each connection ready
+ * to be accepted queues the accept work (accept.rs); -EBUSY if taken.
+ * Process context.
+ */
+int kfi_sockets_hook_listener(struct socket *sock, void *owner)
+{
+	struct sock *sk = sock->sk;
+	struct kfi_sockets_cb *cb = kfi_sockets_cb_new(owner, kfi_sockets_accept_ready);
+	int ret;
+
+	if (!cb)
+		return -ENOMEM;
+	ret = kfi_sockets_cb_install(sk, cb);
+	if (ret) {
+		kfree(cb);
+		return ret;
+	}
+	sk->sk_data_ready = kfi_sockets_listen_ready;
+	write_unlock_bh(&sk->sk_callback_lock);
+	return 0;
+}
+
+/*
+ * Gives sock, just accepted from the hooked listener, the data callback
+ * the listener had before its hook (sock inherited the hook's); nothing if
+ * the listener is no longer hooked (then sock was cloned before the hook,
+ * or the hook's callback was never copied). Process context.
+ */
+void kfi_sockets_accepted(struct socket *listener, struct socket *sock)
+{
+	struct sock *lsk = listener->sk, *sk = sock->sk;
+	void (*orig)(struct sock *sk) = NULL;
+	struct kfi_sockets_cb *cb;
+
+	read_lock_bh(&lsk->sk_callback_lock);
+	cb = kfi_sockets_cb_of(lsk);
+	if (cb)
+		orig = cb->data_ready;
+	read_unlock_bh(&lsk->sk_callback_lock);
+	write_lock_bh(&sk->sk_callback_lock);
+	if (orig && sk->sk_data_ready == kfi_sockets_listen_ready)
+		sk->sk_data_ready = orig;
+	write_unlock_bh(&sk->sk_callback_lock);
 }
 
 /*
@@ -191,7 +299,7 @@ void *kfi_sockets_unhook(struct socket *sock)
 	void *owner = NULL;
 
 	write_lock_bh(&sk->sk_callback_lock);
-	cb = sk->sk_user_data;
+	cb = kfi_sockets_cb_of(sk);
 	if (cb) {
 		sk->sk_data_ready = cb->data_ready;
 		sk->sk_write_space = cb->write_space;
@@ -209,7 +317,8 @@ void *kfi_sockets_unhook(struct socket *sock)
 }
 
 /*
- * Queues the receive work of a hooked socket within ms milliseconds, or
+ * Queues the receive work of a hooked socket (the accept work of a hooked
+ * listener) within ms milliseconds, or
  * earlier if it was due earlier already (timer_reduce: the earliest
  * deadline wins). Nothing once unhooked. Any context but hard interrupt.
  */
@@ -219,7 +328,7 @@ void kfi_sockets_arm_timer(struct socket *sock, unsigned int ms)
 	struct kfi_sockets_cb *cb;
 
 	read_lock_bh(&sk->sk_callback_lock);
-	cb = sk->sk_user_data;
+	cb = kfi_sockets_cb_of(sk);
 	if (cb)
 		timer_reduce(&cb->timer, jiffies + msecs_to_jiffies(ms) + 1);
 	read_unlock_bh(&sk->sk_callback_lock);

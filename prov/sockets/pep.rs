@@ -1,21 +1,22 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Passive endpoints of kfi_sockets: a listening socket and an acceptor
-//! worker. Each accepted connection's request is read on a worker of its
-//! own (a silent peer holds up nobody else) and becomes a `KFI_CONNREQ`
-//! event whose info names the request's handle. A passive endpoint holds
-//! at most `listen_backlog_max` requests (being read, or waiting for the
-//! ULP's accept or reject), and reads at most `handshake_max` at once;
-//! the acceptor refuses more at once.
+//! Passive endpoints of kfi_sockets: a listening socket whose connections
+//! are accepted by work queued from its callback (`accept.rs`, no thread
+//! waits on it). Each accepted connection's request is read on a worker of
+//! its own (a silent peer holds up nobody else) and becomes a
+//! `KFI_CONNREQ` event whose info names the request's handle. A passive
+//! endpoint holds at most `listen_backlog_max` requests (being read, or
+//! waiting for the ULP's accept or reject), and reads at most
+//! `handshake_max` at once; more are refused at once.
 
 use kernel::{
     new_mutex,
     prelude::*,
     sync::{Arc, Mutex},
-    time::{delay::fsleep, Delta},
 };
 
 use crate::{
+    accept::Listening,
     frame, info_ns,
     kfi::{
         kfi_sys as sys,
@@ -58,7 +59,7 @@ pub(crate) fn take_request(handle: *mut sys::kfid) -> Result<Arc<Socket>> {
 struct State {
     fid: Option<FidRef>,
     eq: Option<EqRef>,
-    listener: Option<Arc<Socket>>,
+    listener: Option<Listening>,
     /// Sockets whose request is being read: shut down at close, so no
     /// worker waits on a silent peer.
     busy: KVec<Arc<Socket>>,
@@ -120,39 +121,32 @@ fn spawn(sh: &Arc<Shared>, f: impl FnOnce(&Arc<Shared>) + Send + 'static) -> Res
     Workers::spawn(sh, |sh| &sh.workers, f)
 }
 
-fn acceptor(sh: &Arc<Shared>) {
-    let Some(l) = sh.state.lock().listener.clone() else {
-        return;
-    };
-    accept_loop(
-        &l,
-        || sh.state.lock().closing,
-        |s| {
-            let key = Arc::as_ptr(sh) as usize;
-            // Only this acceptor adds requests, so the count cannot grow
-            // between the check and the push.
-            let waiting = REQUESTS.lock().owned_by(key);
-            {
-                let mut st = sh.state.lock();
-                if st.closing {
-                    return Err(ECANCELED);
-                }
-                if st.busy.len().saturating_add(waiting) >= crate::listen_backlog_max() {
-                    drop(st);
-                    return Err(refuse(s, ENOSPC));
-                }
-                // Requests being read hold a worker each (until the
-                // handshake deadline, for a silent peer): a few at once.
-                if st.busy.len() >= crate::handshake_max() {
-                    drop(st);
-                    return Err(refuse(s, EBUSY));
-                }
-                st.busy.push(s.clone(), GFP_KERNEL)?;
-            }
-            let s2 = s.clone();
-            spawn(sh, move |sh| handshake(sh, s2)).inspect_err(|_| untrack(sh, s))
-        },
-    );
+/// Takes an accepted connection: its request is read on a worker of its
+/// own, within the bounds.
+fn take(sh: &Arc<Shared>, s: &Arc<Socket>) -> Result {
+    let key = Arc::as_ptr(sh) as usize;
+    // Only the accept work adds requests (one run at a time), so the
+    // count cannot grow between the check and the push.
+    let waiting = REQUESTS.lock().owned_by(key);
+    {
+        let mut st = sh.state.lock();
+        if st.closing {
+            return Err(ECANCELED);
+        }
+        if st.busy.len().saturating_add(waiting) >= crate::listen_backlog_max() {
+            drop(st);
+            return Err(refuse(s, ENOSPC));
+        }
+        // Requests being read hold a worker each (until the handshake
+        // deadline, for a silent peer): a few at once.
+        if st.busy.len() >= crate::handshake_max() {
+            drop(st);
+            return Err(refuse(s, EBUSY));
+        }
+        st.busy.push(s.clone(), GFP_KERNEL)?;
+    }
+    let s2 = s.clone();
+    spawn(sh, move |sh| handshake(sh, s2)).inspect_err(|_| untrack(sh, s))
 }
 
 /// Refuses a connection that would exceed a bound (`e`): the peer reads a
@@ -161,59 +155,6 @@ fn acceptor(sh: &Arc<Shared>) {
 pub(crate) fn refuse(s: &Socket, e: Error) -> Error {
     let _ = with_timeout(s, || frame::reject(s, &[]));
     e
-}
-
-/// Accepts connections on listener `l` until it is shut down (`closing`
-/// then says so) and hands each to `take` (which starts its handshake on a
-/// worker); a socket `take` refuses is shut down. Process context.
-pub(crate) fn accept_loop(
-    l: &Socket,
-    closing: impl Fn() -> bool,
-    mut take: impl FnMut(&Arc<Socket>) -> Result,
-) {
-    let mut pause = AcceptPause::shortest();
-    loop {
-        let s = match l.accept(false) {
-            Ok(s) => s,
-            // Shut down by close.
-            Err(_) if closing() => return,
-            Err(_) => {
-                pause.wait();
-                continue;
-            }
-        };
-        pause.reset();
-        let Ok(s) = Arc::new(s, GFP_KERNEL) else {
-            continue;
-        };
-        if take(&s).is_err() {
-            s.shutdown();
-        }
-    }
-}
-
-/// The wait of an acceptor after a failed `accept` (out of memory or
-/// file handles, a connection aborted in the backlog): the listener keeps
-/// serving, without spinning while the failure lasts. Doubles from 10 ms
-/// up to 1 s.
-struct AcceptPause(i64);
-
-impl AcceptPause {
-    /// The shortest wait, for a first failure.
-    fn shortest() -> Self {
-        Self(10)
-    }
-
-    /// Sleeps; process context.
-    fn wait(&mut self) {
-        fsleep(Delta::from_millis(self.0));
-        self.0 = (self.0 * 2).min(1000);
-    }
-
-    /// An accept worked.
-    fn reset(&mut self) {
-        self.0 = 10;
-    }
 }
 
 fn untrack(sh: &Shared, s: &Arc<Socket>) {
@@ -304,21 +245,39 @@ impl SockPep {
 
     /// `kfi_listen`.
     pub(crate) fn listen(&self) -> Result {
-        let l = listen_socket(&self.0.src, self.0.ns)?;
+        let l = Arc::new(listen_socket(&self.0.src, self.0.ns)?, GFP_KERNEL)?;
         {
-            let mut s = self.0.state.lock();
+            let s = self.0.state.lock();
             if s.eq.is_none() || s.listener.is_some() {
                 return Err(EINVAL);
             }
-            s.listener = Some(Arc::new(l, GFP_KERNEL)?);
         }
-        spawn(&self.0, acceptor)
+        let sh = self.0.clone();
+        let listening = Listening::start(
+            l,
+            KBox::new(move |s: &Arc<Socket>| take(&sh, s), GFP_KERNEL)?,
+        )?;
+        let mut s = self.0.state.lock();
+        if s.listener.is_some() {
+            // A second `kfi_listen` raced this one: it won.
+            drop(s);
+            drop(listening);
+            return Err(EINVAL);
+        }
+        s.listener = Some(listening);
+        Ok(())
     }
 
     /// `kfi_getname`: the listening address (the bound port once
     /// listening).
     pub(crate) fn getname(&self, addr: &mut [u8]) -> Result<usize> {
-        let l = self.0.state.lock().listener.clone();
+        let l = self
+            .0
+            .state
+            .lock()
+            .listener
+            .as_ref()
+            .map(|l| l.sock().clone());
         let a = match l {
             Some(l) => l.local_addr()?,
             None => self.0.src,
@@ -338,11 +297,10 @@ impl Drop for SockPep {
         let (l, busy) = {
             let mut s = self.0.state.lock();
             s.closing = true;
-            (s.listener.clone(), core::mem::take(&mut s.busy))
+            (s.listener.take(), core::mem::take(&mut s.busy))
         };
-        if let Some(l) = l {
-            l.shutdown();
-        }
+        // Stops accepting, and drops the handler's reference to us.
+        drop(l);
         for b in busy.iter() {
             b.shutdown();
         }

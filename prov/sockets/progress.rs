@@ -169,11 +169,18 @@ pub(crate) fn arm_timer(sock: &Socket, ms: u32) {
     unsafe { kfi_sockets_arm_timer(sock.as_raw(), ms) };
 }
 
+/// Removes the callbacks of a connection or listener (if installed) and
+/// returns the owner they were installed with (NULL if none): no callback
+/// or timer uses it any more. Process context.
+pub(crate) fn unhook_raw(sock: &Socket) -> *mut c_void {
+    // SAFETY: A live socket.
+    unsafe { kfi_sockets_unhook(sock.as_raw()) }
+}
+
 /// Removes the callbacks (if installed) and drops their reference on the
 /// connection. Process context.
 pub(crate) fn unhook(sock: &Socket) {
-    // SAFETY: A live socket.
-    let owner = unsafe { kfi_sockets_unhook(sock.as_raw()) };
+    let owner = unhook_raw(sock);
     if !owner.is_null() {
         // SAFETY: The pointer `hook` made by `KBox::into_raw`; no callback
         // uses it any more.

@@ -21,22 +21,33 @@
 //!
 //! Posting works in any context but hard interrupt: it queues the
 //! operation with its `kfi_addr_t` (at most `PEER_BACKLOG` per peer, so
-//! one stuck peer cannot fill the queue: `EAGAIN` beyond). A dispatcher
-//! worker resolves the address in the AV and hands the operation to the
-//! peer's connection without waiting: a connection is opened on a worker
-//! of its own, and an operation whose peer's ring is full or whose
-//! connection is being opened stays queued while those to other peers go
-//! on. Completions go to the endpoint's CQs; a peer that cannot be
-//! reached fails the operations that waited for it (`ECONNREFUSED`, ...).
+//! one stuck peer cannot fill the queue: `EAGAIN` beyond) and queues the
+//! endpoint's dispatch work on the provider's queue. The dispatch work
+//! resolves the address in the AV and hands the operation to the peer's
+//! connection without waiting: a connection is opened on a worker of its
+//! own, and an operation whose peer's ring is full or whose connection is
+//! being opened stays queued while those to other peers go on (the work
+//! looks again after `FULL_RING_POLL_MS`, or when something changes).
+//! Completions go to the endpoint's CQs; a peer that cannot be reached
+//! fails the operations that waited for it (`ECONNREFUSED`, ...).
+//!
+//! An idle endpoint holds no worker: its listener is served by work
+//! queued from the socket's callback (`accept.rs`), its dispatching by
+//! work queued when an operation is posted.
 
 use kernel::{
     new_condvar, new_mutex, new_spinlock_irq,
     prelude::*,
     sync::{Arc, CondVar, Mutex, SpinLockIrq},
     time::msecs_to_jiffies,
+    workqueue::{
+        impl_has_delayed_work, impl_has_work, new_delayed_work, new_work, DelayedWork, Work,
+        WorkItem,
+    },
 };
 
 use crate::{
+    accept::Listening,
     conn::{self, Shared, QUEUE},
     ep,
     frame::{self, Answer},
@@ -53,8 +64,9 @@ use crate::{
     ksock::{NetNs, SockAddr, Socket},
     mr::MrTable,
     op::TxOp,
-    pep::{accept_loop, listen_socket, refuse, with_timeout},
+    pep::{listen_socket, refuse, with_timeout},
     rxq::RxQueues,
+    wq,
 };
 
 /// The socket address behind `fi_addr` in `av` (the util AV of the
@@ -70,9 +82,13 @@ fn peer_of(av: AvRef, fi_addr: u64) -> Result<SockAddr> {
 /// leaves the rest of the queue to the others.
 const PEER_BACKLOG: usize = QUEUE / 4;
 
-/// How often the dispatcher looks again at a peer whose ring was full (a
-/// connection has no way to tell the endpoint that room came back).
+/// How soon the dispatch work looks again at a peer whose ring was full
+/// (a connection has no way to tell the endpoint that room came back).
 const FULL_RING_POLL_MS: u32 = 10;
+
+/// Most passes over the queue in one run of the dispatch work (then it
+/// queues itself again, behind the other work on the provider's queue).
+const DISPATCH_PASSES: usize = 8;
 
 /// An operation and its destination.
 #[derive(Default)]
@@ -83,18 +99,22 @@ struct Queued {
 
 struct TxQueue {
     /// Operations not handed to a connection yet, oldest first (room for
-    /// `QUEUE`). Only posting adds (at the end), only the dispatcher
+    /// `QUEUE`). Only posting adds (at the end), only the dispatch work
     /// removes (until close), so its index of an entry stays valid.
     ops: KVec<Queued>,
-    /// Something changed that the dispatcher should look at.
+    /// Something changed that the dispatch work should look at.
     kicked: bool,
+    /// `kfi_enable` has run: operations are dispatched.
+    enabled: bool,
+    /// The dispatch work and its poll, queued or running.
+    active: u32,
     closing: bool,
 }
 
 struct State {
     av: Option<AvRef>,
     tx_cq: Reports,
-    listener: Option<Arc<Socket>>,
+    listener: Option<Listening>,
     /// Connections by the peer's listening address.
     conns: KVec<Conn>,
     /// Sockets of requests being read, and of a connection being opened:
@@ -132,9 +152,15 @@ pub(crate) struct Rdm {
     state: Mutex<State>,
     #[pin]
     txq: SpinLockIrq<TxQueue>,
-    /// Woken when an operation is queued or the endpoint closes.
+    /// Signalled when `TxQueue::active` drops.
     #[pin]
-    wake: CondVar,
+    idle: CondVar,
+    /// Hands queued operations to connections ([`dispatch`]).
+    #[pin]
+    dispatch: Work<Rdm, 0>,
+    /// Queues `dispatch` after `FULL_RING_POLL_MS`.
+    #[pin]
+    repoll: DelayedWork<Rdm, 1>,
     #[pin]
     workers: Workers,
     rxq: Arc<RxQueues>,
@@ -177,9 +203,13 @@ impl RdmEp {
                 txq <- new_spinlock_irq!(TxQueue {
                     ops: KVec::with_capacity(QUEUE, GFP_KERNEL)?,
                     kicked: false,
+                    enabled: false,
+                    active: 0,
                     closing: false,
                 }),
-                wake <- new_condvar!(),
+                idle <- new_condvar!(),
+                dispatch <- new_work!("kfi_sockets::rdm::dispatch"),
+                repoll <- new_delayed_work!("kfi_sockets::rdm::repoll"),
                 workers <- Workers::new(),
                 rxq: RxQueues::new_shared()?,
                 src,
@@ -214,12 +244,12 @@ impl RdmEp {
         Ok(())
     }
 
-    /// `kfi_enable`: listens on the source address and starts the
-    /// acceptor and the dispatcher. Process context.
+    /// `kfi_enable`: listens on the source address, accepts peers'
+    /// connections and dispatches what was posted. Process context.
     pub(crate) fn enable(&self) -> Result {
         let l = Arc::new(listen_socket(&self.0.src, self.0.ns)?, GFP_KERNEL)?;
         {
-            let mut s = self.0.state.lock();
+            let s = self.0.state.lock();
             if s.tx_cq.cq.is_none() || self.0.rxq.cq().cq.is_none() {
                 return Err(kfi_error(sys::KFI_ENOCQ));
             }
@@ -229,16 +259,35 @@ impl RdmEp {
             if s.listener.is_some() {
                 return Err(EINVAL);
             }
-            s.listener = Some(l);
         }
-        spawn(&self.0, acceptor)?;
-        spawn(&self.0, dispatcher)
+        let r = self.0.clone();
+        let take: crate::accept::Take = KBox::new(move |s: &Arc<Socket>| take(&r, s), GFP_KERNEL)?;
+        let listening = Listening::start(l, take)?;
+        {
+            let mut s = self.0.state.lock();
+            if s.listener.is_some() {
+                // A second `kfi_enable` raced this one: it won.
+                drop(s);
+                drop(listening);
+                return Err(EINVAL);
+            }
+            s.listener = Some(listening);
+        }
+        self.0.txq.lock().enabled = true;
+        kick(&self.0);
+        Ok(())
     }
 
     /// `kfi_getname`: the listening address.
     pub(crate) fn getname(&self, out: &mut [u8]) -> Result<usize> {
-        let l = self.0.state.lock().listener.clone().ok_or(EINVAL)?;
-        Ok(ep::put_addr(&l.local_addr()?, out))
+        let l = self
+            .0
+            .state
+            .lock()
+            .listener
+            .as_ref()
+            .map(|l| l.sock().clone());
+        Ok(ep::put_addr(&l.ok_or(EINVAL)?.local_addr()?, out))
     }
 
     /// Queues `op` for the peer `dest` (any context but hard interrupt):
@@ -256,9 +305,8 @@ impl RdmEp {
         q.ops
             .push_within_capacity(Queued { op, dest })
             .map_err(|_| EAGAIN)?;
-        q.kicked = true;
         drop(q);
-        self.0.wake.notify_all();
+        kick(&self.0);
         Ok(())
     }
 
@@ -389,28 +437,19 @@ fn connection(r: &Rdm, sock: Arc<Socket>, peer: SockAddr) -> Result<Arc<Shared>>
     Ok(conn)
 }
 
-/// Accepts peers' connections; each request is read on a worker of its
-/// own.
-fn acceptor(r: &Arc<Rdm>) {
-    let Some(l) = r.state.lock().listener.clone() else {
-        return;
-    };
-    accept_loop(
-        &l,
-        || r.state.lock().closing,
-        |s| {
-            begin_reading(r).map_err(|e| refuse(s, e))?;
-            if let Err(e) = track(r, s) {
-                end_reading(r);
-                return Err(if e == ENOSPC { refuse(s, e) } else { e });
-            }
-            let s2 = s.clone();
-            spawn(r, move |r| incoming(r, s2)).inspect_err(|_| {
-                untrack(r, s);
-                end_reading(r);
-            })
-        },
-    );
+/// Takes a peer's connection (from the listener's accept work): its
+/// request is read on a worker of its own.
+fn take(r: &Arc<Rdm>, s: &Arc<Socket>) -> Result {
+    begin_reading(r).map_err(|e| refuse(s, e))?;
+    if let Err(e) = track(r, s) {
+        end_reading(r);
+        return Err(if e == ENOSPC { refuse(s, e) } else { e });
+    }
+    let s2 = s.clone();
+    spawn(r, move |r| incoming(r, s2)).inspect_err(|_| {
+        untrack(r, s);
+        end_reading(r);
+    })
 }
 
 /// Counts a peer's request about to be read: at most `handshake_max` at
@@ -512,8 +551,8 @@ fn open(r: &Rdm, peer: SockAddr) -> Result<Arc<Shared>> {
 /// the connection.
 fn open_tracked(r: &Rdm, sock: &Arc<Socket>, peer: SockAddr) -> Result<Arc<Shared>> {
     let answer = (|| -> Result<Answer> {
-        let l = r.state.lock().listener.clone().ok_or(ENOTCONN)?;
-        let me = l.local_addr()?;
+        let l = r.state.lock().listener.as_ref().map(|l| l.sock().clone());
+        let me = l.ok_or(ENOTCONN)?.local_addr()?;
         // From our listening IP, which the peer checks our claim against.
         if !me.ip_unspecified() {
             sock.bind(&me.with_port(0))?;
@@ -531,10 +570,68 @@ fn open_tracked(r: &Rdm, sock: &Arc<Socket>, peer: SockAddr) -> Result<Arc<Share
     add_conn(r, peer, conn, false)
 }
 
-/// Tells the dispatcher to look at the queue again.
-fn kick(r: &Rdm) {
+impl_has_work! {
+    impl HasWork<Self, 0> for Rdm { self.dispatch }
+}
+
+impl_has_delayed_work! {
+    impl HasDelayedWork<Self, 1> for Rdm { self.repoll }
+}
+
+impl WorkItem<0> for Rdm {
+    type Pointer = Arc<Rdm>;
+
+    fn run(this: Arc<Rdm>) {
+        dispatch(&this);
+        work_done(&this);
+    }
+}
+
+impl WorkItem<1> for Rdm {
+    type Pointer = Arc<Rdm>;
+
+    fn run(this: Arc<Rdm>) {
+        kick(&this);
+        work_done(&this);
+    }
+}
+
+/// Counts a work item about to be queued; false before `kfi_enable` and
+/// once the endpoint closes.
+fn work_begin(r: &Rdm) -> bool {
+    let mut t = r.txq.lock();
+    if t.closing || !t.enabled {
+        return false;
+    }
+    t.active += 1;
+    true
+}
+
+/// A work item of the endpoint has finished, or was not queued.
+fn work_done(r: &Rdm) {
+    let mut t = r.txq.lock();
+    t.active = t.active.saturating_sub(1);
+    drop(t);
+    r.idle.notify_all();
+}
+
+/// Tells the dispatch work to look at the queue again (any context but
+/// hard interrupt).
+fn kick(r: &Arc<Rdm>) {
     r.txq.lock().kicked = true;
-    r.wake.notify_all();
+    if work_begin(r) && wq::queue().enqueue::<_, 0>(r.clone()).is_err() {
+        // Already queued: that run sees the flag.
+        work_done(r);
+    }
+}
+
+/// Has the queue looked at again after `FULL_RING_POLL_MS`, unless that
+/// is planned already.
+fn repoll(r: &Arc<Rdm>) {
+    let j = msecs_to_jiffies(FULL_RING_POLL_MS);
+    if work_begin(r) && wq::queue().enqueue_delayed::<_, 1>(r.clone(), j).is_err() {
+        work_done(r);
+    }
 }
 
 /// Opens a connection to `peer` on a worker of its own, so that a peer
@@ -605,16 +702,33 @@ fn hand_over(r: &Arc<Rdm>, op: &mut TxOp, dest: u64, failed: &[(SockAddr, Error)
     Handed::Wait
 }
 
-/// Hands queued operations to their peers' connections until the endpoint
-/// closes. It never waits on a peer: an operation whose peer cannot take
-/// it now stays queued (with the later ones to that peer, which keep
-/// their order) while those to other peers go on.
-fn dispatcher(r: &Arc<Rdm>) {
-    // The peers that wait in this pass: at most one per queued operation.
+/// One run of the dispatch work: hands queued operations to their peers'
+/// connections while something changed (at most `DISPATCH_PASSES` passes).
+/// It never waits on a peer: an operation whose peer cannot take it now
+/// stays queued (with the later ones to that peer, which keep their order)
+/// while those to other peers go on; the queue is looked at again after
+/// `FULL_RING_POLL_MS` while such operations wait.
+fn dispatch(r: &Arc<Rdm>) {
+    // The peers that wait in a pass: at most one per queued operation.
     let Ok(mut waiting) = KVec::<u64>::with_capacity(QUEUE, GFP_KERNEL) else {
+        // Without memory for this run: look again soon.
+        repoll(r);
         return;
     };
-    loop {
+    for _ in 0..DISPATCH_PASSES {
+        {
+            let mut t = r.txq.lock();
+            if t.closing {
+                return;
+            }
+            if !core::mem::take(&mut t.kicked) {
+                if !t.ops.is_empty() {
+                    drop(t);
+                    repoll(r);
+                }
+                return;
+            }
+        }
         waiting.clear();
         // Failures noted before this pass fail the operations that were
         // waiting for them; later ones are for the next pass.
@@ -659,19 +773,20 @@ fn dispatcher(r: &Arc<Rdm>) {
             }
         }
         drop(failed);
-        let mut t = r.txq.lock();
-        if t.closing {
-            return;
+        if progressed {
+            // Operations behind those handed over may go now.
+            r.txq.lock().kicked = true;
         }
-        if !progressed && !t.kicked {
-            if t.ops.is_empty() {
-                r.wake.wait(&mut t);
-            } else {
-                let j = msecs_to_jiffies(FULL_RING_POLL_MS);
-                let _ = r.wake.wait_interruptible_timeout(&mut t, j);
-            }
-        }
-        t.kicked = false;
+    }
+    let (again, left) = {
+        let t = r.txq.lock();
+        (t.kicked, !t.ops.is_empty())
+    };
+    if again {
+        // Passes left to do: after the other work on the provider's queue.
+        kick(r);
+    } else if left {
+        repoll(r);
     }
 }
 
@@ -688,10 +803,8 @@ impl Drop for RdmEp {
             )
         };
         r.txq.lock().closing = true;
-        r.wake.notify_all();
-        if let Some(l) = listener {
-            l.shutdown();
-        }
+        // Stops accepting, and drops the handler's reference to us.
+        drop(listener);
         for b in busy.iter() {
             b.shutdown();
         }
@@ -703,6 +816,13 @@ impl Drop for RdmEp {
             c.conn.close_by(by);
         }
         r.workers.wait_idle();
+        // The dispatch work queues no more; a poll still planned runs
+        // within `FULL_RING_POLL_MS`.
+        let mut t = r.txq.lock();
+        while t.active > 0 {
+            r.idle.wait(&mut t);
+        }
+        drop(t);
         // Operations never handed to a connection.
         let cq = r.state.lock().tx_cq;
         let left = core::mem::take(&mut r.txq.lock().ops);

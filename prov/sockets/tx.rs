@@ -135,8 +135,7 @@ pub(crate) fn inline(sh: &Arc<Shared>) {
 /// take it whole (`Wait::No`: the rest is left in `State::tx_begun`) or
 /// the connection failed (torn down here).
 fn step(sh: &Arc<Shared>, sock: &Socket, job: Job, at: usize, start: Deadline, wait: Wait) -> bool {
-    // The receive work may wait for room in the response queue, an RDM
-    // dispatcher for room in the transmit queue.
+    // The receive work may wait for room in the response queue.
     sh.wake.notify_all();
     if wait == Wait::Deadline {
         sock.set_tx_deadline(rx::frame_deadline(start, job.payload_len()));

@@ -3,9 +3,12 @@
 //! The provider's own workqueue (`kfi_sockets_sock.c` makes it): the
 //! connections' receive and transmit work runs there, so a few hundred
 //! connections whose peers stall inside a frame cannot take the system's
-//! shared workers from other kernel users. (The acceptors, dispatchers and
-//! handshake workers, which wait by nature, stay on the system's
-//! long-running queue, so they never take the connections' workers.)
+//! shared workers from other kernel users. The listeners' accept work
+//! (`accept.rs`) and the RDM endpoints' dispatch work (`rdm.rs`), which
+//! never wait, run here too. (The workers that read a request or open a
+//! connection, which wait by nature until the handshake deadline, stay on
+//! the system's long-running queue, so they never take the connections'
+//! workers.)
 //! Made at module load, destroyed at unload (after every object of the
 //! provider is gone, so nothing is queued any more; destroying drains what
 //! still runs).

@@ -7,7 +7,8 @@
 //! connection handshake over loopback), and `kfi_sockets_msg` (msg.rs): the
 //! provider itself, through kfabric.ko, over loopback (the VM runner loads
 //! kfi_sockets.ko first), and `kfi_sockets_hostile` (hostile.rs, its peers
-//! in hostile_peers.rs): raw peers that break the protocol on purpose. The provider's sources are
+//! in hostile_peers.rs): raw peers that break the protocol on purpose, and
+//! `kfi_sockets_scale` (scale.rs): what idle objects hold. The provider's sources are
 //! included by path, so the building-block tests exercise the very code
 //! the provider runs.
 
@@ -36,6 +37,8 @@ mod msg;
 #[allow(dead_code)]
 #[path = "../common/net.rs"]
 mod net;
+#[path = "scale.rs"]
+mod scale;
 #[path = "../../prov/sockets/wire.rs"]
 mod wire;
 
