@@ -86,9 +86,8 @@ def number_or_text(v):
 
 
 # The fan-out lines: 'bench: <kind> key=value...' (fanout_open: the open
-# pass and the memory it took; fanout: a rate pass; fanout_close; fanout_cut:
-# a row cut to what the guest holds).
-FAN_KINDS = ("fanout_open", "fanout", "fanout_close", "fanout_cut")
+# pass and the memory it took; fanout: a rate pass; fanout_close).
+FAN_KINDS = ("fanout_open", "fanout", "fanout_close")
 
 
 def parse_samples(path):
@@ -548,9 +547,6 @@ def build_fan_rows(fan):
                 row["ctxsw_per_msg"] = statistics.median(ctx)
         if close:
             row["close_ms"] = close[-1]["ns"] / 1e6
-        cut = [c for c in fan["fanout_cut"] if c["peers"] == n]
-        if cut:
-            row["cut"] = cut[-1]
         peers, bound = FANOUT_TARGET
         if row["asked"] == peers:
             row["target"] = "<= %s B per idle connection at %d peers" % (human(bound), peers)
@@ -593,12 +589,6 @@ def print_fan_report(rows):
     for r in rows:
         p("    %d peers: first hub %+d KiB, measured hub %+d KiB (vmalloc %+d KiB)"
           % (r["peers"], r["first_stack_bytes"] >> 10, r["stack_bytes"] >> 10, r["vmalloc_bytes"] >> 10))
-    for r in rows:
-        if "cut" in r:
-            c = r["cut"]
-            p("  %d peers asked, %d run: the guest's %s CPUs run %s long-running work items each, and every"
-              " kfi_sockets RDM endpoint keeps %s" % (c["asked"], c["peers"], c["cpus"], c["long_per_cpu"],
-                                                      c["per_endpoint"]))
     for r in rows:
         if "target" in r:
             p("  target %s: %s (%.0f B used, %.0f B slab per connection)"

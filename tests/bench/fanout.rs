@@ -43,7 +43,6 @@ use crate::{
     mem::Mem,
     net::*,
     pattern,
-    place::{cpus, LongRoom, Pinned, LONG_PER_EP},
     run::{cpu_now, span_ns, Back, Bufs, Cpus, Grave, Sample, Shape, Time},
     spawn::{join_both, spawn},
     Costs, Rep, Sides,
@@ -62,9 +61,6 @@ const PEERS: [usize; 3] = [1, 64, 1024];
 /// The first port of the fan-out rows; every endpoint takes the next one
 /// (no row reuses a port another row's connections used).
 const BASE_PORT: u16 = 7500;
-/// Long-running work items left per CPU for everything but the
-/// endpoints' own (their connections' handshakes, other users).
-const LONG_RESERVE: usize = 256;
 /// Most waits of a sender whose posts are refused with nothing of its own
 /// in flight, 1 ms each.
 const MAX_STALLS: usize = 5000;
@@ -164,33 +160,12 @@ pub(crate) fn rows(plan: &FanPlan) -> Result<usize> {
     Ok(bad)
 }
 
-/// The most peers the long-running queue's `per_cpu` room holds on
-/// `cpus` CPUs (the hubs are two more endpoints).
-fn most_peers(per_cpu: usize, cpus: usize) -> usize {
-    (per_cpu.saturating_sub(LONG_RESERVE) / LONG_PER_EP)
-        .saturating_mul(cpus)
-        .saturating_sub(2)
-}
-
-/// The row of `asked` peers (fewer if the guest cannot hold them: said in
-/// its lines): the number of passes with wrong data.
+/// The row of `asked` peers: the number of passes with wrong data.
 fn row(asked: usize, plan: &FanPlan, ports: &mut Ports) -> Result<usize> {
-    let room = LongRoom::new();
-    let most = most_peers(room.per_cpu(), cpus());
-    let n = asked.min(most);
+    let n = asked;
     if n == 0 {
-        pr_err!("bench: fanout: no room for peers\n");
-        return Err(ENOSPC);
-    }
-    if n < asked {
-        pr_info!(
-            "bench: fanout_cut asked={} peers={} cpus={} long_per_cpu={} per_endpoint={}\n",
-            asked,
-            n,
-            cpus(),
-            room.per_cpu(),
-            LONG_PER_EP
-        );
+        pr_err!("bench: fanout: no peers\n");
+        return Err(EINVAL);
     }
     let msgs = plan.msgs.max(n);
     let total = msgs.checked_mul(SIZE).ok_or(EINVAL)?;
@@ -270,7 +245,6 @@ fn row(asked: usize, plan: &FanPlan, ports: &mut Ports) -> Result<usize> {
         span_ns(t0, &[Time::now()])
     );
     drop(bufs);
-    drop(room);
     Ok(bad)
 }
 
@@ -297,13 +271,10 @@ fn open_hub(n: usize, ports: &mut Ports) -> Result<Hub> {
     })
 }
 
-/// Opens two hubs and `n` peers on the next ports of `ports`, each
-/// endpoint's work items on the next CPU in turn (hubs first); puts the
+/// Opens two hubs and `n` peers on the next ports of `ports`; puts the
 /// peers in the hubs' address vectors.
 fn open(n: usize, ports: &mut Ports) -> Result<Fan> {
-    let pin = Pinned::on(0)?;
     let mut hub = open_hub(n, ports)?;
-    pin.to(1)?;
     let mut first_hub = open_hub(n, ports)?;
     let first = ports.next()?;
     let pn = net_typed(
@@ -319,7 +290,6 @@ fn open(n: usize, ports: &mut Ports) -> Result<Fan> {
     let pav = av(&pn, 1)?;
     let mut eps = KVec::with_capacity(n, GFP_KERNEL)?;
     for p in 0..n {
-        pin.to(p)?;
         let later;
         let port: &CStr = if p == 0 {
             &first
@@ -337,7 +307,6 @@ fn open(n: usize, ports: &mut Ports) -> Result<Fan> {
             h.to.push(a, GFP_KERNEL)?;
         }
     }
-    drop(pin);
     Ok(Fan {
         hub,
         first: first_hub,

@@ -54,7 +54,6 @@ mod ib_ring;
 mod kfi_runs;
 mod mem;
 mod pattern;
-mod place;
 mod raw;
 mod raw_ib;
 mod run;
