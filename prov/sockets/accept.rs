@@ -84,10 +84,7 @@ impl WorkItem for Listener {
 
     fn run(this: Arc<Listener>) {
         accept_ready(&this);
-        let mut s = this.state.lock();
-        s.active -= 1;
-        drop(s);
-        this.idle.notify_all();
+        done(&this);
     }
 }
 
@@ -169,9 +166,16 @@ fn kick(l: &Arc<Listener>) {
     }
     if wq::queue().enqueue(l.clone()).is_err() {
         // Already queued: that run accepts what we were called for.
-        l.state.lock().active -= 1;
-        l.idle.notify_all();
+        done(l);
     }
+}
+
+/// A run of the accept work has finished, or was not queued.
+fn done(l: &Listener) {
+    let mut s = l.state.lock();
+    s.active = s.active.saturating_sub(1);
+    drop(s);
+    l.idle.notify_all();
 }
 
 /// The first wait after a failed accept, and the longest.

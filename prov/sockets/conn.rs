@@ -52,7 +52,7 @@ pub(crate) const QUEUE: usize = 64;
 /// post that finds no memory without sleeping gets `EAGAIN`), up to
 /// `QUEUE` or `RESP_MAX`, and shrink back when the connection is idle, so
 /// that an idle connection holds little (an RDM endpoint may have many).
-const QUEUE_FIRST: usize = 4;
+pub(crate) const QUEUE_FIRST: usize = 4;
 /// Responses the receiver queues for the transmitter before it stops
 /// reading (backpressure on a peer that asks faster than it reads).
 pub(crate) const RESP_MAX: usize = QUEUE;
@@ -139,7 +139,7 @@ impl State {
 
 /// Gives an empty list the room it started with (never sleeps: on failure
 /// to allocate it keeps the larger).
-fn shrink_vec<T>(v: &mut KVec<T>) {
+pub(crate) fn shrink_vec<T>(v: &mut KVec<T>) {
     if v.is_empty() && v.capacity() > QUEUE_FIRST {
         if let Ok(first) = KVec::with_capacity(QUEUE_FIRST, GFP_ATOMIC) {
             *v = first;

@@ -48,7 +48,7 @@ use kernel::{
 
 use crate::{
     accept::Listening,
-    conn::{self, Shared, QUEUE},
+    conn::{self, shrink_vec, Shared, QUEUE, QUEUE_FIRST},
     ep,
     frame::{self, Answer},
     info_ns,
@@ -98,9 +98,11 @@ struct Queued {
 }
 
 struct TxQueue {
-    /// Operations not handed to a connection yet, oldest first (room for
-    /// `QUEUE`). Only posting adds (at the end), only the dispatch work
-    /// removes (until close), so its index of an entry stays valid.
+    /// Operations not handed to a connection yet, oldest first: at most
+    /// `QUEUE`, in room that grows on demand from `QUEUE_FIRST` and goes
+    /// back to it when the queue empties (an idle endpoint holds little).
+    /// Only posting adds (at the end), only the dispatch work removes
+    /// (until close), so its index of an entry stays valid.
     ops: KVec<Queued>,
     /// Something changed that the dispatch work should look at.
     kicked: bool,
@@ -201,7 +203,7 @@ impl RdmEp {
                     closing: false,
                 }),
                 txq <- new_spinlock_irq!(TxQueue {
-                    ops: KVec::with_capacity(QUEUE, GFP_KERNEL)?,
+                    ops: KVec::with_capacity(QUEUE_FIRST, GFP_KERNEL)?,
                     kicked: false,
                     enabled: false,
                     active: 0,
@@ -291,8 +293,9 @@ impl RdmEp {
     }
 
     /// Queues `op` for the peer `dest` (any context but hard interrupt):
-    /// `EAGAIN` when the endpoint's queue is full or `dest` has
-    /// `PEER_BACKLOG` operations in it already.
+    /// `EAGAIN` when the endpoint's queue is full, `dest` has
+    /// `PEER_BACKLOG` operations in it already, or the queue's room cannot
+    /// grow without sleeping.
     pub(crate) fn post(&self, op: TxOp, dest: u64) -> Result {
         let mut q = self.0.txq.lock();
         if q.closing {
@@ -301,7 +304,15 @@ impl RdmEp {
         if q.ops.len() >= QUEUE || q.ops.iter().filter(|x| x.dest == dest).count() >= PEER_BACKLOG {
             return Err(EAGAIN);
         }
-        // Within the capacity allocated at open: does not allocate.
+        if q.ops.len() == q.ops.capacity() {
+            // Doubles, up to `QUEUE`; posting may run in softirq.
+            let more = q
+                .ops
+                .capacity()
+                .max(QUEUE_FIRST)
+                .min(QUEUE.saturating_sub(q.ops.len()));
+            q.ops.reserve(more, GFP_ATOMIC).map_err(|_| EAGAIN)?;
+        }
         q.ops
             .push_within_capacity(Queued { op, dest })
             .map_err(|_| EAGAIN)?;
@@ -722,7 +733,9 @@ fn dispatch(r: &Arc<Rdm>) {
                 return;
             }
             if !core::mem::take(&mut t.kicked) {
-                if !t.ops.is_empty() {
+                if t.ops.is_empty() {
+                    shrink_vec(&mut t.ops);
+                } else {
                     drop(t);
                     repoll(r);
                 }
@@ -779,7 +792,10 @@ fn dispatch(r: &Arc<Rdm>) {
         }
     }
     let (again, left) = {
-        let t = r.txq.lock();
+        let mut t = r.txq.lock();
+        if t.ops.is_empty() {
+            shrink_vec(&mut t.ops);
+        }
         (t.kicked, !t.ops.is_empty())
     };
     if again {

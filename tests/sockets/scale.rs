@@ -52,6 +52,92 @@ mod cases {
         ))
     }
 
+    /// An RDM endpoint's queue of operations not handed to a connection
+    /// starts small and grows on demand (an idle endpoint holds little);
+    /// its bounds hold as it grows: 16 operations per peer, 64 in all
+    /// (`EAGAIN` beyond), and every queued operation completes once, with
+    /// an error, when the endpoint closes. The peers take the TCP
+    /// connection and never answer, so nothing leaves the queue.
+    #[test]
+    fn rdm_queue_grows_within_its_bounds() -> Result {
+        const PEERS: usize = 5;
+        const PER_PEER: usize = 16;
+        const QUEUE: usize = 64;
+        let payload = [7u8; 8];
+        // The endpoint's close reports all of them: room for every one.
+        let n = net_typed(
+            c"sockets",
+            c"127.0.0.1",
+            c"11998",
+            core::ptr::null_mut(),
+            sys::KFI_EP_RDM,
+        )?;
+        let av = n.domain.open_av(&sys::kfi_av_attr {
+            type_: sys::KFI_AV_TABLE,
+            count: 8,
+            ..Default::default()
+        })?;
+        let c = cq_sized(&n, 2 * QUEUE)?;
+        let ep = rdm_endpoint(&n, &c, &av)?;
+        let mut silent = KVec::with_capacity(PEERS, GFP_KERNEL)?;
+        let mut to = [0u64; PEERS];
+        for (i, a) in to.iter_mut().enumerate() {
+            let port = 11990 + i as u16;
+            silent.push(raw_listener(port)?, GFP_KERNEL)?;
+            *a = av
+                .insert(SockAddr::v4([127, 0, 0, 1], port).as_bytes())
+                .map_err(|_| EINVAL)?;
+        }
+        let sv = kvec(&payload);
+        let post = |peer: usize, ctx: usize| -> i32 {
+            let mut m = msg(&sv, ctx, 0);
+            m.addr = to[peer];
+            // SAFETY: Open endpoint; `payload` is declared before `ep`, so
+            // it outlives the endpoint, whose close ends the sends.
+            unsafe { rc(ep.sendmsg(&m, 0)) }
+        };
+        let outcome = (|| -> Result {
+            for peer in 0..QUEUE / PER_PEER {
+                for k in 0..PER_PEER {
+                    let ret = post(peer, 1 + peer * PER_PEER + k);
+                    ensure!(ret == 0, "send {} to peer {}: {}", k, peer, ret);
+                }
+                let ret = post(peer, 1000);
+                ensure!(
+                    ret == EAGAIN.to_errno(),
+                    "send 17 to peer {}: {}",
+                    peer,
+                    ret
+                );
+            }
+            let ret = post(PEERS - 1, 1000);
+            ensure!(ret == EAGAIN.to_errno(), "send 65 to a fresh peer: {}", ret);
+            Ok(())
+        })();
+        drop(ep);
+        outcome?;
+        let mut seen = [false; QUEUE];
+        for i in 0..QUEUE {
+            let e = cq_error(&c, 5000).inspect_err(|_| {
+                pr_err!("kfi_sockets_scale: {} of {} sends completed\n", i, QUEUE)
+            })?;
+            let ctx = e.op_context as usize;
+            ensure!((1..=QUEUE).contains(&ctx), "context {}", ctx);
+            ensure!(!seen[ctx - 1], "send {} completed twice", ctx);
+            seen[ctx - 1] = true;
+        }
+        let mut e = sys::kfi_cq_data_entry::default();
+        ensure!(
+            sread_ms(&c, &mut e, 100) == ETIMEDOUT.to_errno() as isize,
+            "a completion too many"
+        );
+        drop(c);
+        drop(av);
+        drop(n);
+        drop(silent);
+        Ok(())
+    }
+
     /// Issue 10 (scale): 1,100 open RDM endpoints each accept a peer's
     /// request, and the last one's message reaches the first. With an
     /// acceptor and a dispatcher worker per endpoint on the long-running
