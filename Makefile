@@ -65,4 +65,5 @@ clean:
 		$(MAKE) -s -C "$$kdir" M=$(CURDIR) clean; fi
 	@rm -f .kfabric-kdir kfi/api/bindings_generated.rs kfi/api/bindings_generated.rs.kdir \
 		prov/ibverbs/ib_bindings_generated.rs prov/ibverbs/ib_bindings_generated.rs.kdir \
+		prov/sockets/sock_bindings_generated.rs prov/sockets/sock_bindings_generated.rs.kdir \
 		rust-project.json

@@ -16,9 +16,10 @@ set -euo pipefail
 variant=${1:-normal}
 kdir=$("$KFABRIC_TOP/scripts/kernel.sh" build "$variant")
 cd "$KFABRIC_TOP"
-gen=(kfi/api/bindings_generated.rs prov/ibverbs/ib_bindings_generated.rs)
+gen=(kfi/api/bindings_generated.rs prov/ibverbs/ib_bindings_generated.rs
+     prov/sockets/sock_bindings_generated.rs)
 # The copy needs the generated declarations that a module build makes.
-[ -f "${gen[0]}" ] && [ -f "${gen[1]}" ] || "$KFABRIC_TOP/scripts/modules.sh" "$variant" >/dev/null
+[ -f "${gen[0]}" ] && [ -f "${gen[1]}" ] && [ -f "${gen[2]}" ] || "$KFABRIC_TOP/scripts/modules.sh" "$variant" >/dev/null
 out=$KFABRIC_TOP/.api-dead-code
 log=$out/build.log
 rm -rf "$out"

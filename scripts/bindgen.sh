@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# bindgen.sh KDIR OUT HEADER [ib]: Rust declarations of kfabric's C ABI,
-# or (with 'ib') of kfi_ibverbs' C shim and the ib_core/rdma_cm parts it uses.
+# bindgen.sh KDIR OUT HEADER [ib|sock]: Rust declarations of kfabric's C ABI,
+# or (with 'ib') of kfi_ibverbs' C shim and the ib_core/rdma_cm parts it uses,
+# or (with 'sock') of kfi_sockets' C glue.
 #
 # Uses the C flags the kernel build itself gave bindgen (saved in
 # rust/bindings/.bindings_generated.rs.cmd), so the layout matches the
@@ -50,6 +51,19 @@ if [ "$kind" = ib ]; then
 		--opaque-type 'kfi_ib_frmr|ib_device|ib_qp|ib_cq|ib_pd|ib_mr|rdma_cm_id|ib_srq|ib_xrcd|ib_rwq_ind_table|ib_ah|ib_event|ib_client_nl_info|ib_gid|rdma_ud_param' \
 		--blocklist-type '(ib_device|ib_qp|ib_cq|ib_pd|ib_mr|rdma_cm_id|ib_srq|ib_event)__bindgen_ty_.*' \
 		-o "$tmp" -- $clang_args -I"$KFABRIC_TOP/include" -DMODULE '-DKBUILD_MODNAME="kfi_ibverbs"'
+	mv "$tmp" "$out"
+	exit 0
+fi
+if [ "$kind" = sock ]; then
+	# The glue's functions (those kfi_sockets' C defines and the callbacks
+	# its Rust defines) and sock_setsockopt, exported but not in the
+	# kernel's bindings. The kernel types they use (socket, sock, sk_buff,
+	# workqueue_struct, sockptr_t) come from kernel::bindings, imported by
+	# the including file.
+	# shellcheck disable=SC2086
+	"$bindgen" "$header" "${common[@]}" --no-recursive-allowlist \
+		--allowlist-function 'kfi_sockets_.*|sock_setsockopt' \
+		-o "$tmp" -- $clang_args -DMODULE
 	mv "$tmp" "$out"
 	exit 0
 fi

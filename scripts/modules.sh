@@ -30,7 +30,8 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$kdir" ]; then
 fi
 
 # Rust declarations of the C headers, made again when the kernel or a
-# header changed: kfabric's C ABI, and kfi_ibverbs' shim over ib_core.
+# header changed: kfabric's C ABI, kfi_ibverbs' shim over ib_core, and
+# kfi_sockets' C glue.
 generate() {
 	local gen=$1 header=$2 kind=$3
 	if [ ! -f "$gen" ] || [ "$(cat "$gen.kdir" 2>/dev/null)" != "$kdir" ] ||
@@ -41,6 +42,7 @@ generate() {
 }
 generate kfi/api/bindings_generated.rs include/kfabric/kfi_all.h kfi
 generate prov/ibverbs/ib_bindings_generated.rs prov/ibverbs/kfi_ib_shim.h ib
+generate prov/sockets/sock_bindings_generated.rs prov/sockets/kfi_sockets_glue.h sock
 
 # shellcheck disable=SC2046
 make -C "$kdir" M="$KFABRIC_TOP" $(kmake_args) -j"$(nproc)" "$@" modules >&2

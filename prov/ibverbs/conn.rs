@@ -14,7 +14,7 @@ use kernel::{
 
 use crate::{
     data::{self, DataPath, Ring, Watch},
-    domain::DomShared,
+    domdev::DomDev,
     ib::{
         addr::Addr,
         cm::{self, CmId, RdDepth},
@@ -88,7 +88,8 @@ pub(crate) struct State {
 /// An endpoint's shared part: the handler of its rdma_cm identifier.
 #[pin_data]
 pub(crate) struct Conn {
-    pub(crate) dom: Arc<DomShared>,
+    /// The domain's device side (the domain is the endpoint's).
+    pub(crate) dom: Arc<DomDev>,
     pub(crate) dp: Arc<DataPath>,
     #[pin]
     pub(crate) state: Mutex<State>,
@@ -120,7 +121,7 @@ impl Conn {
     /// identifier and offer) or one that connects to `dest` (or to the
     /// address given at connect). Process context.
     pub(crate) fn new(
-        dom: Arc<DomShared>,
+        dom: Arc<DomDev>,
         dp: Arc<DataPath>,
         request: Option<(CmId<()>, RdDepth)>,
         dest: Option<Addr>,

@@ -12,6 +12,7 @@ use kernel::{
 
 use crate::{
     conn::Conn,
+    domdev::DomDev,
     ib::{device::Device, frmr::FastReg, verbs::Pd},
     ib_sys as sys,
     mr::IbRegion,
@@ -22,23 +23,14 @@ use crate::{
 /// A domain's shared part.
 #[pin_data]
 pub(crate) struct DomShared {
-    pub(crate) dev: Arc<Device>,
-    pub(crate) net: NetPtr,
-    /// The PD; `None` once the device is gone.
-    #[pin]
-    pd: Mutex<Option<Arc<Pd>>>,
+    /// The device, PD and teardown lock, which its connections share.
+    pub(crate) dd: Arc<DomDev>,
     /// Endpoints with device resources, for the device's removal.
     #[pin]
     conns: Mutex<KVec<Arc<Conn>>>,
     /// Open regions, whose MRs the device's removal frees.
     #[pin]
     regions: Mutex<KVec<Arc<IbRegion>>>,
-    /// Held while an endpoint's QP, ring and CQs are torn down (its close
-    /// or the device's removal), so the PD outlives every teardown. Lock
-    /// order: this, then an endpoint's state lock; rdma_cm's handler lock
-    /// is never taken under it.
-    #[pin]
-    teardown: Mutex<()>,
     /// Registrations waiting for their work request (without the
     /// teardown lock): a device's removal waits for them after it has
     /// destroyed the QPs, which flushes their requests.
@@ -82,16 +74,6 @@ pub(crate) fn release() {
 }
 
 impl DomShared {
-    /// The PD, while the device is there (ENODEV after its removal).
-    pub(crate) fn pd(&self) -> Result<Arc<Pd>> {
-        self.pd.lock().clone().ok_or(ENODEV)
-    }
-
-    /// Serializes teardowns of device resources (see `teardown`).
-    pub(crate) fn teardown(&self) -> kernel::sync::MutexGuard<'_, ()> {
-        self.teardown.lock()
-    }
-
     /// Counts a registration in flight in (`true`) or out. Called with
     /// the teardown lock held when counting in.
     pub(crate) fn reg_busy(&self, start: bool) {
@@ -112,11 +94,6 @@ impl DomShared {
         while *n > 0 {
             self.regs_idle.wait(&mut n);
         }
-    }
-
-    /// Whether the device is still there (the PD not yet taken).
-    pub(crate) fn present(&self) -> bool {
-        self.pd.lock().is_some()
     }
 
     /// Tracks `c` for the device's removal.
@@ -161,10 +138,10 @@ impl DomShared {
         }
         // The device stays registered while the PD is there: its removal
         // takes the PD first, then this lock, then shuts the link down.
-        let Ok(pd) = self.pd() else {
+        let Ok(pd) = self.dd.pd() else {
             return Ok(None);
         };
-        match RegLink::new(&self.dev, self.net, &pd) {
+        match RegLink::new(&self.dd.dev, self.dd.net, &pd) {
             Ok(k) => {
                 l.failed = None;
                 Ok(Some(l.link.insert(k).clone()))
@@ -174,7 +151,7 @@ impl DomShared {
                 l.failed = Some(Instant::now());
                 pr_debug!(
                     "kfi_ibverbs: {:?}: no registration link ({})\n",
-                    &*self.dev.name,
+                    &*self.dd.dev.name,
                     e.to_errno()
                 );
                 Ok(None)
@@ -222,14 +199,12 @@ impl IbDomain {
         // SAFETY: `dev` is in the device list, so registered; the PD is
         // dropped before the device's removal ends (`device_removed`).
         let pd = Arc::new(unsafe { Pd::new(dev.as_ptr()) }?, GFP_KERNEL)?;
+        let dd = DomDev::new(dev, net, pd)?;
         let shared = Arc::pin_init(
             pin_init!(DomShared {
-                dev,
-                net,
-                pd <- new_mutex!(Some(pd)),
+                dd,
                 conns <- new_mutex!(KVec::new()),
                 regions <- new_mutex!(KVec::new()),
-                teardown <- new_mutex!(()),
                 regs <- new_mutex!(0),
                 regs_idle <- new_condvar!(),
                 link <- new_mutex!(LinkSlot::default()),
@@ -257,7 +232,7 @@ impl Drop for IbDomain {
 pub(crate) fn device_removed(dev: *mut sys::ib_device) {
     let mut doomed = KVec::new();
     for d in DOMAINS.lock().iter() {
-        if d.dev.is(dev) {
+        if d.dd.dev.is(dev) {
             // Without memory the removal cannot be tracked; the endpoints
             // are still shut down through their rdma_cm identifiers.
             let _ = doomed.push(d.clone(), GFP_KERNEL);
@@ -268,14 +243,14 @@ pub(crate) fn device_removed(dev: *mut sys::ib_device) {
         // list before it makes its QP, under its state lock, which
         // `device_gone` takes: a QP being made is finished, then
         // destroyed. The PD goes after every QP on it.
-        let pd = d.pd.lock().take();
+        let pd = d.dd.take_pd();
         let conns = core::mem::take(&mut *d.conns.lock());
         for c in conns.iter() {
             c.device_gone();
         }
         // Endpoints closing and regions registering meanwhile finish
         // before the MRs and the PD go.
-        drop(d.teardown());
+        drop(d.dd.teardown());
         // The registration link's QPs go like the endpoints' (a setup
         // under way finishes first), flushing what it holds.
         d.end_link();

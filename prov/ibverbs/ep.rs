@@ -77,6 +77,8 @@ pub(crate) const OP_FLAGS: u64 = ksys::KFI_INJECT
 /// An endpoint.
 pub(crate) struct IbEndpoint {
     conn: Arc<Conn>,
+    /// The domain, which tracks the connection for the device's removal.
+    dom: Arc<DomShared>,
 }
 
 impl IbEndpoint {
@@ -99,9 +101,9 @@ impl IbEndpoint {
         } else {
             (None, None)
         };
-        let dp = DataPath::new(data::max_msg(&dom.dev.limits))?;
-        let conn = Conn::new(dom, dp, request, dest)?;
-        Ok(Self { conn })
+        let dp = DataPath::new(data::max_msg(&dom.dd.dev.limits))?;
+        let conn = Conn::new(dom.dd.clone(), dp, request, dest)?;
+        Ok(Self { conn, dom })
     }
 
     pub(crate) fn attr(&self) -> EndpointAttr {
@@ -166,7 +168,7 @@ impl IbEndpoint {
             None => CmId::new(self.conn.dom.net.0, self.conn.clone())?,
         };
         // Tracked before its QP exists, so a device removal cannot miss it.
-        self.conn.dom.add_conn(self.conn.clone())?;
+        self.dom.add_conn(self.conn.clone())?;
         // A protocol error of the peer ends the connection (until the close).
         drop(self.conn.dp.set_owner(Some(self.conn.clone())));
         let mut s = self.conn.state.lock();
@@ -467,7 +469,7 @@ impl Drop for IbEndpoint {
             // run with the state lock released; the handler ignores a
             // closed connection meanwhile.
             let _t = self.conn.dom.teardown();
-            self.conn.dom.remove_conn(&self.conn);
+            self.dom.remove_conn(&self.conn);
             let (id, queues) = {
                 let mut s = self.conn.state.lock();
                 s.phase = Phase::Closed;

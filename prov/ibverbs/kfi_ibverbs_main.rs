@@ -26,6 +26,7 @@ mod conn;
 mod data;
 mod devices;
 mod domain;
+mod domdev;
 mod ep;
 mod frame;
 mod ib;

@@ -119,7 +119,7 @@ pub(crate) fn register(dom: &Arc<DomShared>, attr: &ksys::kfi_mr_attr) -> Result
     let link = dom.reg_link()?;
     // One registration at a time on the link, post to completion.
     let _serial = link.as_ref().map(|k| k.serial());
-    let t = dom.teardown();
+    let t = dom.dd.teardown();
     // SAFETY: Every member of the union is a pointer; which one it is,
     // `iov_type` says, and `Segments` reads it as that.
     let list = unsafe { attr.__bindgen_anon_1.mr_iov }.cast::<c_void>();
@@ -139,10 +139,10 @@ pub(crate) fn register(dom: &Arc<DomShared>, attr: &ksys::kfi_mr_attr) -> Result
         pages = pages.checked_add(n).ok_or(E2BIG)?;
     }
     let first = first.ok_or(EINVAL)?;
-    if pages > dom.dev.limits.max_frmr_pages as usize {
+    if pages > dom.dd.dev.limits.max_frmr_pages as usize {
         return Err(E2BIG);
     }
-    let mut fr = FastReg::new(dom.pd()?, pages)?;
+    let mut fr = FastReg::new(dom.dd.pd()?, pages)?;
     // The ULP keeps registered memory valid until it closes the region
     // (kfi_mr_reg's contract), which frees the MR first.
     for s in segs()? {
@@ -159,7 +159,7 @@ pub(crate) fn register(dom: &Arc<DomShared>, attr: &ksys::kfi_mr_attr) -> Result
         }
     }
     fr.map(first as u64)?;
-    let rights = access(attr.access, dom.dev.limits.atomics);
+    let rights = access(attr.access, dom.dd.dev.limits.atomics);
     let on = match link.as_ref() {
         Some(k) if k.post(&mut fr, rights).is_ok() => PostedOn::Link(k),
         _ => PostedOn::Conn(dom.post_reg(&mut fr, rights)?),
@@ -186,8 +186,8 @@ pub(crate) fn register(dom: &Arc<DomShared>, attr: &ksys::kfi_mr_attr) -> Result
         return Err(e);
     }
     drop(on);
-    let _t = dom.teardown();
-    if !dom.present() {
+    let _t = dom.dd.teardown();
+    if !dom.dd.present() {
         // The device went meanwhile: its regions' MRs are freed.
         drop(fr);
         drop(busy);

@@ -24,17 +24,11 @@ use kernel::{
     workqueue::{impl_has_work, new_work, Work, WorkItem},
 };
 
-use crate::{ksock::Socket, wq};
-
-// Only pointers cross; `struct socket`'s opaque parts trip the lint.
-#[allow(improper_ctypes)]
-extern "C" {
-    fn kfi_sockets_hook_listener(sock: *mut kernel::bindings::socket, owner: *mut c_void) -> c_int;
-    fn kfi_sockets_accepted(
-        listener: *mut kernel::bindings::socket,
-        sock: *mut kernel::bindings::socket,
-    );
-}
+use crate::{
+    ksock::Socket,
+    sock_sys::{self, c_callback, kfi_sockets_accepted, kfi_sockets_hook_listener},
+    wq,
+};
 
 /// Most connections one run of the accept work takes.
 const ACCEPT_BATCH: usize = 16;
@@ -239,3 +233,7 @@ unsafe extern "C" fn kfi_sockets_accept_ready(owner: *mut c_void) {
     // SAFETY: As required: a live `KBox<Arc<Listener>>`.
     kick(unsafe { &*owner.cast::<Arc<Listener>>() });
 }
+
+// kfi_sockets_sock.c calls this by its declaration in kfi_sockets_glue.h:
+// the build fails unless it has the same signature.
+c_callback!(sock_sys::kfi_sockets_accept_ready, kfi_sockets_accept_ready);

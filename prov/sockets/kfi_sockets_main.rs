@@ -33,6 +33,7 @@ mod progress;
 mod rdm;
 mod rx;
 mod rxq;
+mod sock_sys;
 mod tx;
 mod wq;
 // Shared with tests/sockets by `#[path]`; each crate uses a part.

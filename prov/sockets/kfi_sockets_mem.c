@@ -8,8 +8,7 @@
 #include <asm/barrier.h>
 #include <linux/libnvdimm.h>
 
-void kfi_sockets_persist(void *addr, size_t len);
-void kfi_sockets_barrier(void);
+#include "kfi_sockets_glue.h"
 
 /*
  * Writes the CPU cache lines of a persistent-memory range back to the

@@ -18,7 +18,7 @@
 #include <net/sock.h>
 #include <net/tcp.h>
 
-void kfi_sockets_reuseaddr(struct socket *sock);
+#include "kfi_sockets_glue.h"
 
 /*
  * A listener may bind its port again while connections of an earlier
@@ -50,16 +50,6 @@ struct kfi_sockets_cb {
 	void (*kick)(void *owner);
 	void *owner;
 };
-
-void kfi_sockets_rx_ready(void *owner);
-void kfi_sockets_rx_data(void *owner, struct sock *sk);
-void kfi_sockets_tx_ready(void *owner);
-void kfi_sockets_accept_ready(void *owner);
-int kfi_sockets_hook(struct socket *sock, void *owner);
-int kfi_sockets_hook_listener(struct socket *sock, void *owner);
-void kfi_sockets_accepted(struct socket *listener, struct socket *sock);
-void *kfi_sockets_unhook(struct socket *sock);
-void kfi_sockets_arm_timer(struct socket *sock, unsigned int ms);
 
 /* The hook of sk, or NULL; under sk_callback_lock. */
 static struct kfi_sockets_cb *kfi_sockets_cb_of(const struct sock *sk)
@@ -106,13 +96,6 @@ static void kfi_sockets_state_change(struct sock *sk)
 	}
 	read_unlock_bh(&sk->sk_callback_lock);
 }
-
-int kfi_sockets_rx_skb(void *parser, const struct sk_buff *skb, unsigned int offset,
-		       size_t len);
-int kfi_sockets_read_sock(struct sock *sk, void *parser);
-int kfi_sockets_inq(struct sock *sk);
-int kfi_sockets_skb_copy(const struct sk_buff *skb, unsigned int offset, void *to,
-			 unsigned int len);
 
 static int kfi_sockets_read_actor(read_descriptor_t *desc, struct sk_buff *skb,
 				  unsigned int offset, size_t len)
@@ -334,8 +317,6 @@ void kfi_sockets_arm_timer(struct socket *sock, unsigned int ms)
 	read_unlock_bh(&sk->sk_callback_lock);
 }
 
-bool kfi_sockets_may_send_inline(void);
-
 /*
  * Stack an inline send needs left: the socket layer's send path (TCP, IP,
  * the device's transmit) runs on the caller's stack; a loopback peer's
@@ -362,8 +343,6 @@ bool kfi_sockets_may_send_inline(void)
 	return false;
 #endif
 }
-
-struct workqueue_struct *kfi_sockets_alloc_wq(int unbound);
 
 /*
  * The provider's own workqueue for its connections' work (progress.rs):

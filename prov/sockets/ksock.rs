@@ -11,6 +11,10 @@ use core::{
 };
 use kernel::{bindings, error::to_result, prelude::*};
 
+// sock_setsockopt() is exported by net/core/sock.c but not in the kernel
+// crate's bindings: its declaration is generated with the C glue's.
+use crate::sock_sys::sock_setsockopt;
+
 /// An IPv4 or IPv6 socket address.
 #[derive(Clone, Copy)]
 pub(crate) enum SockAddr {
@@ -313,19 +317,6 @@ impl Deadline {
         let left = self.0.saturating_sub(now_ns());
         (left > 0).then(|| (left / 1000).saturating_add(1))
     }
-}
-
-// Exported by net/core/sock.c, not in the bindings' headers; only a
-// pointer and `sockptr_t` (a pointer and a flag) cross.
-#[allow(improper_ctypes)]
-extern "C" {
-    fn sock_setsockopt(
-        sock: *mut bindings::socket,
-        level: c_int,
-        optname: c_int,
-        optval: bindings::sockptr_t,
-        optlen: c_uint,
-    ) -> c_int;
 }
 
 /// A kernel TCP socket; released when dropped.

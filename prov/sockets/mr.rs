@@ -31,18 +31,11 @@ use crate::{
     bufs::{self, Buf},
     kfi::{kfi_sys as sys, provider::Region},
     ksock::Socket,
+    sock_sys::{kfi_sockets_barrier, kfi_sockets_persist},
 };
 
 /// Most buffers of one registration: a bio's worth, as for mappings.
 pub(crate) const MR_IOV_MAX: usize = sys::KFI_MR_MAP_SEGS_MAX as usize;
-
-extern "C" {
-    /// `kfi_sockets_mem.c`: writes `len` bytes at `addr` back to the
-    /// persistence domain (`arch_wb_cache_pmem`) and orders them.
-    fn kfi_sockets_persist(addr: *mut c_void, len: usize);
-    /// `kfi_sockets_mem.c`: a full memory barrier (commit of plain RAM).
-    fn kfi_sockets_barrier();
-}
 
 /// One registration.
 struct Entry {

@@ -25,6 +25,7 @@ use crate::{
     },
     ksock::{Deadline, NetNs, SockAddr, Socket},
     request_info,
+    sock_sys::kfi_sockets_reuseaddr,
 };
 
 kernel::sync::global_lock! {
@@ -74,13 +75,6 @@ pub(crate) struct Shared {
     workers: Workers,
     src: SockAddr,
     ns: NetNs,
-}
-
-// Only a pointer crosses; `struct socket`'s opaque parts trip the lint.
-#[allow(improper_ctypes)]
-extern "C" {
-    /// `kfi_sockets_sock.c`: `SO_REUSEADDR` on a socket.
-    fn kfi_sockets_reuseaddr(sock: *mut kernel::bindings::socket);
 }
 
 /// Runs the handshake `f` on `sock` within the module's handshake

@@ -36,16 +36,16 @@ use kernel::{
     workqueue::{impl_has_work, WorkItem},
 };
 
-use crate::{conn::Shared, ksock::Socket, rx, tx, wq};
-
-// Only pointers cross; `struct socket`'s opaque parts trip the lint.
-#[allow(improper_ctypes)]
-extern "C" {
-    fn kfi_sockets_hook(sock: *mut kernel::bindings::socket, owner: *mut c_void) -> c_int;
-    fn kfi_sockets_unhook(sock: *mut kernel::bindings::socket) -> *mut c_void;
-    fn kfi_sockets_arm_timer(sock: *mut kernel::bindings::socket, ms: c_uint);
-    fn kfi_sockets_may_send_inline() -> bool;
-}
+use crate::{
+    conn::Shared,
+    ksock::Socket,
+    rx,
+    sock_sys::{
+        self, c_callback, kfi_sockets_arm_timer, kfi_sockets_hook, kfi_sockets_may_send_inline,
+        kfi_sockets_unhook,
+    },
+    tx, wq,
+};
 
 impl_has_work! {
     impl HasWork<Self, 0> for Shared { self.rx_work }
@@ -224,3 +224,9 @@ unsafe extern "C" fn kfi_sockets_tx_ready(owner: *mut c_void) {
     // SAFETY: As required.
     kick_tx(unsafe { &*owner.cast::<Arc<Shared>>() });
 }
+
+// kfi_sockets_sock.c calls these three by their declarations in
+// kfi_sockets_glue.h: the build fails unless they have the same signatures.
+c_callback!(sock_sys::kfi_sockets_rx_ready, kfi_sockets_rx_ready);
+c_callback!(sock_sys::kfi_sockets_rx_data, kfi_sockets_rx_data);
+c_callback!(sock_sys::kfi_sockets_tx_ready, kfi_sockets_tx_ready);

@@ -19,11 +19,7 @@ use core::{
 };
 use kernel::{bindings, prelude::*, workqueue::Queue};
 
-// Only a pointer crosses.
-#[allow(improper_ctypes)]
-extern "C" {
-    fn kfi_sockets_alloc_wq(unbound: c_int) -> *mut bindings::workqueue_struct;
-}
+use crate::sock_sys::kfi_sockets_alloc_wq;
 
 /// The queue while the module is loaded, else NULL.
 static QUEUE: AtomicPtr<bindings::workqueue_struct> = AtomicPtr::new(null_mut());

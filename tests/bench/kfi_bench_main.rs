@@ -35,6 +35,9 @@ mod kfi;
 #[allow(dead_code)]
 #[path = "../../prov/sockets/ksock.rs"]
 mod ksock;
+// ksock.rs's kernel call not in the kernel crate's bindings.
+#[path = "../../prov/sockets/sock_sys.rs"]
+mod sock_sys;
 // Shared by source inclusion; each module uses a part.
 #[allow(dead_code)]
 #[path = "../common/net.rs"]

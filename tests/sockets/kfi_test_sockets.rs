@@ -39,6 +39,9 @@ mod msg;
 mod net;
 #[path = "scale.rs"]
 mod scale;
+// ksock.rs's kernel call not in the kernel crate's bindings.
+#[path = "../../prov/sockets/sock_sys.rs"]
+mod sock_sys;
 #[path = "../../prov/sockets/wire.rs"]
 mod wire;
 

@@ -30,21 +30,9 @@ use crate::{
     kfi::{kfi_sys as sys, toolkit::completion::Reports},
     op::{Resp, RxOp},
     progress,
+    sock_sys::{self, c_callback, kfi_sockets_inq, kfi_sockets_read_sock, kfi_sockets_skb_copy},
     wire::{flags, Hdr, Op, HDR_LEN},
 };
-
-// Only pointers cross; `struct sock` and `struct sk_buff` are opaque here.
-#[allow(improper_ctypes)]
-extern "C" {
-    fn kfi_sockets_read_sock(sk: *mut bindings::sock, parser: *mut c_void) -> c_int;
-    fn kfi_sockets_inq(sk: *mut bindings::sock) -> c_int;
-    fn kfi_sockets_skb_copy(
-        skb: *const bindings::sk_buff,
-        offset: c_uint,
-        to: *mut c_void,
-        len: c_uint,
-    ) -> c_int;
-}
 
 /// Bytes of a socket buffer the parser is given.
 struct Chunk {
@@ -220,6 +208,10 @@ unsafe extern "C" fn kfi_sockets_rx_skb(
     let len = len.min(c_int::MAX as usize);
     p.take(&chunk, len) as c_int
 }
+
+// kfi_sockets_sock.c calls this by its declaration in kfi_sockets_glue.h:
+// the build fails unless it has the same signature.
+c_callback!(sock_sys::kfi_sockets_rx_skb, kfi_sockets_rx_skb);
 
 impl Parser<'_> {
     /// Takes what it can of `len` bytes of `chunk`.

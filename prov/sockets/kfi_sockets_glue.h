@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * kfi_sockets' C glue (kfi_sockets_sock.c, kfi_sockets_mem.c): what the
+ * Rust side calls in C, and what the C side calls back in Rust. The Rust
+ * declarations are generated from this header (scripts/bindgen.sh sock,
+ * into sock_bindings_generated.rs, read through sock_sys.rs), the C files
+ * include it, and the Rust callbacks are checked against it where they are
+ * defined, so both compilers check both sides against one declaration.
+ */
+#ifndef KFI_SOCKETS_GLUE_H
+#define KFI_SOCKETS_GLUE_H
+
+#include <linux/types.h>
+#include <linux/workqueue.h>
+#include <net/sock.h>
+
+/*
+ * <net/sock.h> also declares sock_setsockopt(), exported but not in the
+ * kernel crate's bindings: ksock.rs calls it by the declaration generated
+ * from here.
+ */
+
+/* Socket options and callbacks (kfi_sockets_sock.c). */
+
+/* SO_REUSEADDR on a listener (pep.rs); process context. */
+void kfi_sockets_reuseaddr(struct socket *sock);
+
+/*
+ * Hooks a connected socket's callbacks to the connection @owner (progress.rs);
+ * 0, -ENOMEM or -EBUSY. Process context.
+ */
+int kfi_sockets_hook(struct socket *sock, void *owner);
+
+/* Hooks a listener's data callback to @owner (accept.rs); process context. */
+int kfi_sockets_hook_listener(struct socket *sock, void *owner);
+
+/*
+ * Gives @sock, just accepted from the hooked @listener, back the listener's
+ * original data callback (accept.rs); process context.
+ */
+void kfi_sockets_accepted(struct socket *listener, struct socket *sock);
+
+/* Removes the hook; returns its owner, or NULL. Process context. */
+void *kfi_sockets_unhook(struct socket *sock);
+
+/* Kicks the hook's owner within @ms milliseconds; not in hard interrupt. */
+void kfi_sockets_arm_timer(struct socket *sock, unsigned int ms);
+
+/* Whether the calling thread may send on a socket now (progress.rs). */
+bool kfi_sockets_may_send_inline(void);
+
+/* The provider's workqueue (wq.rs), or NULL; process context. */
+struct workqueue_struct *kfi_sockets_alloc_wq(int unbound);
+
+/*
+ * Runs @sk's received bytes through @parser (kfi_sockets_rx_skb()) with
+ * @sk locked (rx/soft.rs); returns what tcp_read_sock() does.
+ */
+int kfi_sockets_read_sock(struct sock *sk, void *parser);
+
+/* Bytes @sk holds for reading; its lock held (rx/soft.rs). */
+int kfi_sockets_inq(struct sock *sk);
+
+/* Copies @len bytes from @offset of @skb to @to; 0 or -errno. Any context. */
+int kfi_sockets_skb_copy(const struct sk_buff *skb, unsigned int offset, void *to,
+			 unsigned int len);
+
+/* Memory (kfi_sockets_mem.c; mr.rs), any context. */
+
+/* Writes [@addr, @addr + @len) back to the persistence domain, ordered. */
+void kfi_sockets_persist(void *addr, size_t len);
+
+/* A full memory barrier. */
+void kfi_sockets_barrier(void);
+
+/*
+ * Defined in Rust (#[no_mangle]), called by kfi_sockets_sock.c from the
+ * socket callbacks (softirq, or the thread that releases the socket's
+ * lock) and the hook's timer (softirq). @owner is the pointer given to
+ * kfi_sockets_hook() or kfi_sockets_hook_listener().
+ */
+
+/* The connection has something to receive (progress.rs). */
+void kfi_sockets_rx_ready(void *owner);
+
+/* Bytes arrived on @sk, locked (progress.rs). */
+void kfi_sockets_rx_data(void *owner, struct sock *sk);
+
+/* The socket has room to send again (progress.rs). */
+void kfi_sockets_tx_ready(void *owner);
+
+/* A connection is ready to be accepted (accept.rs). */
+void kfi_sockets_accept_ready(void *owner);
+
+/*
+ * @len bytes from @offset of @skb for the parser of kfi_sockets_read_sock()
+ * (rx/soft.rs); returns the bytes taken, 0 to stop.
+ */
+int kfi_sockets_rx_skb(void *parser, const struct sk_buff *skb, unsigned int offset,
+		       size_t len);
+
+#endif /* KFI_SOCKETS_GLUE_H */
