@@ -118,6 +118,9 @@ pub(crate) struct State {
     pub(crate) cm_deferred: Option<Error>,
     /// When grown queues shrink if the connection stays idle until then.
     pub(crate) shrink_due: Option<Deadline>,
+    /// A frame was sent since the last shrink: the socket holds a page
+    /// fragment (`kfi_sockets_release_frag`).
+    pub(crate) sent: bool,
 }
 
 impl State {
@@ -147,14 +150,16 @@ pub(crate) fn shrink_vec<T>(v: &mut KVec<T>) {
     }
 }
 
-/// The transmit work found nothing to send: queues that grew shrink once
-/// the connection has stayed idle for `SHRINK_AFTER_MS` (the connection's
-/// timer queues the receive work, which calls [`shrink_if_idle`]).
-/// Process context.
-pub(crate) fn note_idle(sh: &Shared, sock: &Socket) {
+/// A transmitter found nothing more to send (`sent`: after sending a
+/// frame): queues that grew shrink, and the socket's page fragment is
+/// given back, once the connection has stayed idle for `SHRINK_AFTER_MS`
+/// (the connection's timer queues the receive work, which calls
+/// [`shrink_if_idle`]). Process context.
+pub(crate) fn note_idle(sh: &Shared, sock: &Socket, sent: bool) {
     let arm = {
         let mut s = sh.state.lock();
-        let arm = s.idle() && s.grown() && s.shrink_due.is_none();
+        s.sent |= sent;
+        let arm = s.idle() && (s.grown() || s.sent) && s.shrink_due.is_none();
         if arm {
             s.shrink_due = Some(Deadline::after_ms(u64::from(SHRINK_AFTER_MS)));
         }
@@ -165,9 +170,11 @@ pub(crate) fn note_idle(sh: &Shared, sock: &Socket) {
     }
 }
 
-/// Gives back the room the queues grew if the connection stayed idle
-/// until it was due (the receive work, on the connection's timer).
+/// Gives back the room the queues grew, and the socket's page fragment,
+/// if the connection stayed idle until it was due (the receive work, on
+/// the connection's timer).
 pub(crate) fn shrink_if_idle(sh: &Shared, sock: &Socket) {
+    let mut release = false;
     let again = {
         let mut s = sh.state.lock();
         let Some(due) = s.shrink_due else {
@@ -184,9 +191,15 @@ pub(crate) fn shrink_if_idle(sh: &Shared, sock: &Socket) {
             s.tx.shrink();
             shrink_vec(&mut s.pending);
             shrink_vec(&mut s.resp);
+            release = core::mem::take(&mut s.sent);
         }
         left
     };
+    if release {
+        // A send that starts meanwhile takes the socket's lock first.
+        // SAFETY: A live socket; process context (the receive work).
+        unsafe { crate::sock_sys::kfi_sockets_release_frag(sock.as_raw()) };
+    }
     if let Some(ms) = again {
         progress::arm_timer(sock, ms);
     }
@@ -264,6 +277,7 @@ impl Shared {
                     cm_open: false,
                     cm_deferred: None,
                     shrink_due: None,
+                    sent: false,
                 }),
                 wake <- new_condvar!(),
                 idle <- new_condvar!(),

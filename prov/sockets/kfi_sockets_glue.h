@@ -46,6 +46,13 @@ void *kfi_sockets_unhook(struct socket *sock);
 /* Kicks the hook's owner within @ms milliseconds; not in hard interrupt. */
 void kfi_sockets_arm_timer(struct socket *sock, unsigned int ms);
 
+/*
+ * Gives back the page fragment @sock's sends copy into (held for the
+ * socket's life otherwise: up to 32 KiB) while its connection is idle
+ * (conn.rs). Process context; takes the socket's lock.
+ */
+void kfi_sockets_release_frag(struct socket *sock);
+
 /* Whether the calling thread may send on a socket now (progress.rs). */
 bool kfi_sockets_may_send_inline(void);
 

@@ -330,6 +330,26 @@ void kfi_sockets_arm_timer(struct socket *sock, unsigned int ms)
  * RCU read-side section, with half of its stack left. A kernel without a
  * preemption count cannot tell whether a spinlock is held: never then.
  */
+/*
+ * A connection's sends copy into the socket's own page fragment
+ * (sk_use_task_frag is off), which TCP keeps until the socket is freed:
+ * an idle connection gives it back; the next send takes a fresh one. The
+ * socket's lock keeps a send from using it meanwhile; the skbs that hold
+ * parts of it have references of their own.
+ */
+void kfi_sockets_release_frag(struct socket *sock)
+{
+	struct sock *sk = sock->sk;
+
+	lock_sock(sk);
+	if (sk->sk_frag.page) {
+		put_page(sk->sk_frag.page);
+		sk->sk_frag.page = NULL;
+		sk->sk_frag.offset = 0;
+	}
+	release_sock(sk);
+}
+
 bool kfi_sockets_may_send_inline(void)
 {
 #ifdef CONFIG_PREEMPT_COUNT

@@ -72,6 +72,7 @@ pub(crate) fn run(sh: &Arc<Shared>) {
         // can fail now.
         conn::flush(sh);
     } else if let Some(sock) = sock {
+        let mut sent = begun.is_some();
         let go_on = match begun {
             Some(b) => step(sh, &sock, b.job, b.at, b.start, Wait::Deadline),
             None => true,
@@ -79,11 +80,12 @@ pub(crate) fn run(sh: &Arc<Shared>) {
         // Queued again by whoever makes more work for us.
         if go_on {
             while let Some(job) = next_job(sh) {
+                sent = true;
                 if !step(sh, &sock, job, 0, Deadline::now(), Wait::Deadline) {
                     break;
                 }
             }
-            conn::note_idle(sh, &sock);
+            conn::note_idle(sh, &sock, sent);
         }
     }
     sh.state.lock().tx_busy = false;
@@ -113,20 +115,27 @@ pub(crate) fn inline(sh: &Arc<Shared>) {
         progress::kick_tx(sh);
         return;
     };
+    let mut sent = false;
     for _ in 0..INLINE_BUDGET {
         let Some(job) = next_job(sh) else { break };
+        sent = true;
         if !step(sh, &sock, job, 0, Deadline::now(), Wait::No) {
             break;
         }
     }
-    let more = {
+    let (more, first) = {
         let mut s = sh.state.lock();
         s.tx_busy = false;
         // The transmit work returned at once while we had the socket.
-        s.dead || s.tx_begun.is_some() || !s.resp.is_empty() || s.tx.front().is_some()
+        let more = s.dead || s.tx_begun.is_some() || !s.resp.is_empty() || s.tx.front().is_some();
+        (more, sent && !s.sent)
     };
     if more {
         progress::kick_tx(sh);
+    } else if first {
+        // The first frame since the last shrink: the idle timer gives the
+        // socket's page fragment back.
+        conn::note_idle(sh, &sock, true);
     }
 }
 
