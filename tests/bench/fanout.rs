@@ -61,6 +61,10 @@ const PEERS: [usize; 3] = [1, 64, 1024];
 /// The first port of the fan-out rows; every endpoint takes the next one
 /// (no row reuses a port another row's connections used).
 const BASE_PORT: u16 = 7500;
+/// How long the connections stay idle before their memory is measured:
+/// longer than kfi_sockets waits before an idle connection gives back
+/// what its bursts took (1 s).
+const IDLE_MS: i64 = 2000;
 /// Most waits of a sender whose posts are refused with nothing of its own
 /// in flight, 1 ms each.
 const MAX_STALLS: usize = 5000;
@@ -187,12 +191,14 @@ fn row(asked: usize, plan: &FanPlan, ports: &mut Ports) -> Result<usize> {
     let (b, s0) = r.pass(first, n, bufs)?;
     bufs = b;
     let ok0 = r.check(&mut bufs, n)?;
+    fsleep(Delta::from_millis(IDLE_MS));
     let (m1, w1) = Mem::settled();
     let cost0 = Cost::now();
     let (b, s) = r.pass(measured, n, bufs)?;
     let cost = Cost::now().since(cost0);
     bufs = b;
     let ok = r.check(&mut bufs, n)?;
+    fsleep(Delta::from_millis(IDLE_MS));
     let (m2, w2) = Mem::settled();
     let cold = m1.taken_since(m0);
     let m = m2.taken_since(m1);
