@@ -264,6 +264,15 @@ pub(crate) struct RdmSide {
 }
 
 pub(crate) fn rdm_side(port: &core::ffi::CStr) -> Result<RdmSide> {
+    let (n, av) = rdm_net(port, 4)?;
+    let c = cq(&n)?;
+    let ep = rdm_endpoint(&n, &c, &av)?;
+    Ok(RdmSide { ep, c, av, _n: n })
+}
+
+/// The kfi_sockets objects for RDM endpoints on 127.0.0.1:`port`, and an
+/// AV of `count` entries.
+pub(crate) fn rdm_net(port: &core::ffi::CStr, count: usize) -> Result<(Net, Owned<sys::kfid_av>)> {
     let n = net_typed(
         c"sockets",
         c"127.0.0.1",
@@ -273,12 +282,10 @@ pub(crate) fn rdm_side(port: &core::ffi::CStr) -> Result<RdmSide> {
     )?;
     let av = n.domain.open_av(&sys::kfi_av_attr {
         type_: sys::KFI_AV_TABLE,
-        count: 4,
+        count,
         ..Default::default()
     })?;
-    let c = cq(&n)?;
-    let ep = rdm_endpoint(&n, &c, &av)?;
-    Ok(RdmSide { ep, c, av, _n: n })
+    Ok((n, av))
 }
 
 /// Waits up to `ms` for bytes (or the end of the stream) on `s`, so

@@ -65,18 +65,7 @@ mod cases {
         const QUEUE: usize = 64;
         let payload = [7u8; 8];
         // The endpoint's close reports all of them: room for every one.
-        let n = net_typed(
-            c"sockets",
-            c"127.0.0.1",
-            c"11998",
-            core::ptr::null_mut(),
-            sys::KFI_EP_RDM,
-        )?;
-        let av = n.domain.open_av(&sys::kfi_av_attr {
-            type_: sys::KFI_AV_TABLE,
-            count: 8,
-            ..Default::default()
-        })?;
+        let (n, av) = rdm_net(c"11998", 8)?;
         let c = cq_sized(&n, 2 * QUEUE)?;
         let ep = rdm_endpoint(&n, &c, &av)?;
         let mut silent = KVec::with_capacity(PEERS, GFP_KERNEL)?;
@@ -147,18 +136,7 @@ mod cases {
     fn idle_rdm_endpoints_hold_no_worker() -> Result {
         let mut rbuf = [0u8; 16];
         let payload = *b"from the last...";
-        let n = net_typed(
-            c"sockets",
-            c"127.0.0.1",
-            c"11999",
-            core::ptr::null_mut(),
-            sys::KFI_EP_RDM,
-        )?;
-        let av = n.domain.open_av(&sys::kfi_av_attr {
-            type_: sys::KFI_AV_TABLE,
-            count: 4,
-            ..Default::default()
-        })?;
+        let (n, av) = rdm_net(c"11999", 4)?;
         let c = cq(&n)?;
         let mut eps: KVec<Owned<sys::kfid_ep>> = KVec::with_capacity(ENDPOINTS, GFP_KERNEL)?;
         let outcome = (|| -> Result {
