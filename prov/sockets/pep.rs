@@ -206,9 +206,9 @@ impl SockPep {
         if info.src_addr.is_null() {
             return Err(EINVAL);
         }
+        let (addr, len) = (info.src_addr.cast::<u8>(), info.src_addrlen);
         // SAFETY: An entry's address holds `src_addrlen` bytes.
-        let b =
-            unsafe { core::slice::from_raw_parts(info.src_addr.cast::<u8>(), info.src_addrlen) };
+        let b = unsafe { core::slice::from_raw_parts(addr, len) };
         let src = SockAddr::from_bytes(b)?;
         let sh = Arc::pin_init(
             try_pin_init!(Shared {
