@@ -118,6 +118,27 @@ impl Listening {
         Ok(Self(l))
     }
 
+    /// Starts accepting as [`Listening::start`] and hands the listener to
+    /// `store`, which files it under its owner's lock, or gives it back
+    /// when the owner has one already (a racing `kfi_listen` or
+    /// `kfi_enable` won): `EINVAL` then, and the listener given back is
+    /// stopped here, after `store` has let go of the owner's lock (stopping
+    /// waits for its accept work, which takes that lock). Process context.
+    pub(crate) fn start_into(
+        sock: Arc<Socket>,
+        take: Take,
+        store: impl FnOnce(Self) -> core::result::Result<(), Self>,
+    ) -> Result {
+        let listening = Self::start(sock, take)?;
+        match store(listening) {
+            Ok(()) => Ok(()),
+            Err(lost) => {
+                drop(lost);
+                Err(EINVAL)
+            }
+        }
+    }
+
     /// The listening socket.
     pub(crate) fn sock(&self) -> &Arc<Socket> {
         &self.0.sock

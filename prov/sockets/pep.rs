@@ -247,19 +247,15 @@ impl SockPep {
             }
         }
         let sh = self.0.clone();
-        let listening = Listening::start(
-            l,
-            KBox::new(move |s: &Arc<Socket>| take(&sh, s), GFP_KERNEL)?,
-        )?;
-        let mut s = self.0.state.lock();
-        if s.listener.is_some() {
-            // A second `kfi_listen` raced this one: it won.
-            drop(s);
-            drop(listening);
-            return Err(EINVAL);
-        }
-        s.listener = Some(listening);
-        Ok(())
+        let take = KBox::new(move |s: &Arc<Socket>| take(&sh, s), GFP_KERNEL)?;
+        Listening::start_into(l, take, |listening| {
+            let mut s = self.0.state.lock();
+            if s.listener.is_some() {
+                return Err(listening);
+            }
+            s.listener = Some(listening);
+            Ok(())
+        })
     }
 
     /// `kfi_getname`: the listening address (the bound port once

@@ -1,0 +1,262 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The connections of an RDM endpoint: a peer's request taken from the
+//! listener (its claimed address checked against the socket), a
+//! connection opened to a peer, and their filing under the peer's
+//! listening address within the endpoint's bound (`rdm_max_peers`,
+//! handshakes in progress included). Each handshake runs on a worker of
+//! its own (process context) and is bounded by `handshake_timeout_ms`.
+
+use kernel::{prelude::*, sync::Arc};
+
+use super::state::{spawn, Conn, Rdm};
+use crate::{
+    conn::{self, Shared},
+    frame::{self, Answer},
+    ksock::{SockAddr, Socket},
+    pep::{refuse, with_timeout},
+};
+
+/// Whether a live connection that `peer` opened is filed already.
+fn has_incoming(conns: &[Conn], peer: &SockAddr) -> bool {
+    conns
+        .iter()
+        .any(|c| c.incoming && c.peer.as_bytes() == peer.as_bytes() && c.conn.usable())
+}
+
+/// Takes the connections that ended out of the list, for the caller to
+/// close outside the lock (the next use of such a peer reconnects). If
+/// there is no memory to hold them, they stay listed until a later call.
+fn take_ended(conns: &mut KVec<Conn>) -> KVec<Arc<Shared>> {
+    let n = conns.iter().filter(|c| !c.conn.usable()).count();
+    let Ok(mut ended) = KVec::with_capacity(n, GFP_KERNEL) else {
+        return KVec::new();
+    };
+    let mut i = 0;
+    while i < conns.len() && ended.len() < n {
+        if conns.get(i).is_some_and(|c| c.conn.usable()) {
+            i += 1;
+            continue;
+        }
+        match conns.remove(i) {
+            // Within the capacity: does not allocate or fail.
+            Ok(c) => {
+                if let Err(e) = ended.push_within_capacity(c.conn) {
+                    // Closed rather than dropped while hooked.
+                    e.0.close();
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    ended
+}
+
+/// Files a connection under the peer's address, unless the endpoint is
+/// closing: then it is closed here. Its room was reserved by `track` of
+/// its socket, which the caller untracks after this; an `incoming` one's
+/// address by `claim_peer`, which the caller releases after this.
+fn add_conn(r: &Rdm, peer: SockAddr, conn: Arc<Shared>, incoming: bool) -> Result<Arc<Shared>> {
+    let mut s = r.state.lock();
+    if s.closing {
+        drop(s);
+        conn.close();
+        return Err(ECANCELED);
+    }
+    let ended = take_ended(&mut s.conns);
+    let filed = s.conns.push(
+        Conn {
+            peer,
+            conn: conn.clone(),
+            incoming,
+        },
+        GFP_KERNEL,
+    );
+    drop(s);
+    for c in ended.iter() {
+        c.close();
+    }
+    if let Err(e) = filed {
+        conn.close();
+        return Err(e.into());
+    }
+    Ok(conn)
+}
+
+/// Tracks a socket a worker may wait on (see `State::busy`), reserving
+/// room for its connection: an endpoint has at most `rdm_max_peers`
+/// connections, handshakes in progress included (`ENOSPC` beyond; ended
+/// connections are closed first to make room). The socket stays tracked
+/// until its connection is filed or has failed, so the count never drops
+/// below what exists.
+fn track(r: &Rdm, sock: &Arc<Socket>) -> Result {
+    let mut s = r.state.lock();
+    if s.closing {
+        return Err(ECANCELED);
+    }
+    let ended = take_ended(&mut s.conns);
+    let room = s.conns.len().saturating_add(s.busy.len()) < crate::rdm_max_peers();
+    let pushed = if room {
+        s.busy.push(sock.clone(), GFP_KERNEL).map_err(Error::from)
+    } else {
+        Err(ENOSPC)
+    };
+    drop(s);
+    for c in ended.iter() {
+        c.close();
+    }
+    pushed
+}
+
+fn untrack(r: &Rdm, sock: &Arc<Socket>) {
+    r.state.lock().busy.retain(|b| !Arc::ptr_eq(b, sock));
+}
+
+/// A new connection on our socket `sock` to `peer`, running.
+fn connection(r: &Rdm, sock: Arc<Socket>, peer: SockAddr) -> Result<Arc<Shared>> {
+    let conn = Shared::new(
+        Some(sock),
+        Some(peer),
+        r.ns,
+        r.mrs.clone(),
+        r.rxq.clone(),
+        false,
+    )?;
+    let cq = r.state.lock().tx_cq;
+    conn.state.lock().tx_cq = cq;
+    conn::start(&conn)?;
+    Ok(conn)
+}
+
+/// Takes a peer's connection (from the listener's accept work): its
+/// request is read on a worker of its own.
+pub(super) fn take(r: &Arc<Rdm>, s: &Arc<Socket>) -> Result {
+    begin_reading(r).map_err(|e| refuse(s, e))?;
+    if let Err(e) = track(r, s) {
+        end_reading(r);
+        return Err(if e == ENOSPC { refuse(s, e) } else { e });
+    }
+    let s2 = s.clone();
+    spawn(r, move |r| incoming(r, s2)).inspect_err(|_| {
+        untrack(r, s);
+        end_reading(r);
+    })
+}
+
+/// Counts a peer's request about to be read: at most `handshake_max` at
+/// once (`EBUSY` beyond), so peers that connect and stay silent cannot
+/// make the endpoint hold a worker for each.
+fn begin_reading(r: &Rdm) -> Result {
+    let mut s = r.state.lock();
+    if s.reading >= crate::handshake_max() {
+        return Err(EBUSY);
+    }
+    s.reading += 1;
+    Ok(())
+}
+
+fn end_reading(r: &Rdm) {
+    let mut s = r.state.lock();
+    s.reading = s.reading.saturating_sub(1);
+}
+
+/// The address a peer's request claims (its listening address), checked
+/// against the socket: the IP must be the one the peer connects from (a
+/// wildcard claim is filed under that IP), and no live connection that the
+/// peer opened may have it already, nor a request being accepted (`EACCES`
+/// or `EADDRINUSE` otherwise). Taken for this request in the same step
+/// (`State::claimed`): the caller releases it with [`unclaim`] once the
+/// connection is filed or has failed.
+fn claim_peer(r: &Rdm, sock: &Socket, data: &[u8]) -> Result<SockAddr> {
+    let claim = SockAddr::from_bytes(data)?;
+    let real = sock.peer_addr()?;
+    let peer = if claim.ip_unspecified() {
+        real.with_port(claim.port())
+    } else if claim.same_ip(&real) {
+        claim
+    } else {
+        return Err(EACCES);
+    };
+    let mut s = r.state.lock();
+    if has_incoming(&s.conns, &peer) || s.claimed.iter().any(|c| c.as_bytes() == peer.as_bytes()) {
+        return Err(EADDRINUSE);
+    }
+    s.claimed.push(peer, GFP_KERNEL)?;
+    Ok(peer)
+}
+
+/// Releases the claim [`claim_peer`] took.
+fn unclaim(r: &Rdm, peer: &SockAddr) {
+    let mut s = r.state.lock();
+    if let Some(i) = s
+        .claimed
+        .iter()
+        .position(|c| c.as_bytes() == peer.as_bytes())
+    {
+        let _ = s.claimed.remove(i);
+    }
+}
+
+/// A peer's request: its private data is the peer's listening address.
+fn incoming(r: &Arc<Rdm>, sock: Arc<Socket>) {
+    let outcome = (|| -> Result {
+        let data = with_timeout(&sock, || frame::read_connreq(&sock))?;
+        let peer = match claim_peer(r, &sock, &data) {
+            Ok(p) => p,
+            Err(e) => {
+                // The peer hears `ECONNREFUSED`.
+                let _ = with_timeout(&sock, || frame::reject(&sock, &[]));
+                return Err(e);
+            }
+        };
+        let filed = (|| -> Result {
+            frame::accept(&sock, &[])?;
+            let conn = connection(r, sock.clone(), peer)?;
+            add_conn(r, peer, conn, true)?;
+            Ok(())
+        })();
+        // Filed by now (the filed connection refuses twins from here on)
+        // or failed.
+        unclaim(r, &peer);
+        filed
+    })();
+    untrack(r, &sock);
+    end_reading(r);
+    if outcome.is_err() {
+        sock.shutdown();
+    }
+}
+
+/// Opens a connection to `peer`: our listening address is the request's
+/// private data. `ENOSPC` when the endpoint has `rdm_max_peers`
+/// connections already.
+pub(super) fn open(r: &Rdm, peer: SockAddr) -> Result<Arc<Shared>> {
+    let sock = Arc::new(Socket::tcp_in(&peer, r.ns)?, GFP_KERNEL)?;
+    track(r, &sock)?;
+    let conn = open_tracked(r, &sock, peer);
+    untrack(r, &sock);
+    conn
+}
+
+/// The handshake of `open` on its tracked socket `sock`, and the filing of
+/// the connection.
+fn open_tracked(r: &Rdm, sock: &Arc<Socket>, peer: SockAddr) -> Result<Arc<Shared>> {
+    let answer = (|| -> Result<Answer> {
+        let l = r.state.lock().listener.as_ref().map(|l| l.sock().clone());
+        let me = l.ok_or(ENOTCONN)?.local_addr()?;
+        // From our listening IP, which the peer checks our claim against.
+        if !me.ip_unspecified() {
+            sock.bind(&me.with_port(0))?;
+        }
+        with_timeout(sock, || {
+            frame::connect_start(sock, &peer, me.as_bytes())?;
+            frame::connect_finish(sock)
+        })
+    })();
+    match answer? {
+        Answer::Accepted(_) => {}
+        Answer::Rejected(_) => return Err(ECONNREFUSED),
+    }
+    let conn = connection(r, sock.clone(), peer)?;
+    add_conn(r, peer, conn, false)
+}
