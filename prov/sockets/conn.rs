@@ -304,17 +304,20 @@ impl Shared {
     /// place); `EAGAIN` when the queue is full, `ENOTCONN` when the
     /// connection is not up, and then `op` stays where it is.
     pub(crate) fn queue(self: &Arc<Self>, op: &mut TxOp) -> Result {
-        let mut s = self.state.lock();
-        if !s.connected || s.closing {
-            return Err(ENOTCONN);
-        }
-        if let Err(back) = s.tx.try_push(core::mem::take(op)) {
+        self.post(core::mem::take(op)).map_err(|(e, back)| {
             *op = back;
-            return Err(EAGAIN);
-        }
-        drop(s);
-        progress::push_tx(self, progress::Caller::Poster);
-        Ok(())
+            e
+        })
+    }
+
+    /// Hands our operation `op` to the transmitter, as [`Self::queue`]
+    /// (see `progress::post`); gives it back with the error. Any context
+    /// but hard interrupt.
+    // The operation comes back on failure (an RDM dispatcher keeps it
+    // queued): boxing it would allocate on the data path.
+    #[allow(clippy::result_large_err)]
+    pub(crate) fn post(self: &Arc<Self>, op: TxOp) -> core::result::Result<(), (Error, TxOp)> {
+        progress::post(self, op)
     }
 
     /// `kfi_cancel` of our operation posted with `context` that is still

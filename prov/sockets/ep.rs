@@ -250,8 +250,8 @@ impl SockEp {
 
     /// Posts a send, write, read or atomic (any context but hard
     /// interrupt).
-    pub(crate) fn post(&self, mut op: TxOp) -> Result {
-        self.0.queue(&mut op)
+    pub(crate) fn post(&self, op: TxOp) -> Result {
+        self.0.post(op).map_err(|(e, _)| e)
     }
 
     /// `kfi_recvmsg` (any context but hard interrupt).

@@ -39,6 +39,7 @@ use kernel::{
 use crate::{
     conn::Shared,
     ksock::Socket,
+    op::TxOp,
     rx,
     sock_sys::{
         self, c_callback, kfi_sockets_arm_timer, kfi_sockets_hook, kfi_sockets_may_send_inline,
@@ -70,7 +71,7 @@ impl WorkItem<1> for Shared {
     }
 }
 
-/// A work item of the connection has finished.
+/// A work item or inline sender of the connection has finished.
 fn done(sh: &Shared) {
     sh.state.lock().active -= 1;
     sh.idle.notify_all();
@@ -121,19 +122,62 @@ pub(crate) enum Caller {
 /// connection, so closing waits for it as for a work item. Any context but
 /// hard interrupt.
 pub(crate) fn push_tx(sh: &Arc<Shared>, by: Caller) {
-    let may = crate::inline_tx()
-        && match by {
-            // SAFETY: No preconditions: it only looks at the caller's
-            // context.
-            Caller::Poster => unsafe { kfi_sockets_may_send_inline() },
-            Caller::Receiver => true,
-        };
-    if may && begin(sh) {
+    if may_send_inline(by) && begin(sh) {
         tx::inline(sh);
         done(sh);
     } else {
         kick_tx(sh);
     }
+}
+
+/// Whether `by` may send from its own context (see [`push_tx`]).
+fn may_send_inline(by: Caller) -> bool {
+    crate::inline_tx()
+        && match by {
+            // SAFETY: No preconditions: it only looks at the caller's
+            // context.
+            Caller::Poster => unsafe { kfi_sockets_may_send_inline() },
+            Caller::Receiver => true,
+        }
+}
+
+/// Hands our operation `op` to the transmitter of `sh`; gives it back
+/// with the error: `ENOTCONN` when the connection is not up, `EAGAIN`
+/// when its transmit queue is full. When the transmitter is free and
+/// nothing waits before `op` (`tx::may_send_direct`), a poster that may
+/// send from its own context ([`may_send_inline`]) does so at once
+/// (`tx::direct`): the operation never enters the transmit queue, which
+/// saves moving it in and out (a `TxOp` is several hundred bytes, and
+/// every copy counts on a small message's path). Else it is queued and
+/// [`push_tx`] gets it sent. Any context but hard interrupt.
+// The operation comes back on failure: boxing it would allocate on the
+// data path.
+#[allow(clippy::result_large_err)]
+pub(crate) fn post(sh: &Arc<Shared>, op: TxOp) -> core::result::Result<(), (Error, TxOp)> {
+    let inline = may_send_inline(Caller::Poster);
+    let mut s = sh.state.lock();
+    if !s.connected || s.closing {
+        return Err((ENOTCONN, op));
+    }
+    if inline && tx::may_send_direct(&mut s, &op) {
+        if let Some(sock) = s.sock.clone() {
+            // The socket is ours, and we count as a user of the
+            // connection (a close waits for us) until `done`.
+            s.tx_busy = true;
+            s.active += 1;
+            let job = tx::enter(&mut s, op);
+            drop(s);
+            tx::direct(sh, &sock, job);
+            done(sh);
+            return Ok(());
+        }
+    }
+    if let Err(back) = s.tx.try_push(op) {
+        return Err((EAGAIN, back));
+    }
+    drop(s);
+    push_tx(sh, Caller::Poster);
+    Ok(())
 }
 
 /// Waits until no work item of the connection is queued or running; the

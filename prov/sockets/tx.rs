@@ -33,7 +33,7 @@ use kernel::{prelude::*, sync::Arc};
 use crate::{
     atomics::{self, ATOMIC_MAX},
     bufs::{self, slice},
-    conn::{self, Shared, QUEUE},
+    conn::{self, Shared, State, QUEUE},
     frame::{self, Sent},
     kfi::{
         kfi_sys as sys,
@@ -123,6 +123,42 @@ pub(crate) fn inline(sh: &Arc<Shared>) {
             break;
         }
     }
+    let_go(sh, &sock, sent);
+}
+
+/// Whether a poster may send its operation itself, right now, ahead of
+/// the queue ([`direct`]): nobody has the socket, nothing is queued or
+/// begun, no response waits, the connection is not draining, and the
+/// operation may go ([`may_go`]). With the connection's state locked.
+pub(crate) fn may_send_direct(s: &mut State, op: &TxOp) -> bool {
+    !s.tx_busy
+        && s.tx_begun.is_none()
+        && !s.dead
+        && !s.draining
+        && s.resp.is_empty()
+        && s.tx.front().is_none()
+        && s.sock.is_some()
+        && may_go(s, op.fenced(), op.wants_reply())
+}
+
+/// Sends `job`, which a poster made of its own operation while the
+/// transmitter was free ([`may_send_direct`]; the caller marked the
+/// socket busy and counted itself as a user of the connection), from the
+/// poster's context: the operation skips the transmit queue. As
+/// [`inline`]: never waits for the peer; what the socket does not take is
+/// left to the transmit work. Process context that may sleep.
+#[inline(never)]
+pub(crate) fn direct(sh: &Arc<Shared>, sock: &Socket, job: Job) {
+    step(sh, sock, job, 0, Deadline::now(), Wait::No);
+    let_go(sh, sock, true);
+    // More may have come while we had the socket: the inline budget of
+    // a usual post sends it.
+}
+
+/// An inline sender lets go of the socket (`State::tx_busy`), having sent
+/// frames or not (`sent`): the transmit work takes over what is left, or
+/// what others queued meanwhile (they found the socket busy).
+fn let_go(sh: &Arc<Shared>, sock: &Socket, sent: bool) {
     let (more, first) = {
         let mut s = sh.state.lock();
         s.tx_busy = false;
@@ -135,7 +171,7 @@ pub(crate) fn inline(sh: &Arc<Shared>) {
     } else if first {
         // The first frame since the last shrink: the idle timer gives the
         // socket's page fragment back.
-        conn::note_idle(sh, &sock, true);
+        conn::note_idle(sh, sock, true);
     }
 }
 
@@ -220,26 +256,38 @@ fn next_job(sh: &Shared) -> Option<Job> {
         // Our operations fail with `ECANCELED` at the close.
         return None;
     }
-    let op = s.tx.front()?;
-    if op.fenced() && !s.pending.is_empty() {
-        // Kicked again when the last pending operation completes.
+    let (fenced, reply) = s.tx.front().map(|op| (op.fenced(), op.wants_reply()))?;
+    if !may_go(&mut s, fenced, reply) {
         return None;
     }
+    let op = s.tx.pop_front()?;
+    Some(enter(&mut s, op))
+}
+
+/// Whether our next operation may go now: a `fenced` one waits until no
+/// earlier operation is pending (kicked again when the last completes),
+/// one that waits for a `reply` needs room in the pending list (made
+/// here, so that [`enter`] never fails). With the state locked.
+fn may_go(s: &mut State, fenced: bool, reply: bool) -> bool {
+    if fenced && !s.pending.is_empty() {
+        return false;
+    }
+    !reply || (s.pending.len() < QUEUE && s.pending.reserve(1, GFP_ATOMIC).is_ok())
+}
+
+/// The job of our operation `op`, which [`may_go`]: one that waits for a
+/// response gets its id and is entered in the pending list before its
+/// frame leaves, so the response always finds it. With the state locked.
+pub(crate) fn enter(s: &mut State, mut op: TxOp) -> Job {
     if !op.wants_reply() {
-        let op = s.tx.pop_front()?;
-        return Some(Job::Op(op, 0, s.tx_cq));
+        return Job::Op(op, 0, s.tx_cq);
     }
-    if s.pending.len() >= QUEUE {
-        return None;
-    }
-    // Room first: an operation taken out of the queue is never lost.
-    s.pending.reserve(1, GFP_ATOMIC).ok()?;
-    let mut op = s.tx.pop_front()?;
     let id = s.next_id;
     s.next_id = id.wrapping_add(1).max(1);
     let p = pending_of(&mut op, id);
-    s.pending.push(p, GFP_ATOMIC).ok()?;
-    Some(Job::Op(op, id, s.tx_cq))
+    // Within the room `may_go` reserved: does not fail.
+    let _ = s.pending.push_within_capacity(p);
+    Job::Op(op, id, s.tx_cq)
 }
 
 /// The frame of our operation `id` has left: its buffers are no longer
