@@ -139,6 +139,16 @@ impl Listening {
         }
     }
 
+    /// Files the listener in its owner's `slot` (with the owner's lock
+    /// held), or gives it back if the slot has one already.
+    pub(crate) fn file_in(self, slot: &mut Option<Self>) -> core::result::Result<(), Self> {
+        if slot.is_some() {
+            return Err(self);
+        }
+        *slot = Some(self);
+        Ok(())
+    }
+
     /// The listening socket.
     pub(crate) fn sock(&self) -> &Arc<Socket> {
         &self.0.sock

@@ -249,12 +249,7 @@ impl SockPep {
         let sh = self.0.clone();
         let take = KBox::new(move |s: &Arc<Socket>| take(&sh, s), GFP_KERNEL)?;
         Listening::start_into(l, take, |listening| {
-            let mut s = self.0.state.lock();
-            if s.listener.is_some() {
-                return Err(listening);
-            }
-            s.listener = Some(listening);
-            Ok(())
+            listening.file_in(&mut self.0.state.lock().listener)
         })
     }
 

@@ -23,7 +23,8 @@
 //!
 //! A thread that posts, and the receive work when it queues a response,
 //! may send inline instead of queueing the transmit work ([`push_tx`]):
-//! one wakeup less per frame.
+//! one wakeup less per frame. A poster that finds nothing queued before
+//! its operation sends it without queueing it at all ([`post`]).
 //!
 //! Every queued or running work item, and every inline sender, is counted
 //! in `State::active`, so closing can wait until none touches the

@@ -160,12 +160,7 @@ impl RdmEp {
         let take: crate::accept::Take =
             KBox::new(move |s: &Arc<Socket>| peers::take(&r, s), GFP_KERNEL)?;
         Listening::start_into(l, take, |listening| {
-            let mut s = self.0.state.lock();
-            if s.listener.is_some() {
-                return Err(listening);
-            }
-            s.listener = Some(listening);
-            Ok(())
+            listening.file_in(&mut self.0.state.lock().listener)
         })?;
         self.0.txq.lock().enabled = true;
         kick(&self.0);
