@@ -15,8 +15,8 @@ use crate::{
     domdev::DomDev,
     ib::{device::Device, frmr::FastReg, verbs::Pd},
     ib_sys as sys,
-    mr::IbRegion,
     net::NetPtr,
+    region::IbRegion,
     reglink::RegLink,
 };
 

@@ -34,6 +34,7 @@ mod ib_sys;
 mod mr;
 mod net;
 mod pep;
+mod region;
 mod reglink;
 mod rma;
 mod tagged;

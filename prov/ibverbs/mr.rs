@@ -14,11 +14,7 @@
 //! the device (`KFI_MR_PROV_KEY`). Closing the region frees the MR, which
 //! invalidates the key; so does the device's removal.
 
-use kernel::{
-    new_mutex,
-    prelude::*,
-    sync::{Arc, Mutex},
-};
+use kernel::{prelude::*, sync::Arc};
 
 use crate::{
     conn::Conn,
@@ -26,36 +22,24 @@ use crate::{
     ib::frmr::{pages_of, FastReg},
     ib_sys as sys,
     kfi::{kfi_sys as ksys, toolkit::segments::Segment, toolkit::segments::Segments},
+    region::IbRegion,
     reglink::RegLink,
 };
 
 /// How long a registration may wait for its QP.
 const REG_WAIT_MS: u32 = 5000;
 
-/// A registered region's provider part.
-#[pin_data]
-pub(crate) struct IbRegion {
-    dom: Arc<DomShared>,
-    /// The MR; `None` once the device is gone.
-    #[pin]
-    fr: Mutex<Option<FastReg>>,
-}
-
-impl IbRegion {
-    /// Frees the MR now (the device is going). Process context.
-    pub(crate) fn device_gone(&self) {
-        drop(self.fr.lock().take());
-    }
-}
-
 /// The provider's data of an open region: it leaves the domain's list
 /// (and frees its MR) when kfabric.ko closes the region.
-pub(crate) struct MrHandle(Arc<IbRegion>);
+pub(crate) struct MrHandle {
+    dom: Arc<DomShared>,
+    region: Arc<IbRegion>,
+}
 
 impl Drop for MrHandle {
     fn drop(&mut self) {
-        self.0.dom.remove_region(&self.0);
-        self.0.device_gone();
+        self.dom.remove_region(&self.region);
+        self.region.device_gone();
     }
 }
 
@@ -194,14 +178,12 @@ pub(crate) fn register(dom: &Arc<DomShared>, attr: &ksys::kfi_mr_attr) -> Result
         return Err(ENODEV);
     }
     let key = u64::from(fr.rkey());
-    let r = Arc::pin_init(
-        pin_init!(IbRegion {
-            dom: dom.clone(),
-            fr <- new_mutex!(Some(fr)),
-        }),
-        GFP_KERNEL,
-    )?;
-    dom.add_region(r.clone())?;
+    let region = Arc::pin_init(IbRegion::new(fr), GFP_KERNEL)?;
+    dom.add_region(region.clone())?;
     drop(busy);
-    Ok((MrHandle(r), key))
+    let handle = MrHandle {
+        dom: dom.clone(),
+        region,
+    };
+    Ok((handle, key))
 }
