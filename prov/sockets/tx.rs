@@ -150,9 +150,9 @@ pub(crate) fn may_send_direct(s: &mut State, op: &TxOp) -> bool {
 #[inline(never)]
 pub(crate) fn direct(sh: &Arc<Shared>, sock: &Socket, job: Job) {
     step(sh, sock, job, 0, Deadline::now(), Wait::No);
+    // What others queued while we had the socket goes to the transmit
+    // work.
     let_go(sh, sock, true);
-    // More may have come while we had the socket: the inline budget of
-    // a usual post sends it.
 }
 
 /// An inline sender lets go of the socket (`State::tx_busy`), having sent
