@@ -42,7 +42,7 @@ use crate::{
     op::{Begun, Job, Pending, Resp, TxOp},
     progress,
     rxq::RxQueues,
-    wire::Hdr,
+    wire::{Hdr, RmaDescs},
 };
 
 /// Operations that may be queued in each direction, and operations that
@@ -105,8 +105,11 @@ pub(crate) struct State {
     pub(crate) next_id: u64,
     /// Work items queued or running (`progress.rs`).
     pub(crate) active: u32,
-    /// A message header whose receive is not posted yet.
+    /// A message header whose receive is not posted yet, or a frame's
+    /// header the data callback read and left to the receive work.
     pub(crate) parked: Option<Hdr>,
+    /// The descriptors of the parked frame, if the callback read them too.
+    pub(crate) parked_rma: Option<RmaDescs>,
     /// The parked message waits in the socket for its receive until then
     /// (`rx/recv.rs`, `recv_wait_ms`); after that it is held.
     pub(crate) recv_wait: Option<Deadline>,
@@ -272,6 +275,7 @@ impl Shared {
                     next_id: 1,
                     active: 0,
                     parked: None,
+                    parked_rma: None,
                     recv_wait: None,
                     dead: false,
                     cm_open: false,

@@ -11,7 +11,7 @@ use kernel::prelude::*;
 
 use super::{
     ksock::{SockAddr, Socket, Wait},
-    wire::{Hdr, Op, RmaDesc, CM_DATA_MAX, HDR_LEN, RMA_DESC_LEN, RMA_IOV_MAX},
+    wire::{Hdr, Op, RmaDesc, RmaDescs, CM_DATA_MAX, HDR_LEN, RMA_DESC_LEN, RMA_IOV_MAX},
 };
 
 /// Receives exactly `buf.len()` bytes; the end of the stream before that
@@ -51,14 +51,10 @@ pub(crate) fn recv_hdr_begun(sock: &Socket, begun: impl FnOnce()) -> Result<Opti
 }
 
 /// Receives the descriptors a checked header announces.
-pub(crate) fn recv_rma(sock: &Socket, hdr: &Hdr) -> Result<KVec<RmaDesc>> {
-    let mut out = KVec::with_capacity(RMA_IOV_MAX, GFP_KERNEL)?;
-    for _ in 0..hdr.rma_count {
-        let mut b = [0u8; RMA_DESC_LEN];
-        recv_exact(sock, &mut b)?;
-        out.push(RmaDesc::decode(&b), GFP_KERNEL)?;
-    }
-    Ok(out)
+pub(crate) fn recv_rma(sock: &Socket, hdr: &Hdr) -> Result<RmaDescs> {
+    let mut b = [0u8; RMA_IOV_MAX * RMA_DESC_LEN];
+    recv_exact(sock, b.get_mut(..hdr.rma_bytes()).ok_or(EPROTO)?)?;
+    RmaDescs::decode(&b, usize::from(hdr.rma_count))
 }
 
 /// Pieces of a frame gathered on the stack: the header, the most

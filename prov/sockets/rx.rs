@@ -24,7 +24,7 @@ use crate::{
     ksock::{Deadline, Socket},
     op::Resp,
     progress,
-    wire::{flags, Hdr, Op},
+    wire::{flags, Hdr, Op, RmaDescs},
 };
 
 mod recv;
@@ -75,7 +75,13 @@ fn run_frames(sh: &Arc<Shared>, sock: &Arc<Socket>) {
         return;
     }
     conn::shrink_if_idle(sh, sock);
-    if let Err(e) = (Rx { sh, sock }).run() {
+    if let Err(e) = (Rx {
+        sh,
+        sock,
+        rma: None,
+    })
+    .run()
+    {
         teardown(sh, sock, e);
     }
 }
@@ -130,6 +136,9 @@ enum Step {
 struct Rx<'a> {
     sh: &'a Arc<Shared>,
     sock: &'a Arc<Socket>,
+    /// The descriptors of the frame in hand, if the data callback read
+    /// them with its header (`State::parked_rma`).
+    rma: Option<RmaDescs>,
 }
 
 impl Rx<'_> {
@@ -143,6 +152,7 @@ impl Rx<'_> {
                 if s.closing || s.draining {
                     return Ok(());
                 }
+                self.rma = s.parked_rma.take();
                 s.parked.take()
             };
             let h = match parked {
@@ -181,6 +191,15 @@ impl Rx<'_> {
             if let Step::Parked = step {
                 return Ok(());
             }
+        }
+    }
+
+    /// The descriptors of `h`, the frame in hand: read by the data
+    /// callback already, or from the socket now.
+    fn descs(&mut self, h: &Hdr) -> Result<RmaDescs> {
+        match self.rma.take() {
+            Some(d) => Ok(d),
+            None => frame::recv_rma(self.sock, h),
         }
     }
 

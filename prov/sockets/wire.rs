@@ -125,6 +125,36 @@ pub(crate) struct RmaDesc {
     pub(crate) key: u64,
 }
 
+/// The descriptors of one frame (at most [`RMA_IOV_MAX`]), kept without
+/// an allocation.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct RmaDescs {
+    d: [RmaDesc; RMA_IOV_MAX],
+    /// Descriptors in `d`.
+    n: usize,
+}
+
+impl RmaDescs {
+    /// Decodes the `n` descriptors of `b` (`n * RMA_DESC_LEN` bytes);
+    /// `EPROTO` for more than [`RMA_IOV_MAX`] or too few bytes.
+    pub(crate) fn decode(b: &[u8], n: usize) -> Result<Self> {
+        let mut out = Self::default();
+        let to = out.d.get_mut(..n).ok_or(EPROTO)?;
+        for (i, d) in to.iter_mut().enumerate() {
+            let at = i * RMA_DESC_LEN;
+            let raw = b.get(at..at + RMA_DESC_LEN).ok_or(EPROTO)?;
+            *d = RmaDesc::decode(raw.try_into().map_err(|_| EPROTO)?);
+        }
+        out.n = n;
+        Ok(out)
+    }
+
+    pub(crate) fn as_slice(&self) -> &[RmaDesc] {
+        // `n <= RMA_IOV_MAX` (set by `decode` only).
+        self.d.get(..self.n).unwrap_or(&[])
+    }
+}
+
 fn get_u64(b: &[u8], at: usize) -> u64 {
     let mut v = [0u8; 8];
     v.copy_from_slice(&b[at..at + 8]);

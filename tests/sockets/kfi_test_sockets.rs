@@ -410,7 +410,7 @@ mod frame_tests {
             (got.op, got.id, got.len, got.rma_count),
             (Op::Write, 42, 13, 2)
         );
-        assert_eq!(&recv_rma(&s, &got)?[..], &rma[..]);
+        assert_eq!(recv_rma(&s, &got)?.as_slice(), &rma[..]);
         let mut payload = [0u8; 13];
         recv_exact(&s, &mut payload)?;
         assert_eq!(&payload, b"0123456789abc");

@@ -16,9 +16,10 @@
 //! notes it (`State::rx_again`) and is queued again when the callback is
 //! done. A frame is begun here only when all of it is in the socket, so
 //! the work always starts at a frame's boundary, or with the header the
-//! callback read and handed over (`State::parked`). A frame that breaks
-//! the protocol is handed over as an error (`State::rx_failed`): ending
-//! the connection may sleep.
+//! callback read and handed over (`State::parked`; for a peer's RMA or
+//! atomic, its descriptors too, `State::parked_rma`, when they are all in
+//! the socket). A frame that breaks the protocol is handed over as an
+//! error (`State::rx_failed`): ending the connection may sleep.
 
 use core::ffi::c_void;
 use kernel::{bindings, prelude::*, sync::Arc};
@@ -31,7 +32,7 @@ use crate::{
     op::{Resp, RxOp},
     progress,
     sock_sys::{self, c_callback, kfi_sockets_inq, kfi_sockets_read_sock, kfi_sockets_skb_copy},
-    wire::{flags, Hdr, Op, HDR_LEN},
+    wire::{flags, Hdr, Op, RmaDescs, HDR_LEN, RMA_DESC_LEN, RMA_IOV_MAX},
 };
 
 /// Bytes of a socket buffer the parser is given.
@@ -76,6 +77,15 @@ struct Placing {
     left: usize,
 }
 
+/// The descriptors of a peer's RMA or atomic frame being read, to be
+/// handed to the receive work with its header.
+struct DescsIn {
+    h: Hdr,
+    buf: [u8; RMA_IOV_MAX * RMA_DESC_LEN],
+    /// Bytes of `buf` read.
+    got: usize,
+}
+
 /// The state of one pass of the callback over the socket's bytes.
 struct Parser<'a> {
     sh: &'a Arc<Shared>,
@@ -85,6 +95,7 @@ struct Parser<'a> {
     /// Bytes of `hdr` read.
     got: usize,
     cur: Option<Placing>,
+    descs: Option<DescsIn>,
     /// No more frames in this pass: the next needs the receive work, or
     /// is not whole yet.
     stop: bool,
@@ -120,6 +131,7 @@ pub(crate) fn receive(sh: &Arc<Shared>, sk: *mut bindings::sock) {
         hdr: [0; HDR_LEN],
         got: 0,
         cur: None,
+        descs: None,
         stop: false,
         failed: None,
         budget: FRAME_BUDGET,
@@ -129,7 +141,7 @@ pub(crate) fn receive(sh: &Arc<Shared>, sk: *mut bindings::sock) {
         // to `kfi_sockets_rx_skb` only.
         unsafe { kfi_sockets_read_sock(sk, (&raw mut p).cast()) };
     }
-    if p.got != 0 || p.cur.is_some() {
+    if p.got != 0 || p.cur.is_some() || p.descs.is_some() {
         // Cut inside a frame that was all there: not expected of TCP, but
         // the stream can no longer be followed.
         if let Some(c) = p.cur.take() {
@@ -218,9 +230,10 @@ impl Parser<'_> {
     fn take(&mut self, chunk: &Chunk, len: usize) -> usize {
         let mut used = 0;
         while used < len && !self.stop && self.failed.is_none() {
-            let r = match self.cur.take() {
-                None => self.header(chunk, used, len - used),
-                Some(c) => self.payload(c, chunk, used, len - used),
+            let r = match (self.cur.take(), self.descs.take()) {
+                (Some(c), _) => self.payload(c, chunk, used, len - used),
+                (None, Some(d)) => self.rma_descs(d, chunk, used, len - used),
+                (None, None) => self.header(chunk, used, len - used),
             };
             match r {
                 Ok(0) => break,
@@ -267,20 +280,55 @@ impl Parser<'_> {
                     Ok(())
                 }
                 None => {
-                    self.hand_over(h);
+                    self.hand_over(h, None);
                     Ok(())
                 }
             },
+            // Its descriptors too, when they are all there: the receive
+            // work then starts with the payload (one socket call less
+            // per RMA frame there).
+            Op::Write | Op::ReadReq | Op::Atomic if self.avail >= h.rma_bytes() => {
+                self.descs = Some(DescsIn {
+                    h,
+                    buf: [0; RMA_IOV_MAX * RMA_DESC_LEN],
+                    got: 0,
+                });
+                Ok(())
+            }
             _ => {
-                self.hand_over(h);
+                self.hand_over(h, None);
                 Ok(())
             }
         }
     }
 
-    /// Leaves the frame of `h` to the receive work; this pass ends.
-    fn hand_over(&mut self, h: Hdr) {
-        self.sh.state.lock().parked = Some(h);
+    /// Descriptor bytes from `at` in `chunk` (`len` there); once all are
+    /// read, the frame goes to the receive work.
+    fn rma_descs(&mut self, mut d: DescsIn, chunk: &Chunk, at: usize, len: usize) -> Result<usize> {
+        let want = d.h.rma_bytes();
+        let n = want.saturating_sub(d.got).min(len);
+        let to = d.buf.get_mut(d.got..d.got + n).ok_or(EIO)?;
+        // SAFETY: `to` is `n` writable bytes; the chunk has `len >= n`
+        // bytes from `at`.
+        unsafe { chunk.copy(at, to.as_mut_ptr(), n) }?;
+        d.got += n;
+        self.avail = self.avail.saturating_sub(n);
+        if d.got == want {
+            let descs = RmaDescs::decode(&d.buf, usize::from(d.h.rma_count))?;
+            self.hand_over(d.h, Some(descs));
+        } else {
+            self.descs = Some(d);
+        }
+        Ok(n)
+    }
+
+    /// Leaves the frame of `h` (and its descriptors, if read) to the
+    /// receive work; this pass ends.
+    fn hand_over(&mut self, h: Hdr, descs: Option<RmaDescs>) {
+        let mut s = self.sh.state.lock();
+        s.parked = Some(h);
+        s.parked_rma = descs;
+        drop(s);
         self.stop = true;
     }
 

@@ -35,13 +35,14 @@ fn atomic_rights(op: u32, fetch: bool) -> (u64, bool) {
 impl Rx<'_> {
     /// Checks every descriptor of a peer's access; all or nothing.
     fn check(&mut self, h: &Hdr, need: u64) -> Result<(Result<KVec<Access>>, u64)> {
-        let descs = frame::recv_rma(self.sock, h)?;
+        let descs = self.descs(h)?;
+        let descs = descs.as_slice();
         let mut total = 0u64;
-        for d in descs.iter() {
+        for d in descs {
             total = total.checked_add(d.len).ok_or(EPROTO)?;
         }
         let mut acc = KVec::with_capacity(descs.len(), GFP_KERNEL)?;
-        for d in descs.iter() {
+        for d in descs {
             match self.sh.mrs.access(d.key, d.addr, d.len, need, self.sock) {
                 Ok(a) => acc.push(a, GFP_KERNEL)?,
                 Err(e) => return Ok((Err(e), total)),
@@ -113,7 +114,8 @@ impl Rx<'_> {
     /// A peer's atomic: one descriptor, operands (and compare values) in
     /// the payload; applied under the domain's atomic lock.
     pub(super) fn atomic(&mut self, h: &Hdr) -> Result {
-        let descs = frame::recv_rma(self.sock, h)?;
+        let descs = self.descs(h)?;
+        let descs = descs.as_slice();
         let d: RmaDesc = match descs.first() {
             Some(d) if descs.len() == 1 => *d,
             _ => return Err(EPROTO),
