@@ -198,9 +198,9 @@ fn expected_region(cases: &[WriteCase]) -> Result<KVec<u8>> {
 }
 
 /// Reads the answers to `cases` from the raw peer: one `Ack` each, in
-/// order, with the expected status.
-fn check_write_acks(raw: &Socket, cases: &[WriteCase]) -> Result {
-    for (w, c) in cases.iter().enumerate() {
+/// order, with the expected status; the first is write `first`'s.
+fn check_write_acks(raw: &Socket, cases: &[WriteCase], first: usize) -> Result {
+    for (w, c) in cases.iter().enumerate().map(|(i, c)| (first + i, c)) {
         ensure!(wait_readable(raw, 5000), "no answer to write {}", w);
         let h = frame::recv_hdr(raw)?;
         ensure!(
@@ -432,7 +432,7 @@ mod cases {
                 } else {
                     send_cut(&raw, &stream, &[1, 39, 40, 25, 700, 3, 1200, 64])?;
                 }
-                check_write_acks(&raw, &cases)?;
+                check_write_acks(&raw, &cases, 0)?;
                 let bad = buf.iter().zip(want.iter()).position(|(a, b)| a != b);
                 ensure!(
                     bad.is_none(),
@@ -470,6 +470,58 @@ mod cases {
         drop(pep);
         drop(buf);
         drop(ro);
+        outcome
+    }
+
+    /// The target sends the answers to a run of writes that are all in its
+    /// socket together, but holds none back while it waits for a frame
+    /// that has not arrived whole: four whole writes and the first half of
+    /// a fifth come in one piece, and the four answers must come before
+    /// the rest of the fifth is sent; then its answer. Every write is
+    /// placed.
+    #[test]
+    fn answers_do_not_wait_for_a_frame_not_whole() -> Result {
+        const WRITES: usize = 5;
+        const LEN: u64 = 200;
+        let mut buf = KVec::new();
+        buf.resize(REGION_LEN, 0u8, GFP_KERNEL)?;
+        let n = net(c"7516")?;
+        let pep = listen(&n)?;
+        let c = cq(&n)?;
+        let mr = region(&n, &mut buf, sys::KFI_REMOTE_WRITE, 0)?;
+        let k = key(&mr);
+        let (raw, sep) = raw_client(&n, 7516, &c)?;
+        let outcome = (|| -> Result {
+            let mut cases = KVec::new();
+            let mut stream = KVec::new();
+            for w in 0..WRITES {
+                let mut descs = KVec::new();
+                let d = RmaDesc {
+                    addr: w as u64 * LEN,
+                    len: LEN,
+                    key: k,
+                };
+                descs.push(d, GFP_KERNEL)?;
+                push_write(&mut stream, w, &descs)?;
+                cases.push(WriteCase { descs, status: 0 }, GFP_KERNEL)?;
+            }
+            let cut = stream.len() - LEN as usize / 2;
+            let sent = raw.send(&[&stream[..cut]])?;
+            ensure!(sent == cut, "sent {} of {}", sent, cut);
+            check_write_acks(&raw, &cases[..WRITES - 1], 0)?;
+            let sent = raw.send(&[&stream[cut..]])?;
+            ensure!(sent == stream.len() - cut, "sent {} of the rest", sent);
+            check_write_acks(&raw, &cases[WRITES - 1..], WRITES - 1)?;
+            let want = expected_region(&cases)?;
+            let bad = buf.iter().zip(want.iter()).position(|(a, b)| a != b);
+            ensure!(bad.is_none(), "region byte {:?} differs", bad);
+            Ok(())
+        })();
+        drop(sep);
+        drop(raw);
+        drop(mr);
+        drop(pep);
+        drop(buf);
         outcome
     }
 }
