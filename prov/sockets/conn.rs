@@ -523,10 +523,12 @@ pub(crate) fn teardown(sh: &Arc<Shared>, sock: &Socket, e: Error) {
 }
 
 /// Reports the end `e` of the connection of endpoint `fid`: an error
-/// entry if the peer broke the protocol, stalled inside a frame or left
-/// one of our operations unanswered (`ETIMEDOUT`), then `KFI_SHUTDOWN`.
+/// entry if the peer broke the protocol, stalled inside a frame, left one
+/// of our operations unanswered (`ETIMEDOUT`) or sent an unanswered write
+/// that we refused (the access's errno: `ENOKEY`, `ERANGE`, `EACCES`),
+/// then `KFI_SHUTDOWN`.
 pub(crate) fn report_end(eq: EqRef, fid: FidRef, e: Error) {
-    if e == EPROTO || e == ETIMEDOUT {
+    if [EPROTO, ETIMEDOUT, ENOKEY, ERANGE, EACCES].contains(&e) {
         let _ = eq.post_err(fid, e, &[]);
     }
     let _ = eq.post_shutdown(fid);

@@ -89,11 +89,20 @@ impl Default for TxOp {
 }
 
 impl TxOp {
-    /// Whether the operation completes only on the target's response:
-    /// always for RMA and atomics (the target may refuse the access), for
-    /// messages when a completion level beyond inject was asked for.
+    /// Whether the operation completes only on the target's response: for
+    /// messages when a completion level beyond inject was asked for; for
+    /// reads and atomics always (the data comes back); for writes unless
+    /// only `KFI_INJECT_COMPLETE` was asked for (so that a refused access
+    /// reaches the initiator as an error completion). A write that asked
+    /// for inject completion only completes once the socket has taken its
+    /// bytes, as a message does, and the target does not answer it
+    /// (`flags::UNANSWERED`): a refused one ends the connection.
     pub(crate) fn wants_reply(&self) -> bool {
-        !matches!(self.kind, Kind::Msg | Kind::Tagged) || self.flags & ACKED != 0
+        match self.kind {
+            Kind::Msg | Kind::Tagged => self.flags & ACKED != 0,
+            Kind::Write => self.flags & ACKED != 0 || self.flags & sys::KFI_INJECT_COMPLETE == 0,
+            Kind::Read | Kind::Atomic => true,
+        }
     }
 
     /// The flags of the operation's completion.

@@ -376,6 +376,8 @@ fn send_op(sock: &Socket, op: &TxOp, id: u64, at: usize, wait: Wait) -> Result<S
         h.flags |= flags::COMMIT_COMPLETE;
     } else if op.wants_reply() && matches!(op.kind, Kind::Msg | Kind::Tagged) {
         h.flags |= flags::DELIVERY_COMPLETE;
+    } else if !op.wants_reply() && op.kind == Kind::Write {
+        h.flags |= flags::UNANSWERED;
     }
     let rma = &op.rma[..op.nrma];
     let mut operands = [0u8; 2 * ATOMIC_MAX];

@@ -11,7 +11,7 @@ use kernel::prelude::*;
 /// The first two bytes of every header: "kf".
 pub(crate) const MAGIC: u16 = 0x666b;
 /// The protocol version this code speaks.
-pub(crate) const VERSION: u8 = 2;
+pub(crate) const VERSION: u8 = 3;
 /// Size of the fixed header.
 pub(crate) const HDR_LEN: usize = 40;
 /// Size of one remote buffer descriptor after the header.
@@ -91,8 +91,13 @@ pub(crate) mod flags {
     /// Atomics only: the initiator wants the old values (a fetch or
     /// compare form), which needs read access too (version 2).
     pub(crate) const FETCH: u16 = 1 << 3;
-    /// Every flag of version 2.
-    pub(crate) const ALL: u16 = REMOTE_CQ_DATA | DELIVERY_COMPLETE | COMMIT_COMPLETE | FETCH;
+    /// Writes only: no answer (the initiator completed the write once its
+    /// socket took it); a target that refuses the access ends the
+    /// connection instead (version 3).
+    pub(crate) const UNANSWERED: u16 = 1 << 4;
+    /// Every flag of version 3.
+    pub(crate) const ALL: u16 =
+        REMOTE_CQ_DATA | DELIVERY_COMPLETE | COMMIT_COMPLETE | FETCH | UNANSWERED;
 }
 
 /// A decoded, checked header.
@@ -207,6 +212,10 @@ impl Hdr {
             tag: get_u64(b, 32),
         };
         if h.flags & !flags::ALL != 0 || (h.flags & flags::FETCH != 0 && op != Op::Atomic) {
+            return Err(EPROTO);
+        }
+        let answered = flags::DELIVERY_COMPLETE | flags::COMMIT_COMPLETE;
+        if h.flags & flags::UNANSWERED != 0 && (op != Op::Write || h.flags & answered != 0) {
             return Err(EPROTO);
         }
         let rma_ok = if op.has_rma() {

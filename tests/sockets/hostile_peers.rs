@@ -199,26 +199,41 @@ pub(crate) fn key(mr: &Owned<sys::kfid_mr>) -> u64 {
 
 /// Posts an RMA write of `buf` to `len` bytes at 0 of region `key`.
 pub(crate) fn post_write(ep: &Owned<sys::kfid_ep>, buf: &[u8], key: u64, ctx: usize) -> c_int {
-    post_rma(ep, kvec(buf), key, ctx, false)
+    post_rma(ep, kvec(buf), 0, key, ctx, false, 0)
+}
+
+/// Posts an RMA write of `buf` to as many bytes at `addr` of region
+/// `key`, with the operation flags `flags`.
+pub(crate) fn post_write_at(
+    ep: &Owned<sys::kfid_ep>,
+    buf: &[u8],
+    addr: u64,
+    key: u64,
+    ctx: usize,
+    flags: u64,
+) -> c_int {
+    post_rma(ep, kvec(buf), addr, key, ctx, false, flags)
 }
 
 /// Posts an RMA read of `buf.len()` bytes at 0 of region `key` into
 /// `buf`.
 pub(crate) fn post_read(ep: &Owned<sys::kfid_ep>, buf: &mut [u8], key: u64, ctx: usize) -> c_int {
-    post_rma(ep, kvec_mut(buf), key, ctx, true)
+    post_rma(ep, kvec_mut(buf), 0, key, ctx, true, 0)
 }
 
 /// Posts an RMA write (or, `read`, a read) of the buffer `v` to as many
-/// bytes at 0 of region `key`.
+/// bytes at `addr` of region `key`, with the operation flags `flags`.
 fn post_rma(
     ep: &Owned<sys::kfid_ep>,
     v: kernel::bindings::kvec,
+    addr: u64,
     key: u64,
     ctx: usize,
     read: bool,
+    flags: u64,
 ) -> c_int {
     let remote = sys::kfi_rma_iov {
-        addr: 0,
+        addr,
         len: v.iov_len,
         key,
     };
@@ -235,9 +250,9 @@ fn post_rma(
     // completion.
     unsafe {
         rc(if read {
-            ep.readmsg(&m, 0)
+            ep.readmsg(&m, flags)
         } else {
-            ep.writemsg(&m, 0)
+            ep.writemsg(&m, flags)
         })
     }
 }

@@ -8,7 +8,9 @@
 //! provider itself, through kfabric.ko, over loopback (the VM runner loads
 //! kfi_sockets.ko first), and `kfi_sockets_hostile` (hostile.rs, its peers
 //! in hostile_peers.rs): raw peers that break the protocol on purpose, and
-//! `kfi_sockets_scale` (scale.rs): what idle objects hold. The provider's sources are
+//! `kfi_sockets_scale` (scale.rs): what idle objects hold, and
+//! `kfi_sockets_unanswered` (unanswered.rs): writes that asked for inject
+//! completion only. The provider's sources are
 //! included by path, so the building-block tests exercise the very code
 //! the provider runs.
 
@@ -39,6 +41,8 @@ mod msg;
 mod net;
 #[path = "scale.rs"]
 mod scale;
+#[path = "unanswered.rs"]
+mod unanswered;
 // ksock.rs's kernel call not in the kernel crate's bindings.
 #[path = "../../prov/sockets/sock_sys.rs"]
 mod sock_sys;
@@ -165,6 +169,18 @@ mod wire_tests {
         assert!(refused(h.encode()));
         let mut h = valid(Op::Atomic);
         h.flags = flags::FETCH;
+        assert_eq!(Hdr::decode(&h.encode()), Ok(h));
+        let mut h = valid(Op::Msg);
+        h.flags = flags::UNANSWERED;
+        // no answer asked of anything but a write
+        assert!(refused(h.encode()));
+        let mut h = valid(Op::Write);
+        h.flags = flags::UNANSWERED | flags::DELIVERY_COMPLETE;
+        // no answer, and an acknowledgement
+        assert!(refused(h.encode()));
+        h.flags = flags::UNANSWERED | flags::COMMIT_COMPLETE;
+        assert!(refused(h.encode()));
+        h.flags = flags::UNANSWERED | flags::REMOTE_CQ_DATA;
         assert_eq!(Hdr::decode(&h.encode()), Ok(h));
     }
 

@@ -52,13 +52,18 @@ impl Rx<'_> {
     }
 
     /// A peer's RMA write: placed only if every descriptor checks out.
+    /// Answered unless the initiator asked for no answer
+    /// (`flags::UNANSWERED`): then a refused access ends the connection.
     pub(super) fn write(&mut self, h: &Hdr) -> Result {
         let (acc, total) = self.check(h, sys::KFI_REMOTE_WRITE)?;
         if total != h.len {
             return Err(EPROTO);
         }
+        let answered = h.flags & flags::UNANSWERED == 0;
         let acc = match acc {
             Ok(acc) => acc,
+            // Nobody to tell but the connection: nothing is written.
+            Err(e) if !answered => return Err(e),
             Err(e) => {
                 self.discard(h.len as usize)?;
                 return self.respond(Resp::status(Op::Ack, h.id, Err(e)));
@@ -92,6 +97,9 @@ impl Rx<'_> {
                 })
                 .map_err(|_| EPROTO)?,
             _ => to.count_only(sys::KFI_RMA | sys::KFI_REMOTE_WRITE),
+        }
+        if !answered {
+            return Ok(());
         }
         self.respond(Resp::status(Op::Ack, h.id, Ok(())))
     }
