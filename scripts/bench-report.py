@@ -38,6 +38,7 @@ TARGET_WINDOW = 8
 TARGETS = [
     ("kfi_send", 64 << 10, None, ">=", 0.95),
     ("kfi_write", 64 << 10, None, ">=", 0.95),
+    ("kfi_write_ic", 64 << 10, None, ">=", 0.95),
     ("kfi_pingpong", 64, 64, "<=", 1.25),
 ]
 # kfi_ibverbs targets: (fabric prefix, row, least bytes, most bytes,
@@ -53,6 +54,7 @@ BUSY_STEAL = 0.01
 FANOUT_TARGET = (1024, 16 << 10)
 
 KFI_ROWS = [("kfi_send", "send/recv"), ("kfi_tagged", "tagged send/recv"), ("kfi_write", "RMA write"),
+            ("kfi_write_ic", "RMA write, inject completion"),
             ("kfi_read", "RMA read")]
 # kfi_ibverbs rows and their raw verbs baselines (same window).
 IB_ROWS = [("kfi_send", "ib_send", "send/recv"), ("kfi_write", "ib_write", "RMA write"),

@@ -255,14 +255,17 @@ impl Row {
             Row::RawStream => "raw_stream",
             Row::Kfi(Kind::Send, _) | Row::Kfi(Kind::Recv, _) => "kfi_send",
             Row::Kfi(Kind::Write, _) => "kfi_write",
+            Row::Kfi(Kind::WriteIc, _) => "kfi_write_ic",
             Row::Kfi(Kind::Read, _) => "kfi_read",
             Row::Kfi(Kind::TSend, _) | Row::Kfi(Kind::TRecv, _) => "kfi_tagged",
             Row::IbPingpong => "ib_pingpong",
             Row::Ib(Kind::Send, _) | Row::Ib(Kind::Recv, _) => "ib_send",
             Row::Ib(Kind::Write, _) => "ib_write",
             Row::Ib(Kind::Read, _) => "ib_read",
-            // Raw verbs have no tags; never built.
+            // Raw verbs have no tags, and no inject-completed writes; never
+            // built.
             Row::Ib(Kind::TSend, _) | Row::Ib(Kind::TRecv, _) => "ib_tagged",
+            Row::Ib(Kind::WriteIc, _) => "ib_write_ic",
             Row::Memcpy => "memcpy",
         }
     }
@@ -567,7 +570,16 @@ fn bench_sockets(plan: &Plan) -> Result<usize> {
         b.rows(&pp, sh, plan.reps)?;
     }
     // kfi_sockets has tagged messages; kfi_ibverbs not yet.
-    let bw = bw_rows(&[Kind::Send, Kind::TSend, Kind::Write, Kind::Read], None)?;
+    let bw = bw_rows(
+        &[
+            Kind::Send,
+            Kind::TSend,
+            Kind::Write,
+            Kind::WriteIc,
+            Kind::Read,
+        ],
+        None,
+    )?;
     for size in sizes(plan.max_size).filter(|&s| s >= plan.min_size) {
         let sh = Shape::new(size, plan.iters(size), 1);
         b.rows(&bw, sh, plan.reps)?;

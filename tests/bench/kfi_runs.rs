@@ -106,6 +106,9 @@ pub(crate) enum Kind {
     TSend,
     /// Tagged receive of one tag: the operation index.
     TRecv,
+    /// RMA write that asks for inject completion only
+    /// (`KFI_INJECT_COMPLETE`): it completes once sent, unanswered.
+    WriteIc,
 }
 
 /// The bits of a completion's flags that name the operation.
@@ -133,7 +136,7 @@ impl Kind {
         match self {
             Kind::Send => sys::KFI_SEND | sys::KFI_MSG,
             Kind::Recv => sys::KFI_RECV | sys::KFI_MSG,
-            Kind::Write => sys::KFI_RMA | sys::KFI_WRITE,
+            Kind::Write | Kind::WriteIc => sys::KFI_RMA | sys::KFI_WRITE,
             Kind::Read => sys::KFI_RMA | sys::KFI_READ,
             Kind::TSend => sys::KFI_SEND | sys::KFI_TAGGED,
             Kind::TRecv => sys::KFI_RECV | sys::KFI_TAGGED,
@@ -318,7 +321,8 @@ unsafe fn post_send(ep: &Owned<sys::kfid_ep>, buf: &[u8], ctx: usize, flags: u64
 }
 
 /// Posts an RMA write of `local` (or a read into it) at `addr` of the
-/// remote region `key`, with context `ctx`.
+/// remote region `key`, with context `ctx`; a [`Kind::WriteIc`] asks for
+/// inject completion.
 ///
 /// # Safety
 ///
@@ -346,10 +350,10 @@ unsafe fn post_rma(
     // SAFETY: The descriptors are read during the call, the buffer kept by
     // the caller.
     unsafe {
-        if kind == Kind::Read {
-            ep.readmsg(&m, 0)
-        } else {
-            ep.writemsg(&m, 0)
+        match kind {
+            Kind::Read => ep.readmsg(&m, 0),
+            Kind::WriteIc => ep.writemsg(&m, sys::KFI_INJECT_COMPLETE),
+            _ => ep.writemsg(&m, 0),
         }
     }
 }
