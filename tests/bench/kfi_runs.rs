@@ -321,8 +321,8 @@ unsafe fn post_send(ep: &Owned<sys::kfid_ep>, buf: &[u8], ctx: usize, flags: u64
 }
 
 /// Posts an RMA write of `local` (or a read into it) at `addr` of the
-/// remote region `key`, with context `ctx`; a [`Kind::WriteIc`] asks for
-/// inject completion.
+/// remote region `key`, with context `ctx` and the operation flags
+/// `flags`.
 ///
 /// # Safety
 ///
@@ -335,6 +335,7 @@ unsafe fn post_rma(
     addr: u64,
     key: u64,
     ctx: usize,
+    flags: u64,
 ) -> Result {
     let l = kvec_mut(local);
     let r = sys::kfi_rma_iov {
@@ -350,10 +351,10 @@ unsafe fn post_rma(
     // SAFETY: The descriptors are read during the call, the buffer kept by
     // the caller.
     unsafe {
-        match kind {
-            Kind::Read => ep.readmsg(&m, 0),
-            Kind::WriteIc => ep.writemsg(&m, sys::KFI_INJECT_COMPLETE),
-            _ => ep.writemsg(&m, 0),
+        if kind == Kind::Read {
+            ep.readmsg(&m, flags)
+        } else {
+            ep.writemsg(&m, flags)
         }
     }
 }
@@ -713,6 +714,19 @@ impl Target {
 /// An RMA run from the client: writes into the destination, registered
 /// for remote writes, or reads from the source, registered for remote
 /// reads. Nanoseconds from the first post to the last completion.
+/// The flags of operation `i` of an RMA run: a [`Kind::WriteIc`] asks for
+/// inject completion, but for the run's last write, which completes only
+/// once the target has answered it, so after every write before it has
+/// landed (the target handles a connection's frames in order): the run
+/// ends when all of its data is in place, not when it was sent.
+fn rma_flags(kind: Kind, sh: Shape, i: usize) -> u64 {
+    if kind == Kind::WriteIc && i + 1 < sh.iters {
+        sys::KFI_INJECT_COMPLETE
+    } else {
+        0
+    }
+}
+
 fn rma(p: &Pair, kind: Kind, sh: Shape, b: &mut Bufs, ops: &mut Track) -> Result<i64> {
     let read = kind == Kind::Read;
     let (remote, local, access) = if read {
@@ -740,10 +754,11 @@ fn rma(p: &Pair, kind: Kind, sh: Shape, b: &mut Bufs, ops: &mut Track) -> Result
                     crate::pattern::before_recv(sh, i, r, false)?;
                 }
             }
+            let (ctx, flags) = (kind.context(i), rma_flags(kind, sh, i));
             // SAFETY: Operation `i` of the local buffer is used by nothing
             // else until it completes (a write only reads it); the side
             // keeps its buffers while operations are in flight.
-            unsafe { post_rma(&p.cep, kind, sh.op_mut(local, i)?, at, key, kind.context(i)) }?;
+            unsafe { post_rma(&p.cep, kind, sh.op_mut(local, i)?, at, key, ctx, flags) }?;
             ops.posted();
         }
         reap(&p.ccq, &mut [ops])?;
