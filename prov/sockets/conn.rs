@@ -495,6 +495,24 @@ pub(crate) fn flush(sh: &Shared) {
     sh.wake.notify_all();
 }
 
+/// We refused a peer's unanswered write with `e` (a write that wants no
+/// answer, see `rx/target.rs`): the endpoint gets `e` as an error entry on
+/// its EQ, ahead of the `KFI_SHUTDOWN` of the teardown that follows.
+/// Nothing if the connection is down or closing, or `KFI_CONNECTED` was
+/// not reported yet. Process context.
+pub(crate) fn report_refused(sh: &Shared, e: Error) {
+    let (eq, fid) = {
+        let s = sh.state.lock();
+        if s.dead || s.closing || !s.cm_open {
+            return;
+        }
+        (s.eq, s.fid)
+    };
+    if let (Some(eq), Some(fid)) = (eq, fid) {
+        let _ = eq.post_err(fid, e, &[]);
+    }
+}
+
 /// The connection ended (`e`): the endpoint hears of it, and the transmit
 /// work (the only one that may still use the buffers of operations being
 /// sent) fails what was queued or waits for a response. Once.
@@ -523,12 +541,10 @@ pub(crate) fn teardown(sh: &Arc<Shared>, sock: &Socket, e: Error) {
 }
 
 /// Reports the end `e` of the connection of endpoint `fid`: an error
-/// entry if the peer broke the protocol, stalled inside a frame, left one
-/// of our operations unanswered (`ETIMEDOUT`) or sent an unanswered write
-/// that we refused (the access's errno: `ENOKEY`, `ERANGE`, `EACCES`),
-/// then `KFI_SHUTDOWN`.
+/// entry if the peer broke the protocol, stalled inside a frame or left
+/// one of our operations unanswered (`ETIMEDOUT`), then `KFI_SHUTDOWN`.
 pub(crate) fn report_end(eq: EqRef, fid: FidRef, e: Error) {
-    if [EPROTO, ETIMEDOUT, ENOKEY, ERANGE, EACCES].contains(&e) {
+    if e == EPROTO || e == ETIMEDOUT {
         let _ = eq.post_err(fid, e, &[]);
     }
     let _ = eq.post_shutdown(fid);

@@ -355,10 +355,13 @@ enum SockEndpoint {
 
 impl SockEndpoint {
     /// Queues an operation; `addr` is the peer of RDM endpoints.
-    fn post(&self, op: op::TxOp, addr: u64) -> Result {
+    fn post(&self, mut op: op::TxOp, addr: u64) -> Result {
         match self {
             Self::Msg(e) => e.post(op),
-            Self::Rdm(e) => e.post(op, addr),
+            Self::Rdm(e) => {
+                op.answer_always();
+                e.post(op, addr)
+            }
         }
     }
 

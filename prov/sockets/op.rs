@@ -105,6 +105,15 @@ impl TxOp {
         }
     }
 
+    /// Makes a write one that is answered whatever level it asked for: an
+    /// RDM endpoint's (a refused unanswered write ends its connection, and
+    /// an RDM connection has no event queue to say why).
+    pub(crate) fn answer_always(&mut self) {
+        if self.kind == Kind::Write {
+            self.flags &= !sys::KFI_INJECT_COMPLETE;
+        }
+    }
+
     /// The flags of the operation's completion.
     /// The completion of the operation (its context, flags and whether
     /// the ULP asked for it), nothing transferred yet.

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The kfi_sockets wire protocol, version 2 (Documentation/sockets-wire.rst):
+//! The kfi_sockets wire protocol, version 3 (Documentation/sockets-wire.rst):
 //! the header every message on a connection starts with, its encoding and
 //! the checks a received header must pass before anything acts on it.
 //!

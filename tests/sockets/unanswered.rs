@@ -8,11 +8,16 @@
 //! the data lands where it should and that a read behind such writes sees
 //! it.
 
-use kernel::prelude::*;
+use core::ffi::c_void;
+use kernel::{
+    prelude::*,
+    time::{delay::fsleep, Delta},
+};
 
 use super::{
     frame,
     kfi::kfi_sys as sys,
+    ksock::SockAddr,
     net::*,
     wire::{flags, Hdr, Op, RmaDesc, HDR_LEN, RMA_DESC_LEN},
 };
@@ -202,5 +207,81 @@ mod cases {
         drop(pep);
         drop(dst);
         outcome
+    }
+
+    /// An RDM endpoint answers every write: one that asked for inject
+    /// completion reaches the (raw) peer without `UNANSWERED` and completes
+    /// only on the answer, with its status (a refused unanswered write
+    /// would end a connection that has no event queue to say why).
+    #[test]
+    fn rdm_writes_are_always_answered() -> Result {
+        let src = [0x5au8; 64];
+        let r = rdm_side(c"7520")?;
+        let peer = raw_listener(7521)?;
+        let to = r.av.insert(SockAddr::v4([127, 0, 0, 1], 7521).as_bytes());
+        ensure!(to.is_ok(), "kfi_av_insert: {:?}", to);
+        let to = to.map_err(|_| EINVAL)?;
+        let v = kvec(&src);
+        let remote = sys::kfi_rma_iov {
+            addr: 0,
+            len: src.len(),
+            key: 0x1234,
+        };
+        let mut m = sys::kfi_msg_rma {
+            rma_iov: &remote,
+            rma_iov_count: 1,
+            ..Default::default()
+        };
+        m.msg.iov_type = sys::KFI_KVEC;
+        m.msg.__bindgen_anon_1.msg_iov = &v;
+        m.msg.iov_count = 1;
+        m.msg.context = 7 as *mut c_void;
+        m.msg.addr = to;
+        // SAFETY: An open endpoint; `src` is declared before `r`, so it
+        // outlives the endpoint, whose close ends the write.
+        let ret = unsafe { rc(r.ep.writemsg(&m, sys::KFI_INJECT_COMPLETE)) };
+        ensure!(ret == 0, "write not posted: {}", ret);
+        let mut s = None;
+        for _ in 0..500 {
+            if let Ok(a) = peer.accept(true) {
+                s = Some(a);
+                break;
+            }
+            fsleep(Delta::from_millis(10));
+        }
+        let Some(s) = s else {
+            pr_err!("kfi_sockets_unanswered: the peer was never connected to\n");
+            return Err(EBADE);
+        };
+        frame::read_connreq(&s)?;
+        frame::accept(&s, &[])?;
+        ensure!(wait_readable(&s, 5000), "no write for the peer");
+        let h = frame::recv_hdr(&s)?;
+        ensure!(
+            h.op == Op::Write && h.flags & flags::UNANSWERED == 0,
+            "frame {:?} with flags {:#x}",
+            h.op,
+            h.flags
+        );
+        drain(&s, RMA_DESC_LEN + src.len())?;
+        let mut e = sys::kfi_cq_data_entry::default();
+        let n = sread_ms(&r.c, &mut e, 500);
+        ensure!(
+            n != 1 && n != -(sys::KFI_EAVAIL as isize),
+            "the write completed ({}) before its answer",
+            n
+        );
+        let mut ack = Hdr::new(Op::Ack, h.id, 0);
+        ack.data = (-EACCES.to_errno()) as u64;
+        frame::send_frame(&s, &ack, &[], &[])?;
+        let err = cq_error(&r.c, 5000)?;
+        ensure!(
+            err.op_context as usize == 7 && err.err == -EACCES.to_errno(),
+            "write error {} for context {:#x}",
+            err.err,
+            err.op_context as usize
+        );
+        drop(s);
+        Ok(())
     }
 }

@@ -11,7 +11,7 @@ use kernel::prelude::*;
 use super::Rx;
 use crate::{
     atomics::{self, ATOMIC_MAX},
-    bufs, frame,
+    bufs, conn, frame,
     kfi::{kfi_sys as sys, toolkit::completion::CqEntry},
     mr::Access,
     op::Resp,
@@ -62,8 +62,12 @@ impl Rx<'_> {
         let answered = h.flags & flags::UNANSWERED == 0;
         let acc = match acc {
             Ok(acc) => acc,
-            // Nobody to tell but the connection: nothing is written.
-            Err(e) if !answered => return Err(e),
+            // Nobody to tell but the connection, which ends: nothing is
+            // written.
+            Err(e) if !answered => {
+                conn::report_refused(self.sh, e);
+                return Err(e);
+            }
             Err(e) => {
                 self.discard(h.len as usize)?;
                 return self.respond(Resp::status(Op::Ack, h.id, Err(e)));
