@@ -721,15 +721,7 @@ mod cases {
         // outlives the endpoint, whose close ends the send.
         let ret = unsafe { rc(r.ep.sendmsg(&m, 0)) };
         ensure!(ret == 0, "send to the good peer not posted: {}", ret);
-        let mut s = None;
-        for _ in 0..500 {
-            if let Ok(a) = good.accept(true) {
-                s = Some(a);
-                break;
-            }
-            fsleep(Delta::from_millis(10));
-        }
-        let Some(s) = s else {
+        let Some(s) = accept_within(&good, 5000) else {
             pr_err!("kfi_sockets_hostile: the good peer was never connected to\n");
             return Err(EBADE);
         };

@@ -199,7 +199,21 @@ pub(crate) fn key(mr: &Owned<sys::kfid_mr>) -> u64 {
 
 /// Posts an RMA write of `buf` to `len` bytes at 0 of region `key`.
 pub(crate) fn post_write(ep: &Owned<sys::kfid_ep>, buf: &[u8], key: u64, ctx: usize) -> c_int {
-    post_rma(ep, kvec(buf), 0, key, ctx, false, 0)
+    post_rma(ep, kvec(buf), 0, 0, key, ctx, false, 0)
+}
+
+/// Posts an RMA write of `buf` from an RDM endpoint to the peer `dest`
+/// (its AV handle), at 0 of its region `key`, with the operation flags
+/// `flags`.
+pub(crate) fn post_write_to(
+    ep: &Owned<sys::kfid_ep>,
+    buf: &[u8],
+    dest: u64,
+    key: u64,
+    ctx: usize,
+    flags: u64,
+) -> c_int {
+    post_rma(ep, kvec(buf), dest, 0, key, ctx, false, flags)
 }
 
 /// Posts an RMA write of `buf` to as many bytes at `addr` of region
@@ -212,20 +226,23 @@ pub(crate) fn post_write_at(
     ctx: usize,
     flags: u64,
 ) -> c_int {
-    post_rma(ep, kvec(buf), addr, key, ctx, false, flags)
+    post_rma(ep, kvec(buf), 0, addr, key, ctx, false, flags)
 }
 
 /// Posts an RMA read of `buf.len()` bytes at 0 of region `key` into
 /// `buf`.
 pub(crate) fn post_read(ep: &Owned<sys::kfid_ep>, buf: &mut [u8], key: u64, ctx: usize) -> c_int {
-    post_rma(ep, kvec_mut(buf), 0, key, ctx, true, 0)
+    post_rma(ep, kvec_mut(buf), 0, 0, key, ctx, true, 0)
 }
 
 /// Posts an RMA write (or, `read`, a read) of the buffer `v` to as many
-/// bytes at `addr` of region `key`, with the operation flags `flags`.
+/// bytes at `addr` of region `key` of the peer `dest` (an RDM endpoint's;
+/// a MSG endpoint ignores it), with the operation flags `flags`.
+#[allow(clippy::too_many_arguments)]
 fn post_rma(
     ep: &Owned<sys::kfid_ep>,
     v: kernel::bindings::kvec,
+    dest: u64,
     addr: u64,
     key: u64,
     ctx: usize,
@@ -246,6 +263,7 @@ fn post_rma(
     m.msg.__bindgen_anon_1.msg_iov = &v;
     m.msg.iov_count = 1;
     m.msg.context = ctx as *mut c_void;
+    m.msg.addr = dest;
     // SAFETY: An open endpoint; callers keep the buffer until the
     // completion.
     unsafe {
@@ -301,6 +319,18 @@ pub(crate) fn rdm_net(port: &core::ffi::CStr, count: usize) -> Result<(Net, Owne
         ..Default::default()
     })?;
     Ok((n, av))
+}
+
+/// The first connection to listener `l` within `ms` milliseconds (a
+/// non-blocking accept every 10 ms).
+pub(crate) fn accept_within(l: &Socket, ms: u64) -> Option<Socket> {
+    for _ in 0..ms / 10 {
+        if let Ok(a) = l.accept(true) {
+            return Some(a);
+        }
+        fsleep(Delta::from_millis(10));
+    }
+    l.accept(true).ok()
 }
 
 /// Waits up to `ms` for bytes (or the end of the stream) on `s`, so

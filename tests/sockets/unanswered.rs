@@ -8,16 +8,12 @@
 //! the data lands where it should and that a read behind such writes sees
 //! it.
 
-use core::ffi::c_void;
-use kernel::{
-    prelude::*,
-    time::{delay::fsleep, Delta},
-};
+use kernel::prelude::*;
 
 use super::{
     frame,
     kfi::kfi_sys as sys,
-    ksock::SockAddr,
+    ksock::{SockAddr, Socket},
     net::*,
     wire::{flags, Hdr, Op, RmaDesc, HDR_LEN, RMA_DESC_LEN},
 };
@@ -27,6 +23,19 @@ use super::hostile_peers::*;
 #[kunit_tests(kfi_sockets_unanswered)]
 mod cases {
     use super::*;
+
+    /// Reads the next frame's header from `s`: it must be a write, whose
+    /// flags say `UNANSWERED` as `unanswered` does.
+    fn recv_write(s: &Socket, unanswered: bool) -> Result<Hdr> {
+        let h = frame::recv_hdr(s)?;
+        ensure!(
+            h.op == Op::Write && (h.flags & flags::UNANSWERED != 0) == unanswered,
+            "frame {:?} with flags {:#x}",
+            h.op,
+            h.flags
+        );
+        Ok(h)
+    }
 
     /// Whether completion `e` is that of write `ctx`.
     fn is_write(e: &sys::kfi_cq_data_entry, ctx: usize) -> bool {
@@ -48,13 +57,7 @@ mod cases {
         let outcome = (|| -> Result {
             let ret = post_write_at(&ep, &src, 0, 0x1234, 1, sys::KFI_INJECT_COMPLETE);
             ensure!(ret == 0, "write not posted: {}", ret);
-            let h = frame::recv_hdr(&raw)?;
-            ensure!(
-                h.op == Op::Write && h.flags & flags::UNANSWERED != 0,
-                "frame {:?} with flags {:#x}",
-                h.op,
-                h.flags
-            );
+            recv_write(&raw, true)?;
             let mut d = [0u8; RMA_DESC_LEN];
             frame::recv_exact(&raw, &mut d)?;
             let mut got = [0u8; 256];
@@ -68,13 +71,7 @@ mod cases {
                 r
             );
             ensure!(post_write(&ep, &src, 0x1234, 2) == 0, "write not posted");
-            let h = frame::recv_hdr(&raw)?;
-            ensure!(
-                h.op == Op::Write && h.flags & flags::UNANSWERED == 0,
-                "frame {:?} with flags {:#x}",
-                h.op,
-                h.flags
-            );
+            let h = recv_write(&raw, false)?;
             drain(&raw, RMA_DESC_LEN + src.len())?;
             let r = sread_ms(&c, &mut e, 500);
             ensure!(
@@ -221,48 +218,18 @@ mod cases {
         let to = r.av.insert(SockAddr::v4([127, 0, 0, 1], 7521).as_bytes());
         ensure!(to.is_ok(), "kfi_av_insert: {:?}", to);
         let to = to.map_err(|_| EINVAL)?;
-        let v = kvec(&src);
-        let remote = sys::kfi_rma_iov {
-            addr: 0,
-            len: src.len(),
-            key: 0x1234,
-        };
-        let mut m = sys::kfi_msg_rma {
-            rma_iov: &remote,
-            rma_iov_count: 1,
-            ..Default::default()
-        };
-        m.msg.iov_type = sys::KFI_KVEC;
-        m.msg.__bindgen_anon_1.msg_iov = &v;
-        m.msg.iov_count = 1;
-        m.msg.context = 7 as *mut c_void;
-        m.msg.addr = to;
-        // SAFETY: An open endpoint; `src` is declared before `r`, so it
-        // outlives the endpoint, whose close ends the write.
-        let ret = unsafe { rc(r.ep.writemsg(&m, sys::KFI_INJECT_COMPLETE)) };
+        // `src` is declared before `r`, so it outlives the endpoint,
+        // whose close ends the write.
+        let ret = post_write_to(&r.ep, &src, to, 0x1234, 7, sys::KFI_INJECT_COMPLETE);
         ensure!(ret == 0, "write not posted: {}", ret);
-        let mut s = None;
-        for _ in 0..500 {
-            if let Ok(a) = peer.accept(true) {
-                s = Some(a);
-                break;
-            }
-            fsleep(Delta::from_millis(10));
-        }
-        let Some(s) = s else {
+        let Some(s) = accept_within(&peer, 5000) else {
             pr_err!("kfi_sockets_unanswered: the peer was never connected to\n");
             return Err(EBADE);
         };
         frame::read_connreq(&s)?;
         frame::accept(&s, &[])?;
         ensure!(wait_readable(&s, 5000), "no write for the peer");
-        let h = frame::recv_hdr(&s)?;
-        ensure!(
-            h.op == Op::Write && h.flags & flags::UNANSWERED == 0,
-            "frame {:?} with flags {:#x}",
-            h.op,
-            h.flags
-        );
+        let h = recv_write(&s, false)?;
         drain(&s, RMA_DESC_LEN + src.len())?;
         let mut e = sys::kfi_cq_data_entry::default();
         let n = sread_ms(&r.c, &mut e, 500);
