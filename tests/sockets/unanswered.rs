@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! `kfi_sockets_unanswered`: RMA writes that asked for inject completion
-//! only (`KFI_INJECT_COMPLETE`). They complete once the socket has taken
-//! their bytes, their frame tells the target not to answer, and a target
-//! that refuses one ends the connection (no operation is left to fail).
-//! Raw kernel-socket peers check each side; a kfabric pair checks that
-//! the data lands where it should and that a read behind such writes sees
-//! it.
+//! only (`KFI_INJECT_COMPLETE`). On a MSG endpoint they complete once the
+//! socket has taken their bytes, their frame tells the target not to
+//! answer, and a target that refuses one ends the connection (no
+//! operation is left to fail); an RDM endpoint answers every write. Raw
+//! kernel-socket peers check each side; a kfabric pair checks that the
+//! data lands where it should and that a read behind such writes sees it.
 
 use kernel::prelude::*;
 
