@@ -560,20 +560,41 @@ impl Socket {
         Self::timed(r, timed).map(|_| ())
     }
 
-    /// Sends all of `bufs`, in order; returns the bytes sent: fewer if
-    /// the connection failed on the way, `ETIMEDOUT` if the send deadline
-    /// passed before all were sent.
+    /// Sends all of `bufs`, in order; returns the bytes sent (all of
+    /// them), the socket's error if the connection failed on the way,
+    /// `ETIMEDOUT` if the send deadline passed before all were sent.
     pub(crate) fn send(&self, bufs: &[&[u8]]) -> Result<usize> {
         self.send_from(bufs, 0, Wait::Deadline)
     }
 
     /// Sends `bufs` but their first `skip` bytes (sent before), in order;
     /// returns the bytes of this call. [`Wait::Deadline`]: all of them
-    /// (fewer if the connection failed on the way, `ETIMEDOUT` if the send
-    /// deadline passed first). [`Wait::No`]: what the socket takes now,
-    /// maybe nothing (0), never waiting for the peer to read (it may wait
-    /// for the socket's lock, which only this host's threads hold).
-    pub(crate) fn send_from(&self, bufs: &[&[u8]], mut skip: usize, wait: Wait) -> Result<usize> {
+    /// (the socket's error if the connection failed on the way,
+    /// `ETIMEDOUT` if the send deadline passed first). [`Wait::No`]: what
+    /// the socket takes now, maybe nothing (0), never waiting for the peer
+    /// to read (it may wait for the socket's lock, which only this host's
+    /// threads hold).
+    pub(crate) fn send_from(&self, bufs: &[&[u8]], skip: usize, wait: Wait) -> Result<usize> {
+        let mut sent = 0usize;
+        loop {
+            let at = skip.checked_add(sent).ok_or(EINVAL)?;
+            let (n, left) = self.send_once(bufs, at, wait)?;
+            sent += n;
+            // A waiting call that took part of the bytes was cut short: by
+            // its timeout, which may run out a jiffy before the deadline
+            // (the next call then waits out the rest, or finds the
+            // deadline passed: `ETIMEDOUT`), or by a failure that the next
+            // call returns.
+            if wait == Wait::No || n == 0 || n >= left {
+                return Ok(sent);
+            }
+        }
+    }
+
+    /// One `kernel_sendmsg` of `bufs` but their first `skip` bytes, as
+    /// [`Self::send_from`] waits: the bytes it took and the bytes there
+    /// were to take.
+    fn send_once(&self, bufs: &[&[u8]], mut skip: usize, wait: Wait) -> Result<(usize, usize)> {
         /// Buffers of one send described on the stack.
         const IOV_ON_STACK: usize = 9;
         let timed = match wait {
@@ -612,7 +633,7 @@ impl Socket {
             total += rest.len();
         }
         if total == 0 {
-            return Ok(0);
+            return Ok((0, 0));
         }
         let mut flags = bindings::MSG_NOSIGNAL;
         if matches!(wait, Wait::No) {
@@ -629,13 +650,13 @@ impl Socket {
         };
         if matches!(wait, Wait::No) && n == -(bindings::EAGAIN as c_int) {
             // The socket is full: nothing taken.
-            return Ok(0);
+            return Ok((0, total));
         }
         let sent = Self::timed(n, timed)?;
         if sent < total && timed && self.deadline_passed(Dir::Tx) {
             return Err(ETIMEDOUT);
         }
-        Ok(sent)
+        Ok((sent, total))
     }
 
     /// Receives into `buf` what is there now, without waiting: `Ok(None)`
