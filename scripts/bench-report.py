@@ -63,6 +63,7 @@ PP_ROWS = [
     ("raw_pingpong", "raw TCP, two threads"),
     ("raw_pingpong_1thread", "raw TCP, one thread (floor)"),
     ("kfi_pingpong", "kfi_sockets"),
+    ("kfi_pingpong_1thread", "kfi_sockets, one thread (its floor)"),
 ]
 
 
@@ -320,7 +321,12 @@ def build_rows(samples):
                    "verified": all(s["verified"] for s in m.values()),
                    "samples": sample_list(m, lambda s: s["p50"] / 1000.0)}
             row.update(cost(m))
-            if name != "raw_pingpong":
+            if name == "kfi_pingpong_1thread":
+                # Against the raw floor: the CPU work per round trip.
+                rb = ratio_block(m, floor, lambda s: s["p50"]) if floor else None
+                if rb:
+                    row.update(rb)
+            elif name != "raw_pingpong":
                 rb = ratio_block(m, raw, lambda s: s["p50"])
                 if rb:
                     row.update(rb)
@@ -643,6 +649,8 @@ def print_report(facts, config, status, rows, placement_rows):
         for r in pp:
             if "ratio_vs_floor" in r:
                 p("  kfi_pingpong %s B: %.2fx the one-thread floor" % (human(r["bytes"]), r["ratio_vs_floor"]))
+        if any(r["op"] == "kfi_pingpong_1thread" for r in pp):
+            p("  kfi_pingpong_1thread: ratio against raw_pingpong_1thread (CPU work per round trip)")
 
     raw = [r for r in rows if r["op"] == "raw_stream"]
     if raw:

@@ -235,6 +235,8 @@ enum Row {
     /// Both sockets from one work item: the floor.
     RawPingpongOneThread,
     KfiPingpong,
+    /// Both endpoints from one work item: the floor.
+    KfiPingpongOneThread,
     /// Two work items, blocking sockets.
     RawStream,
     Kfi(Kind, usize),
@@ -252,6 +254,7 @@ impl Row {
             Row::RawPingpong => "raw_pingpong",
             Row::RawPingpongOneThread => "raw_pingpong_1thread",
             Row::KfiPingpong => "kfi_pingpong",
+            Row::KfiPingpongOneThread => "kfi_pingpong_1thread",
             Row::RawStream => "raw_stream",
             Row::Kfi(Kind::Send, _) | Row::Kfi(Kind::Recv, _) => "kfi_send",
             Row::Kfi(Kind::Write, _) => "kfi_write",
@@ -311,6 +314,9 @@ impl Bench {
             (Row::RawPingpong, Some(raw), _) => raw::pingpong(raw, sh, bufs, g),
             (Row::RawPingpongOneThread, Some(raw), _) => raw::pingpong_one_thread(raw, sh, bufs, g),
             (Row::KfiPingpong, _, _) => kfi_runs::pingpong(&self.kfi, sh, bufs, g),
+            (Row::KfiPingpongOneThread, _, _) => {
+                kfi_runs::pingpong_one_thread(&self.kfi, sh, bufs, g)
+            }
             (Row::RawStream, Some(raw), _) => raw::stream(raw, sh, bufs, g),
             (Row::Kfi(kind, _), _, _) => kfi_runs::stream(&self.kfi, kind, sh, bufs, g),
             (Row::IbPingpong, _, Some(ib)) => {
@@ -564,6 +570,7 @@ fn bench_sockets(plan: &Plan) -> Result<usize> {
         Row::RawPingpong,
         Row::RawPingpongOneThread,
         Row::KfiPingpong,
+        Row::KfiPingpongOneThread,
     ];
     for size in sizes(plan.pp_max).filter(|&s| s >= plan.min_size) {
         let sh = Shape::new(size, plan.pp_iters(size), 1);

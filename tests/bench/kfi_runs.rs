@@ -490,6 +490,112 @@ fn ping(
     Ok((ns, Lat::of(&mut rtt)))
 }
 
+/// The same-thread floor of [`pingpong`], as `raw_pingpong_1thread` is
+/// of the raw one: one work item drives both endpoints (the client's
+/// receive and send, the server's echo from one of two slots, the
+/// client's receive), so no round trip waits for a wakeup and the time is
+/// the CPU work of the provider's path and of TCP.
+pub(crate) fn pingpong_one_thread(
+    p: &Arc<Pair>,
+    sh: Shape,
+    bufs: Bufs,
+    g: &mut Grave,
+) -> Result<(Bufs, Sample)> {
+    let inject = send_flags(p, sh.size) != 0;
+    let pc = p.clone();
+    let j = spawn(move || {
+        let t = tracks(sh, (Kind::Recv, false), (Kind::Send, inject));
+        side(bufs, t, |b, recv, send| {
+            let (mut srecv, mut ssend) = tracks(sh, (Kind::Recv, false), (Kind::Send, inject))?;
+            let mut slots = crate::pattern::buffer(sh.size.checked_mul(2).ok_or(EINVAL)?, None)?;
+            let r = one_thread(&pc, sh, b, &mut slots, [recv, send, &mut srecv, &mut ssend]);
+            if r.is_err() && srecv.in_flight() + ssend.in_flight() > 0 {
+                // The server's slots may still be written: never freed.
+                core::mem::forget(slots);
+            }
+            r
+        })
+    })?;
+    let (bufs, (ns, lat), c) = g.sort(j.join())?;
+    Ok((
+        bufs,
+        Sample {
+            ns,
+            lat,
+            cpus: [Some(c), None],
+        },
+    ))
+}
+
+/// The body of [`pingpong_one_thread`]; `t` tracks the client's receives
+/// and sends, then the server's.
+fn one_thread(
+    p: &Pair,
+    sh: Shape,
+    b: &mut Bufs,
+    slots: &mut [u8],
+    t: [&mut Track; 4],
+) -> Result<(i64, Option<Lat>)> {
+    let [recv, send, srecv, ssend] = t;
+    let flags = send_flags(p, sh.size);
+    let slot = Shape { iters: 2, ..sh };
+    let mut rtt = KVec::with_capacity(sh.iters, GFP_KERNEL)?;
+    let t0 = Time::now();
+    for i in 0..sh.iters {
+        // The server's slot for echo `i` held echo `i - 2`: it must be
+        // sent; the client's send `i - 1` too (its buffer is restamped).
+        while ssend.done + 1 < i || (i > 0 && send.done < i) {
+            reap_any(p, [&mut *recv, &mut *send, &mut *srecv, &mut *ssend])?;
+        }
+        // SAFETY: Nothing uses this source or destination operation now
+        // (above); the side keeps its buffers while operations are in
+        // flight.
+        unsafe {
+            crate::pattern::before_send(sh, i, sh.op_mut(&mut b.src, i)?.as_mut_ptr())?;
+            crate::pattern::before_recv(sh, i, sh.op(&b.dst, i)?.as_ptr(), true)?;
+        }
+        let t = Time::now();
+        // SAFETY: The slot's echo two rounds ago was sent (above); the
+        // client's operation `i` is used by nothing else until it
+        // completes; all are kept while in flight (`side`, `Grave`).
+        unsafe {
+            post_recv(&p.sep, slot.op_mut(slots, i % 2)?, Kind::Recv.context(i))?;
+            srecv.posted();
+            post_recv(&p.cep, sh.op_mut(&mut b.dst, i)?, Kind::Recv.context(i))?;
+            recv.posted();
+            post_send(&p.cep, sh.op(&b.src, i)?, Kind::Send.context(i), flags)?;
+            send.posted();
+        }
+        while srecv.done <= i {
+            reap(&p.scq, &mut [&mut *srecv, &mut *ssend])?;
+        }
+        // SAFETY: The slot is not written again before this send completes
+        // (checked at the top two rounds on).
+        unsafe { post_send(&p.sep, slot.op(slots, i % 2)?, Kind::Send.context(i), flags) }?;
+        ssend.posted();
+        while recv.done <= i {
+            reap(&p.ccq, &mut [&mut *recv, &mut *send])?;
+        }
+        rtt.push(span_ns(t, &[Time::now()]), GFP_KERNEL)?;
+    }
+    let ns = span_ns(t0, &[Time::now()]);
+    while send.in_flight() + ssend.in_flight() > 0 {
+        reap_any(p, [&mut *recv, &mut *send, &mut *srecv, &mut *ssend])?;
+    }
+    Ok((ns, Lat::of(&mut rtt)))
+}
+
+/// Reaps a completion of the client's (`t[0..2]`) if one is due, else of
+/// the server's.
+fn reap_any(p: &Pair, t: [&mut Track; 4]) -> Result {
+    let [recv, send, srecv, ssend] = t;
+    if recv.in_flight() + send.in_flight() > 0 {
+        reap(&p.ccq, &mut [recv, send])
+    } else {
+        reap(&p.scq, &mut [srecv, ssend])
+    }
+}
+
 /// The server of [`pingpong`]: receives into slot `i % 2` of `slots`,
 /// posts the next receive into the other slot, echoes.
 fn echo(p: &Pair, sh: Shape, slots: &mut [u8], recv: &mut Track, send: &mut Track) -> Result {
