@@ -127,6 +127,22 @@ impl<S: Default> Ring<S> {
         Ok(())
     }
 
+    /// Appends what `from` holds, swapping it with the free slot's default
+    /// (a large slot is not copied out and in again); false when the ring
+    /// is full (and cannot grow), and then `from` is untouched.
+    pub(crate) fn push_swap(&mut self, from: &mut S) -> bool {
+        if self.len == self.slots.len() && !self.grow() {
+            return false;
+        }
+        let tail = self.wrap(self.len);
+        let Some(s) = self.slots.get_mut(tail) else {
+            return false;
+        };
+        core::mem::swap(s, from);
+        self.len += 1;
+        true
+    }
+
     /// The oldest slot.
     pub(crate) fn front(&self) -> Option<&S> {
         if self.len == 0 {

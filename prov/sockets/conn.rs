@@ -304,23 +304,13 @@ impl Shared {
         !s.closing && (s.connected || s.sock.is_none())
     }
 
-    /// Moves `op` into the transmit queue (leaving a default in its
-    /// place); `EAGAIN` when the queue is full, `ENOTCONN` when the
-    /// connection is not up, and then `op` stays where it is.
+    /// Hands our operation `op` to the transmitter (`progress::post`):
+    /// sent from where it lies, or moved into the transmit queue (a
+    /// default left in its place); `EAGAIN` when the queue is full,
+    /// `ENOTCONN` when the connection is not up, and then `op` stays where
+    /// it is (an RDM dispatcher keeps it queued). Any context but hard
+    /// interrupt.
     pub(crate) fn queue(self: &Arc<Self>, op: &mut TxOp) -> Result {
-        self.post(core::mem::take(op)).map_err(|(e, back)| {
-            *op = back;
-            e
-        })
-    }
-
-    /// Hands our operation `op` to the transmitter, as [`Self::queue`]
-    /// (see `progress::post`); gives it back with the error. Any context
-    /// but hard interrupt.
-    // The operation comes back on failure (an RDM dispatcher keeps it
-    // queued): boxing it would allocate on the data path.
-    #[allow(clippy::result_large_err)]
-    pub(crate) fn post(self: &Arc<Self>, op: TxOp) -> core::result::Result<(), (Error, TxOp)> {
         progress::post(self, op)
     }
 

@@ -248,10 +248,10 @@ impl SockEp {
         Ok(())
     }
 
-    /// Posts a send, write, read or atomic (any context but hard
-    /// interrupt).
-    pub(crate) fn post(&self, op: TxOp) -> Result {
-        self.0.post(op).map_err(|(e, _)| e)
+    /// Posts a send, write, read or atomic, sent from where it lies or
+    /// queued (see `Shared::queue`; any context but hard interrupt).
+    pub(crate) fn post(&self, op: &mut TxOp) -> Result {
+        self.0.queue(op)
     }
 
     /// `kfi_recvmsg` (any context but hard interrupt).

@@ -354,13 +354,15 @@ enum SockEndpoint {
 }
 
 impl SockEndpoint {
-    /// Queues an operation; `addr` is the peer of RDM endpoints.
-    fn post(&self, mut op: op::TxOp, addr: u64) -> Result {
+    /// Sends or queues operation `op` (built in the caller's frame: a MSG
+    /// endpoint may send it from there, never moving it); `addr` is the
+    /// peer of RDM endpoints.
+    fn post(&self, op: &mut op::TxOp, addr: u64) -> Result {
         match self {
             Self::Msg(e) => e.post(op),
             Self::Rdm(e) => {
                 op.answer_always();
-                e.post(op, addr)
+                e.post(core::mem::take(op), addr)
             }
         }
     }
@@ -422,7 +424,9 @@ impl provider::Endpoint for SockEndpoint {
     }
 
     fn sendmsg(&self, msg: &sys::kfi_msg, flags: u64) -> Result {
-        self.post(op::send_op(msg, flags)?, msg.addr)
+        let mut op = op::TxOp::default();
+        op::send_op(msg, flags, &mut op)?;
+        self.post(&mut op, msg.addr)
     }
 
     fn recvmsg(&self, msg: &sys::kfi_msg, flags: u64) -> Result {
@@ -433,7 +437,9 @@ impl provider::Endpoint for SockEndpoint {
     }
 
     fn tsendmsg(&self, msg: &sys::kfi_msg_tagged, flags: u64) -> Result {
-        self.post(op::tsend_op(msg, flags)?, msg.msg.addr)
+        let mut op = op::TxOp::default();
+        op::tsend_op(msg, flags, &mut op)?;
+        self.post(&mut op, msg.msg.addr)
     }
 
     fn trecvmsg(&self, msg: &sys::kfi_msg_tagged, flags: u64) -> Result {
@@ -444,11 +450,15 @@ impl provider::Endpoint for SockEndpoint {
     }
 
     fn writemsg(&self, msg: &sys::kfi_msg_rma, flags: u64) -> Result {
-        self.post(op::rma_op(op::Kind::Write, msg, flags)?, msg.msg.addr)
+        let mut op = op::TxOp::default();
+        op::rma_op(op::Kind::Write, msg, flags, &mut op)?;
+        self.post(&mut op, msg.msg.addr)
     }
 
     fn readmsg(&self, msg: &sys::kfi_msg_rma, flags: u64) -> Result {
-        self.post(op::rma_op(op::Kind::Read, msg, flags)?, msg.msg.addr)
+        let mut op = op::TxOp::default();
+        op::rma_op(op::Kind::Read, msg, flags, &mut op)?;
+        self.post(&mut op, msg.msg.addr)
     }
 
     fn atomic(
@@ -458,7 +468,8 @@ impl provider::Endpoint for SockEndpoint {
         result: &[sys::kfi_ioc],
         flags: u64,
     ) -> Result {
-        self.post(op::atomic_op(msg, compare, result, flags)?, msg.addr)
+        let mut op = op::atomic_op(msg, compare, result, flags)?;
+        self.post(&mut op, msg.addr)
     }
 
     fn atomic_valid(&self, kind: AtomicKind, datatype: u32, op: u32) -> Result<usize> {

@@ -261,16 +261,22 @@ pub(crate) enum Job {
     Op(TxOp, u64, Reports),
 }
 
-impl Job {
-    /// Bytes of payload the job's frame carries (about: the few bytes of
-    /// an atomic's operands do not count).
+impl TxOp {
+    /// Bytes of payload the operation's frame carries (about: the few
+    /// bytes of an atomic's operands do not count).
     pub(crate) fn payload_len(&self) -> u64 {
-        let n = match self {
-            Job::Resp(r) => r.reads.iter().map(|a| a.len()).sum(),
-            Job::Op(op, ..) if op.kind == Kind::Read || op.kind == Kind::Atomic => 0,
-            Job::Op(op, ..) => op.inject.unwrap_or_else(|| op.bufs.total()),
+        let n = match self.kind {
+            Kind::Read | Kind::Atomic => 0,
+            _ => self.inject.unwrap_or_else(|| self.bufs.total()),
         };
         n as u64
+    }
+}
+
+impl Resp {
+    /// Bytes of payload the response's frame carries.
+    pub(crate) fn payload_len(&self) -> u64 {
+        self.reads.iter().map(|a| a.len() as u64).sum()
     }
 }
 
@@ -316,53 +322,45 @@ fn take_inject(op: &mut TxOp) -> Result {
 }
 
 /// Completes building `op`: copies an inject's payload.
-fn built(mut op: TxOp) -> Result<TxOp> {
+fn built(op: &mut TxOp) -> Result {
     if op.flags & sys::KFI_INJECT != 0 {
-        take_inject(&mut op)?;
+        take_inject(op)?;
     }
-    Ok(op)
+    Ok(())
 }
 
-/// The operation of `kfi_sendmsg`.
-pub(crate) fn send_op(m: &sys::kfi_msg, fl: u64) -> Result<TxOp> {
-    let op = TxOp {
-        context: m.context as usize,
-        flags: fl,
-        data: m.data,
-        bufs: List::of_msg(m)?,
-        ..Default::default()
-    };
+// The builders below fill an operation the caller made (`TxOp::default`)
+// where it lies: a `TxOp` is several hundred bytes, and returning one
+// copies it (a cost per byte that shows on a small message's path).
+
+/// Builds in `op` (a default one) the operation of `kfi_sendmsg`.
+pub(crate) fn send_op(m: &sys::kfi_msg, fl: u64, op: &mut TxOp) -> Result {
+    op.context = m.context as usize;
+    op.flags = fl;
+    op.data = m.data;
+    op.bufs = List::of_msg(m)?;
     built(op)
 }
 
-/// The operation of `kfi_tsendmsg`.
-pub(crate) fn tsend_op(t: &sys::kfi_msg_tagged, fl: u64) -> Result<TxOp> {
-    let op = TxOp {
-        kind: Kind::Tagged,
-        context: t.msg.context as usize,
-        flags: fl,
-        data: t.msg.data,
-        tag: t.tag,
-        bufs: List::of_msg(&t.msg)?,
-        ..Default::default()
-    };
-    built(op)
+/// Builds in `op` (a default one) the operation of `kfi_tsendmsg`.
+pub(crate) fn tsend_op(t: &sys::kfi_msg_tagged, fl: u64, op: &mut TxOp) -> Result {
+    op.kind = Kind::Tagged;
+    op.tag = t.tag;
+    send_op(&t.msg, fl, op)
 }
 
-/// The operation of `kfi_writemsg` or `kfi_readmsg`. Local and remote
-/// buffers must have the same total length.
-pub(crate) fn rma_op(kind: Kind, r: &sys::kfi_msg_rma, fl: u64) -> Result<TxOp> {
+/// Builds in `op` (a default one) the operation of `kfi_writemsg` or
+/// `kfi_readmsg`. Local and remote buffers must have the same total
+/// length.
+pub(crate) fn rma_op(kind: Kind, r: &sys::kfi_msg_rma, fl: u64, op: &mut TxOp) -> Result {
     if kind == Kind::Read && fl & sys::KFI_INJECT != 0 {
         return Err(EINVAL);
     }
-    let mut op = TxOp {
-        kind,
-        context: r.msg.context as usize,
-        flags: fl,
-        data: r.msg.data,
-        bufs: List::of_msg(&r.msg)?,
-        ..Default::default()
-    };
+    op.kind = kind;
+    op.context = r.msg.context as usize;
+    op.flags = fl;
+    op.data = r.msg.data;
+    op.bufs = List::of_msg(&r.msg)?;
     let (nrma, remote) = rma_descs(r, &mut op.rma)?;
     op.nrma = nrma;
     if op.bufs.total() as u64 != remote {

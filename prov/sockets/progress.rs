@@ -142,39 +142,37 @@ fn may_send_inline(by: Caller) -> bool {
         }
 }
 
-/// Hands our operation `op` to the transmitter of `sh`; gives it back
-/// with the error: `ENOTCONN` when the connection is not up, `EAGAIN`
-/// when its transmit queue is full. When the transmitter is free and
+/// Hands our operation `op` to the transmitter of `sh`: `ENOTCONN` when
+/// the connection is not up, `EAGAIN` when its transmit queue is full,
+/// and then `op` stays with the caller. When the transmitter is free and
 /// nothing waits before `op` (`tx::may_send_direct`), a poster that may
 /// send from its own context ([`may_send_inline`]) does so at once
-/// (`tx::direct`): the operation never enters the transmit queue, which
-/// saves moving it in and out (a `TxOp` is several hundred bytes, and
-/// every copy counts on a small message's path). Else it is queued and
-/// [`push_tx`] gets it sent. Any context but hard interrupt.
-// The operation comes back on failure: boxing it would allocate on the
-// data path.
-#[allow(clippy::result_large_err)]
-pub(crate) fn post(sh: &Arc<Shared>, op: TxOp) -> core::result::Result<(), (Error, TxOp)> {
+/// (`tx::direct`), from where the operation lies: it is never moved (a
+/// `TxOp` is several hundred bytes, and every copy counts on a small
+/// message's path). Else it is moved into the transmit queue (a default
+/// left in its place) and [`push_tx`] gets it sent. Any context but hard
+/// interrupt.
+pub(crate) fn post(sh: &Arc<Shared>, op: &mut TxOp) -> Result {
     let inline = may_send_inline(Caller::Poster);
     let mut s = sh.state.lock();
     if !s.connected || s.closing {
-        return Err((ENOTCONN, op));
+        return Err(ENOTCONN);
     }
-    if inline && tx::may_send_direct(&mut s, &op) {
+    if inline && tx::may_send_direct(&mut s, op) {
         if let Some(sock) = s.sock.clone() {
             // The socket is ours, and we count as a user of the
             // connection (a close waits for us) until `done`.
             s.tx_busy = true;
             s.active += 1;
-            let job = tx::enter(&mut s, op);
+            let (id, cq) = tx::enter_in_place(&mut s, op);
             drop(s);
-            tx::direct(sh, &sock, job);
+            tx::direct(sh, &sock, op, id, cq);
             done(sh);
             return Ok(());
         }
     }
-    if let Err(back) = s.tx.try_push(op) {
-        return Err((EAGAIN, back));
+    if !s.tx.push_swap(op) {
+        return Err(EAGAIN);
     }
     drop(s);
     push_tx(sh, Caller::Poster);

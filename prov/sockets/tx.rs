@@ -141,15 +141,17 @@ pub(crate) fn may_send_direct(s: &mut State, op: &TxOp) -> bool {
         && may_go(s, op.fenced(), op.wants_reply())
 }
 
-/// Sends `job`, which a poster made of its own operation while the
-/// transmitter was free ([`may_send_direct`]; the caller marked the
-/// socket busy and counted itself as a user of the connection), from the
-/// poster's context: the operation skips the transmit queue. As
-/// [`inline`]: never waits for the peer; what the socket does not take is
-/// left to the transmit work. Process context that may sleep.
+/// Sends the poster's own operation `op` (entered as `id` with
+/// [`enter_in_place`]) from where it lies, while the transmitter was free
+/// ([`may_send_direct`]; the caller marked the socket busy and counted
+/// itself as a user of the connection), from the poster's context: the
+/// operation skips the transmit queue. As [`inline`]: never waits for the
+/// peer; what the socket does not take is left to the transmit work (the
+/// operation moves there, a default left in `op`). Process context that
+/// may sleep.
 #[inline(never)]
-pub(crate) fn direct(sh: &Arc<Shared>, sock: &Socket, job: Job) {
-    step(sh, sock, job, 0, Deadline::now(), Wait::No);
+pub(crate) fn direct(sh: &Arc<Shared>, sock: &Socket, op: &mut TxOp, id: u64, cq: Reports) {
+    step_op(sh, sock, op, id, cq, 0, Deadline::now(), Wait::No);
     // What others queued while we had the socket goes to the transmit
     // work.
     let_go(sh, sock, true);
@@ -180,43 +182,91 @@ fn let_go(sh: &Arc<Shared>, sock: &Socket, sent: bool) {
 /// take it whole (`Wait::No`: the rest is left in `State::tx_begun`) or
 /// the connection failed (torn down here).
 fn step(sh: &Arc<Shared>, sock: &Socket, job: Job, at: usize, start: Deadline, wait: Wait) -> bool {
-    // The receive work may wait for room in the response queue.
+    match job {
+        Job::Resp(r) => step_resp(sh, sock, r, at, start, wait),
+        Job::Op(mut op, id, cq) => step_op(sh, sock, &mut op, id, cq, at, start, wait),
+    }
+}
+
+/// Before a frame: the receive work may wait for room in the response
+/// queue; a frame that may wait gets its deadline.
+fn begin_frame(sh: &Shared, sock: &Socket, payload: u64, start: Deadline, wait: Wait) {
     sh.wake.notify_all();
     if wait == Wait::Deadline {
-        sock.set_tx_deadline(rx::frame_deadline(start, job.payload_len()));
+        sock.set_tx_deadline(rx::frame_deadline(start, payload));
     }
-    let r = match &job {
-        Job::Resp(r) => send_resp(sock, r, at, wait),
-        Job::Op(op, id, _) => send_op(sock, op, *id, at, wait),
-    };
-    let r = match r {
+}
+
+/// [`step`] for our response `r`.
+fn step_resp(
+    sh: &Arc<Shared>,
+    sock: &Socket,
+    r: Resp,
+    at: usize,
+    start: Deadline,
+    wait: Wait,
+) -> bool {
+    begin_frame(sh, sock, r.payload_len(), start, wait);
+    let res = match send_resp(sock, &r, at, wait) {
         Ok(Sent::Upto(at)) => {
+            let job = Job::Resp(r);
             sh.state.lock().tx_begun = Some(Begun { job, at, start });
             return false;
         }
         Ok(Sent::Whole) => Ok(()),
         Err(e) => Err(e),
     };
-    match (&job, &r) {
-        (Job::Resp(resp), Ok(())) if resp.op == Op::ReadResp && resp.status == 0 => {
-            // The peer's read is done with our region.
-            sh.rxq.cq().count_only(sys::KFI_RMA | sys::KFI_REMOTE_READ);
+    if res.is_ok() && r.op == Op::ReadResp && r.status == 0 {
+        // The peer's read is done with our region.
+        sh.rxq.cq().count_only(sys::KFI_RMA | sys::KFI_REMOTE_READ);
+    }
+    // A close may wait for the queued responses to be out.
+    sh.state.lock().resp_out = false;
+    sh.wake.notify_all();
+    drop(r);
+    stop_on_err(sh, sock, res)
+}
+
+/// [`step`] for our operation `op`, entered as `id` (0: it waits for no
+/// response), reported to `cq`; sent from where it lies, and moved into
+/// `State::tx_begun` (a default left in its place) only if the socket
+/// does not take it whole.
+#[allow(clippy::too_many_arguments)]
+fn step_op(
+    sh: &Arc<Shared>,
+    sock: &Socket,
+    op: &mut TxOp,
+    id: u64,
+    cq: Reports,
+    at: usize,
+    start: Deadline,
+    wait: Wait,
+) -> bool {
+    begin_frame(sh, sock, op.payload_len(), start, wait);
+    let res = match send_op(sock, op, id, at, wait) {
+        Ok(Sent::Upto(at)) => {
+            let job = Job::Op(core::mem::take(op), id, cq);
+            sh.state.lock().tx_begun = Some(Begun { job, at, start });
+            return false;
         }
-        (Job::Op(_, id, cq), Ok(())) if *id != 0 => sent(sh, sock, *id, *cq),
-        (Job::Op(op, _, cq), Ok(())) => completed(op, *cq),
+        Ok(Sent::Whole) => Ok(()),
+        Err(e) => Err(e),
+    };
+    match (id, &res) {
+        (0, Ok(())) => completed(op, cq),
+        (_, Ok(())) => sent(sh, sock, id, cq),
         // Not in the pending list, so nobody else will report it; an
         // inject that failed is reported like any other operation.
-        (Job::Op(op, 0, cq), Err(e)) => report_err(*cq, &op.entry(), *e),
+        (0, Err(e)) => report_err(cq, &op.entry(), *e),
         _ => {}
     }
-    if matches!(job, Job::Resp(_)) {
-        // A close may wait for the queued responses to be out.
-        sh.state.lock().resp_out = false;
-        sh.wake.notify_all();
-    }
-    drop(job);
-    if let Err(e) = r {
-        // The receive work may be parked: tear down from here.
+    stop_on_err(sh, sock, res)
+}
+
+/// After a frame: true to go on; a failed connection is torn down here
+/// (the receive work may be parked).
+fn stop_on_err(sh: &Arc<Shared>, sock: &Socket, res: Result) -> bool {
+    if let Err(e) = res {
         conn::teardown(sh, sock, e);
         sh.wake.notify_all();
         return false;
@@ -275,19 +325,28 @@ fn may_go(s: &mut State, fenced: bool, reply: bool) -> bool {
     !reply || (s.pending.len() < QUEUE && s.pending.reserve(1, GFP_ATOMIC).is_ok())
 }
 
-/// The job of our operation `op`, which [`may_go`]: one that waits for a
-/// response gets its id and is entered in the pending list before its
-/// frame leaves, so the response always finds it. With the state locked.
-pub(crate) fn enter(s: &mut State, mut op: TxOp) -> Job {
+/// The job of our operation `op`, which [`may_go`] ([`enter_in_place`]).
+/// With the state locked.
+fn enter(s: &mut State, mut op: TxOp) -> Job {
+    let (id, cq) = enter_in_place(s, &mut op);
+    Job::Op(op, id, cq)
+}
+
+/// Enters our operation `op`, which [`may_go`], where it lies: one that
+/// waits for a response gets its id (0: none) and is entered in the
+/// pending list before its frame leaves, so the response always finds
+/// it. Returns the id and where the operation is reported. With the
+/// state locked.
+pub(crate) fn enter_in_place(s: &mut State, op: &mut TxOp) -> (u64, Reports) {
     if !op.wants_reply() {
-        return Job::Op(op, 0, s.tx_cq);
+        return (0, s.tx_cq);
     }
     let id = s.next_id;
     s.next_id = id.wrapping_add(1).max(1);
-    let p = pending_of(&mut op, id);
+    let p = pending_of(op, id);
     // Within the room `may_go` reserved: does not fail.
     let _ = s.pending.push_within_capacity(p);
-    Job::Op(op, id, s.tx_cq)
+    (id, s.tx_cq)
 }
 
 /// The frame of our operation `id` has left: its buffers are no longer
@@ -380,7 +439,9 @@ fn send_op(sock: &Socket, op: &TxOp, id: u64, at: usize, wait: Wait) -> Result<S
         h.flags |= flags::UNANSWERED;
     }
     let rma = &op.rma[..op.nrma];
-    let mut operands = [0u8; 2 * ATOMIC_MAX];
+    if op.kind == Kind::Atomic {
+        return send_atomic(sock, op, h, at, wait);
+    }
     let mut one: [&[u8]; 1] = [&[]];
     // The ULP's buffers: a long list gathers into an allocation of its
     // own (process context), a short one on the stack.
@@ -388,24 +449,6 @@ fn send_op(sock: &Socket, op: &TxOp, id: u64, at: usize, wait: Wait) -> Result<S
     let mut long: KVec<&[u8]> = KVec::new();
     let payload: &[&[u8]] = match (op.kind, op.inject) {
         (Kind::Read, _) => &[],
-        (Kind::Atomic, _) => {
-            h.tag = u64::from(op.datatype) | u64::from(op.atomic_op) << 32;
-            if op.fetch {
-                h.flags |= flags::FETCH;
-            }
-            let len = op.rma[0].len as usize;
-            let want = if op.cmp.is_empty() { len } else { 2 * len };
-            // SAFETY: The operation's operand buffers, valid until it
-            // completes.
-            unsafe {
-                bufs::gather(&op.bufs, &mut operands[..len]);
-                bufs::gather(&op.cmp, &mut operands[len..want]);
-            }
-            let size = atomics::elem_size(op.datatype).ok_or(EINVAL)?;
-            atomics::to_wire(&mut operands[..want], size);
-            one[0] = &operands[..want];
-            &one
-        }
         (_, Some(n)) => {
             one[0] = &op.inject_data[..n];
             &one
@@ -432,6 +475,33 @@ fn send_op(sock: &Socket, op: &TxOp, id: u64, at: usize, wait: Wait) -> Result<S
         h.tag = op.tag;
     }
     frame::send_frame_from(sock, &h, rma, payload, at, wait)
+}
+
+/// [`send_op`] for an atomic, header `h`: its operands (and compare
+/// operands) gathered in wire order. Apart, so that other frames do not
+/// clear room for them.
+#[inline(never)]
+fn send_atomic(sock: &Socket, op: &TxOp, mut h: Hdr, at: usize, wait: Wait) -> Result<Sent> {
+    h.tag = u64::from(op.datatype) | u64::from(op.atomic_op) << 32;
+    if op.fetch {
+        h.flags |= flags::FETCH;
+    }
+    let mut operands = [0u8; 2 * ATOMIC_MAX];
+    let len = op.rma[0].len as usize;
+    let want = if op.cmp.is_empty() { len } else { 2 * len };
+    let (ops, cmps) = operands
+        .get_mut(..want)
+        .ok_or(EINVAL)?
+        .split_at_mut(len.min(want));
+    // SAFETY: The operation's operand buffers, valid until it completes.
+    unsafe {
+        bufs::gather(&op.bufs, ops);
+        bufs::gather(&op.cmp, cmps);
+    }
+    let size = atomics::elem_size(op.datatype).ok_or(EINVAL)?;
+    let wire = operands.get_mut(..want).ok_or(EINVAL)?;
+    atomics::to_wire(wire, size);
+    frame::send_frame_from(sock, &h, &op.rma[..op.nrma], &[wire], at, wait)
 }
 
 /// Sends a response the receiver queued, from byte `at` on.
