@@ -229,11 +229,16 @@ impl Parser<'_> {
     /// Takes what it can of `len` bytes of `chunk`.
     fn take(&mut self, chunk: &Chunk, len: usize) -> usize {
         let mut used = 0;
+        // The frame in hand is worked on where it lies: a message being
+        // placed or descriptors being read are a few hundred bytes, and
+        // moving them in and out for every piece copies them.
         while used < len && !self.stop && self.failed.is_none() {
-            let r = match (self.cur.take(), self.descs.take()) {
-                (Some(c), _) => self.payload(c, chunk, used, len - used),
-                (None, Some(d)) => self.rma_descs(d, chunk, used, len - used),
-                (None, None) => self.header(chunk, used, len - used),
+            let r = if self.cur.is_some() {
+                self.payload(chunk, used, len - used)
+            } else if self.descs.is_some() {
+                self.rma_descs(chunk, used, len - used)
+            } else {
+                self.header(chunk, used, len - used)
             };
             match r {
                 Ok(0) => break,
@@ -273,17 +278,14 @@ impl Parser<'_> {
     fn begin(&mut self, h: Hdr) -> Result {
         match h.op {
             Op::Ack => resp::ack(self.sh, &h),
-            Op::Msg => match self.take_receive(&h) {
-                Some(c) if c.left == 0 => self.complete(c),
-                Some(c) => {
-                    self.cur = Some(c);
-                    Ok(())
-                }
-                None => {
+            Op::Msg => {
+                if !self.take_receive(&h) {
                     self.hand_over(h, None);
-                    Ok(())
+                    return Ok(());
                 }
-            },
+                // An empty message is placed already.
+                self.complete_if_placed()
+            }
             // Its descriptors too, when they are all there: the receive
             // work then starts with the payload (one socket call less
             // per RMA frame there).
@@ -302,22 +304,31 @@ impl Parser<'_> {
         }
     }
 
-    /// Descriptor bytes from `at` in `chunk` (`len` there); once all are
-    /// read, the frame goes to the receive work.
-    fn rma_descs(&mut self, mut d: DescsIn, chunk: &Chunk, at: usize, len: usize) -> Result<usize> {
+    /// Descriptor bytes from `at` in `chunk` (`len` there) for the frame
+    /// in hand (`descs`); once all are read, the frame goes to the receive
+    /// work.
+    fn rma_descs(&mut self, chunk: &Chunk, at: usize, len: usize) -> Result<usize> {
+        let Some(d) = self.descs.as_mut() else {
+            return Ok(0);
+        };
         let want = d.h.rma_bytes();
         let n = want.saturating_sub(d.got).min(len);
-        let to = d.buf.get_mut(d.got..d.got + n).ok_or(EIO)?;
+        let Some(to) = d.buf.get_mut(d.got..d.got + n) else {
+            self.descs = None;
+            return Err(EIO);
+        };
         // SAFETY: `to` is `n` writable bytes; the chunk has `len >= n`
         // bytes from `at`.
-        unsafe { chunk.copy(at, to.as_mut_ptr(), n) }?;
+        if let Err(e) = unsafe { chunk.copy(at, to.as_mut_ptr(), n) } {
+            self.descs = None;
+            return Err(e);
+        }
         d.got += n;
         self.avail = self.avail.saturating_sub(n);
         if d.got == want {
-            let descs = RmaDescs::decode(&d.buf, usize::from(d.h.rma_count))?;
-            self.hand_over(d.h, Some(descs));
-        } else {
-            self.descs = Some(d);
+            let (h, decoded) = (d.h, RmaDescs::decode(&d.buf, usize::from(d.h.rma_count)));
+            self.descs = None;
+            self.hand_over(h, Some(decoded?));
         }
         Ok(n)
     }
@@ -332,37 +343,46 @@ impl Parser<'_> {
         self.stop = true;
     }
 
-    /// The posted receive message `h` goes to, if the whole message is
-    /// in the socket and its acknowledgement (if asked for) has room.
-    fn take_receive(&self, h: &Hdr) -> Option<Placing> {
-        let len = usize::try_from(h.len).ok()?;
+    /// Takes, as the message in hand (`cur`), the posted receive message
+    /// `h` goes to, if the whole message is in the socket and its
+    /// acknowledgement (if asked for) has room; false if not.
+    fn take_receive(&mut self, h: &Hdr) -> bool {
+        let Ok(len) = usize::try_from(h.len) else {
+            return false;
+        };
         if len > self.avail {
-            return None;
+            return false;
         }
         let acked = h.flags & (flags::DELIVERY_COMPLETE | flags::COMMIT_COMPLETE) != 0;
         let q = &self.sh.rxq;
         let mut s = q.state.lock();
         if s.closing || s.rx.is_empty() {
-            return None;
+            return false;
         }
         // Receive queues, then the connection: the documented order. Only
         // the receiver queues responses, so the room stays.
         if acked && self.sh.state.lock().resp.len() >= RESP_MAX {
-            return None;
+            return false;
         }
-        let op = s.rx.remove(0).ok()?;
-        Some(Placing {
+        let Ok(op) = s.rx.remove(0) else {
+            return false;
+        };
+        self.cur = Some(Placing {
             h: *h,
             op,
             cq: s.cq,
             placed: 0,
             dropped: 0,
             left: len,
-        })
+        });
+        true
     }
 
-    /// Payload bytes of the message being placed.
-    fn payload(&mut self, mut c: Placing, chunk: &Chunk, at: usize, len: usize) -> Result<usize> {
+    /// Payload bytes of the message being placed (`cur`).
+    fn payload(&mut self, chunk: &Chunk, at: usize, len: usize) -> Result<usize> {
+        let Some(c) = self.cur.as_mut() else {
+            return Ok(0);
+        };
         let n = c.left.min(len);
         // SAFETY: The buffers of the posted receive `c` took, valid until
         // it completes.
@@ -370,6 +390,7 @@ impl Parser<'_> {
             Ok(k) => k,
             Err(e) => {
                 super::recv::fail_recv(c.cq, &c.op, sys::KFI_MSG, e);
+                self.cur = None;
                 return Err(e);
             }
         };
@@ -377,17 +398,23 @@ impl Parser<'_> {
         c.dropped += n - placed;
         c.left -= n;
         self.avail = self.avail.saturating_sub(n);
-        if c.left == 0 {
-            self.complete(c)?;
-        } else {
-            self.cur = Some(c);
-        }
+        self.complete_if_placed()?;
         Ok(n)
+    }
+
+    /// Completes the message in hand (`cur`) once it is all placed.
+    fn complete_if_placed(&mut self) -> Result {
+        let r = match &self.cur {
+            Some(c) if c.left == 0 => self.complete(c),
+            _ => return Ok(()),
+        };
+        self.cur = None;
+        r
     }
 
     /// The message `c` is placed: its receive completes, and the sender
     /// gets the acknowledgement it asked for.
-    fn complete(&mut self, c: Placing) -> Result {
+    fn complete(&self, c: &Placing) -> Result {
         finish_recv(
             c.cq,
             &c.op,
