@@ -47,6 +47,10 @@ struct Ring {
     overflow: bool,
     /// `kfi_cq_signal` was called and no waiter saw it yet.
     signaled: bool,
+    /// Threads in `kfi_cq_sread` (counted under this lock before they
+    /// sleep): a completion wakes the queue only if there is one, so one
+    /// nobody waits for costs no wakeup call.
+    waiters: u32,
 }
 
 impl Ring {
@@ -275,7 +279,10 @@ unsafe extern "C" fn cq_sread(
                 ring.signaled = false;
                 return Err(ECANCELED);
             }
-            deadline.wait(&u.wait, &mut ring)?;
+            ring.waiters += 1;
+            let woken = deadline.wait(&u.wait, &mut ring);
+            ring.waiters -= 1;
+            woken?;
         }
     })())
 }
@@ -363,7 +370,7 @@ pub(crate) unsafe extern "C" fn kfi_util_cq_open(
                 },
                 format,
                 handler: a.comp_handler,
-                ring <- new_spinlock_irq!(Ring { slots, overflow: false, signaled: false }),
+                ring <- new_spinlock_irq!(Ring { slots, overflow: false, signaled: false, waiters: 0 }),
                 wait <- new_condvar!(),
             }),
             GFP_KERNEL,
@@ -378,8 +385,13 @@ pub(crate) unsafe extern "C" fn kfi_util_cq_open(
 
 /// Queues `slot` and tells the ULP.
 fn post(u: &UtilCq, slot: Slot) -> Result {
-    let r = u.ring.lock().push(slot);
-    u.wait.notify_all();
+    let (r, waited) = {
+        let mut ring = u.ring.lock();
+        (ring.push(slot), ring.waiters > 0)
+    };
+    if waited {
+        u.wait.notify_all();
+    }
     if let Some(h) = u.handler {
         // SAFETY: The ULP's handler for this CQ, given at open.
         unsafe { h((&raw const u.cq).cast_mut(), u.cq.fid.context) };

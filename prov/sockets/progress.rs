@@ -74,8 +74,16 @@ impl WorkItem<1> for Shared {
 
 /// A work item or inline sender of the connection has finished.
 fn done(sh: &Shared) {
-    sh.state.lock().active -= 1;
-    sh.idle.notify_all();
+    let last = {
+        let mut s = sh.state.lock();
+        s.active -= 1;
+        s.active == 0 && s.closing
+    };
+    // Only a close waits for the last one (`wait_idle`, after `closing`
+    // was set under the same lock).
+    if last {
+        sh.idle.notify_all();
+    }
 }
 
 /// Counts a work item about to be queued; false once the connection
@@ -180,7 +188,8 @@ pub(crate) fn post(sh: &Arc<Shared>, op: &mut TxOp) -> Result {
 }
 
 /// Waits until no work item of the connection is queued or running; the
-/// connection is closing, so none is queued any more. Process context.
+/// connection is closing, so none is queued any more (and the last one
+/// wakes us, see [`done`]). Process context.
 pub(crate) fn wait_idle(sh: &Shared) {
     let mut s = sh.state.lock();
     while s.active > 0 {

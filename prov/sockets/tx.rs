@@ -188,10 +188,8 @@ fn step(sh: &Arc<Shared>, sock: &Socket, job: Job, at: usize, start: Deadline, w
     }
 }
 
-/// Before a frame: the receive work may wait for room in the response
-/// queue; a frame that may wait gets its deadline.
-fn begin_frame(sh: &Shared, sock: &Socket, payload: u64, start: Deadline, wait: Wait) {
-    sh.wake.notify_all();
+/// Before a frame: one that may wait gets its deadline.
+fn begin_frame(sock: &Socket, payload: u64, start: Deadline, wait: Wait) {
     if wait == Wait::Deadline {
         sock.set_tx_deadline(rx::frame_deadline(start, payload));
     }
@@ -206,7 +204,10 @@ fn step_resp(
     start: Deadline,
     wait: Wait,
 ) -> bool {
-    begin_frame(sh, sock, r.payload_len(), start, wait);
+    // The receive work may wait for the room this response left in the
+    // queue.
+    sh.wake.notify_all();
+    begin_frame(sock, r.payload_len(), start, wait);
     let res = match send_resp(sock, &r, at, wait) {
         Ok(Sent::Upto(at)) => {
             let job = Job::Resp(r);
@@ -242,7 +243,7 @@ fn step_op(
     start: Deadline,
     wait: Wait,
 ) -> bool {
-    begin_frame(sh, sock, op.payload_len(), start, wait);
+    begin_frame(sock, op.payload_len(), start, wait);
     let res = match send_op(sock, op, id, at, wait) {
         Ok(Sent::Upto(at)) => {
             let job = Job::Op(core::mem::take(op), id, cq);

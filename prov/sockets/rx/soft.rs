@@ -149,17 +149,21 @@ pub(crate) fn receive(sh: &Arc<Shared>, sk: *mut bindings::sock) {
         }
         p.failed.get_or_insert(EIO);
     }
-    let work = {
+    let (work, closing) = {
         let mut s = sh.state.lock();
         s.rx_soft = false;
         if let Some(e) = p.failed {
             s.rx_failed = Some(e);
         }
         let again = core::mem::take(&mut s.rx_again);
-        again || p.avail > 0 || s.parked.is_some() || s.rx_failed.is_some()
+        let work = again || p.avail > 0 || s.parked.is_some() || s.rx_failed.is_some();
+        (work, s.draining || s.closing)
     };
-    // A close may wait for this pass.
-    sh.wake.notify_all();
+    // A close may wait for this pass (`Shared::drain` sets `draining`
+    // under the same lock before it waits).
+    if closing {
+        sh.wake.notify_all();
+    }
     if work {
         progress::kick_rx(sh);
     }
