@@ -318,6 +318,32 @@ mod ksock_tests {
         Ok(())
     }
 
+    /// A send that runs out of time fails with `ETIMEDOUT`, whatever part
+    /// of it the socket took: never a short count (which frames read as a
+    /// failed connection). The socket's timeout counts in jiffies and may
+    /// end up to a tick before the deadline it was set from; the peer
+    /// reads a little after each round, so each send takes a part.
+    #[test]
+    fn a_send_out_of_time_is_etimedout() -> Result {
+        const BIG: usize = 16 << 20;
+        let (_l, c, s) = pair(SockAddr::v4([127, 0, 0, 1], 0))?;
+        let mut big = KVVec::with_capacity(BIG, GFP_KERNEL)?;
+        big.resize(BIG, 0x5a, GFP_KERNEL)?;
+        let mut chunk = KVVec::with_capacity(256 << 10, GFP_KERNEL)?;
+        chunk.resize(256 << 10, 0, GFP_KERNEL)?;
+        for ms in 3..15u64 {
+            c.set_tx_deadline(Some(Deadline::after_ms(ms)));
+            assert_eq!(
+                c.send(&[&big]).map_err(|e| e.to_errno()),
+                Err(ETIMEDOUT.to_errno())
+            );
+            // Room for a part of the next send.
+            s.set_rx_deadline(Some(Deadline::after_ms(1000)));
+            assert_eq!(s.recv(&mut chunk, true)?, chunk.len());
+        }
+        Ok(())
+    }
+
     #[test]
     fn errors_are_errnos() -> Result {
         let addr = SockAddr::v4([127, 0, 0, 1], 0);
