@@ -527,14 +527,24 @@ mod e2e_ops {
                             failed.push(err, GFP_KERNEL)?;
                             ended = true;
                         }
-                        Err(CqError::Queue(e)) => return Err(e),
+                        Err(CqError::Queue(e)) => return named("a CQ read", Err(e)),
                     },
                     Err(e) if e == ENOTCONN => ended = true,
-                    Err(e) => return Err(e),
+                    Err(e) => return named("a send", Err(e)),
                 }
             }
             assert!(ended);
-            let CmEvent::Failed { err, .. } = s.ceq.sread(WAIT_MS)? else {
+            // Named in the log when it is not the error entry: this case
+            // once failed on the debug kernel without saying how.
+            let ev = named("the EQ's next event", s.ceq.sread(WAIT_MS))?;
+            let CmEvent::Failed { err, .. } = ev else {
+                let what = match ev {
+                    CmEvent::Shutdown { .. } => "KFI_SHUTDOWN",
+                    CmEvent::Connected { .. } => "KFI_CONNECTED",
+                    CmEvent::ConnReq { .. } => "KFI_CONNREQ",
+                    _ => "another event",
+                };
+                pr_err!("kfi_e2e_ops: the EQ reported {what}, not the error entry\n");
                 return Err(EPROTO);
             };
             assert_eq!(err, ETIMEDOUT);
@@ -545,7 +555,7 @@ mod e2e_ops {
                 match ccq.sread(WAIT_MS) {
                     Ok(_) => ok += 1,
                     Err(CqError::Failed { err, .. }) => failed.push(err, GFP_KERNEL)?,
-                    Err(CqError::Queue(e)) => return Err(e),
+                    Err(CqError::Queue(e)) => return named("a CQ read", Err(e)),
                 }
             }
             assert!(quiet(&ccq));
