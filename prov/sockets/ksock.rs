@@ -6,6 +6,7 @@
 //! Every call here may sleep: process context only.
 
 use core::{
+    mem::MaybeUninit,
     ptr::NonNull,
     sync::atomic::{AtomicI64, Ordering},
 };
@@ -602,15 +603,17 @@ impl Socket {
             Wait::No => false,
         };
         // On the stack unless there are many buffers: no allocation per
-        // send for the usual frames.
-        let mut short = [bindings::kvec::default(); IOV_ON_STACK];
+        // send for the usual frames. Only the entries used are written (a
+        // send's every byte written counts on a small message's path).
+        let mut short = [const { MaybeUninit::<bindings::kvec>::uninit() }; IOV_ON_STACK];
         let mut long = KVec::new();
-        let iov: &mut [bindings::kvec] = if bufs.len() <= IOV_ON_STACK {
+        let iov: &mut [MaybeUninit<bindings::kvec>] = if bufs.len() <= IOV_ON_STACK {
             &mut short
         } else {
-            long.resize(bufs.len(), bindings::kvec::default(), GFP_KERNEL)?;
+            long.resize(bufs.len(), MaybeUninit::uninit(), GFP_KERNEL)?;
             &mut long
         };
+        // The first `count` entries of `iov` are written.
         let mut count = 0;
         let mut total = 0;
         for b in bufs {
@@ -625,10 +628,10 @@ impl Socket {
             let Some(v) = iov.get_mut(count) else {
                 return Err(EINVAL);
             };
-            *v = bindings::kvec {
+            v.write(bindings::kvec {
                 iov_base: rest.as_ptr().cast_mut().cast(),
                 iov_len: rest.len(),
-            };
+            });
             count += 1;
             total += rest.len();
         }
@@ -643,10 +646,18 @@ impl Socket {
             msg_flags: flags as c_uint,
             ..Default::default()
         };
-        // SAFETY: A live socket; the first `count` kvecs of `iov` describe
-        // the borrowed buffers (`total` bytes), which the call only reads.
+        // SAFETY: A live socket; the first `count` kvecs of `iov` are
+        // written (a `MaybeUninit<kvec>` is laid out as a kvec) and
+        // describe the borrowed buffers (`total` bytes), which the call
+        // only reads; it reads no other entry.
         let n = unsafe {
-            bindings::kernel_sendmsg(self.sock.as_ptr(), &mut msg, iov.as_mut_ptr(), count, total)
+            bindings::kernel_sendmsg(
+                self.sock.as_ptr(),
+                &mut msg,
+                iov.as_mut_ptr().cast::<bindings::kvec>(),
+                count,
+                total,
+            )
         };
         if matches!(wait, Wait::No) && n == -(bindings::EAGAIN as c_int) {
             // The socket is full: nothing taken.

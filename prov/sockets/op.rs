@@ -8,12 +8,12 @@
 //! transmitter ([`Resp`]). Nothing here locks, sleeps or knows about the
 //! connection (`conn.rs`) that queues them.
 
+use core::mem::MaybeUninit;
 use kernel::prelude::*;
 
 use crate::{
     atomics::{self, ATOMIC_MAX},
     buflist::List,
-    bufs,
     kfi::{
         kfi_sys as sys,
         provider::AtomicKind,
@@ -43,23 +43,20 @@ pub(crate) enum Kind {
 }
 
 /// An operation queued for the transmitter.
+///
+/// Every post makes a default one, so what only some kinds use is in
+/// parts that a default leaves unwritten (`None`, uninitialized bytes):
+/// under TCG clearing memory costs about a nanosecond a byte, as much as
+/// the rest of building a small send.
 pub(crate) struct TxOp {
     pub(crate) kind: Kind,
     /// Payload (sends, writes, atomic operands) or destination (reads).
     pub(crate) bufs: List,
-    /// Bytes copied at post time (`KFI_INJECT`).
-    pub(crate) inject: Option<usize>,
-    pub(crate) inject_data: [u8; INJECT_MAX],
+    /// The payload, copied at post time (`KFI_INJECT`).
+    pub(crate) inject: Option<Inject>,
     pub(crate) rma: [RmaDesc; RMA_IOV_MAX],
     pub(crate) nrma: usize,
-    /// Atomics: compare operands and the buffers for the old values.
-    pub(crate) cmp: List,
-    pub(crate) res: List,
-    /// Atomics: the old values come back (`res` names where they go, until
-    /// the transmitter hands it to the operation's pending entry).
-    pub(crate) fetch: bool,
-    pub(crate) datatype: u32,
-    pub(crate) atomic_op: u32,
+    pub(crate) atomic: Option<AtomicParts>,
     pub(crate) context: usize,
     pub(crate) flags: u64,
     pub(crate) data: u64,
@@ -72,19 +69,84 @@ impl Default for TxOp {
             kind: Kind::Msg,
             bufs: List::default(),
             inject: None,
-            inject_data: [0; INJECT_MAX],
             rma: [RmaDesc::default(); RMA_IOV_MAX],
             nrma: 0,
-            cmp: List::default(),
-            res: List::default(),
-            fetch: false,
-            datatype: 0,
-            atomic_op: 0,
+            atomic: None,
             context: 0,
             flags: 0,
             data: 0,
             tag: 0,
         }
+    }
+}
+
+/// What only an atomic has.
+pub(crate) struct AtomicParts {
+    /// The compare operands.
+    pub(crate) cmp: List,
+    /// Where the old values go (until the transmitter hands it to the
+    /// operation's pending entry).
+    pub(crate) res: List,
+    /// The old values come back.
+    pub(crate) fetch: bool,
+    pub(crate) datatype: u32,
+    pub(crate) op: u32,
+}
+
+/// The bytes of an inject, copied from the ULP's buffers at post time.
+///
+/// # Invariants
+///
+/// `len <= INJECT_MAX`, and the first `len` bytes of `data` are
+/// initialized.
+pub(crate) struct Inject {
+    len: usize,
+    // Never cleared: only the bytes copied in are read.
+    data: MaybeUninit<[u8; INJECT_MAX]>,
+}
+
+impl Inject {
+    /// Copies the bytes of `bufs` into `slot` (what it held is dropped);
+    /// `EINVAL` if there are more than [`INJECT_MAX`], and then `slot` is
+    /// `None`. In place: an `Inject` is never made elsewhere and moved.
+    ///
+    /// # Safety
+    ///
+    /// `bufs` are buffers the caller may read, valid for this call.
+    unsafe fn copy_into(slot: &mut Option<Inject>, bufs: &List) -> Result {
+        // INVARIANT: nothing written, nothing initialized.
+        let inj = slot.insert(Inject {
+            len: 0,
+            data: MaybeUninit::uninit(),
+        });
+        let to = inj.data.as_mut_ptr().cast::<u8>();
+        for b in bufs {
+            let Some(end) = inj.len.checked_add(b.len).filter(|&e| e <= INJECT_MAX) else {
+                *slot = None;
+                return Err(EINVAL);
+            };
+            if b.len > 0 {
+                // SAFETY: `b` is readable for `b.len` bytes (the caller's
+                // promise) and is not `data`, a field of ours; bytes
+                // `inj.len..end` of `data` exist (`end <= INJECT_MAX`).
+                unsafe {
+                    core::ptr::copy_nonoverlapping(b.base as *const u8, to.add(inj.len), b.len)
+                };
+            }
+            // INVARIANT: the bytes up to `end` are written now.
+            inj.len = end;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn bytes(&self) -> &[u8] {
+        // SAFETY: The first `len` bytes are initialized, within `data`
+        // (type invariant).
+        unsafe { core::slice::from_raw_parts(self.data.as_ptr().cast::<u8>(), self.len) }
     }
 }
 
@@ -136,7 +198,9 @@ impl TxOp {
             Kind::Tagged => sys::KFI_SEND | sys::KFI_TAGGED,
             Kind::Write => sys::KFI_RMA | sys::KFI_WRITE,
             Kind::Read => sys::KFI_RMA | sys::KFI_READ,
-            Kind::Atomic if self.fetch => sys::KFI_ATOMIC | sys::KFI_READ,
+            Kind::Atomic if self.atomic.as_ref().is_some_and(|a| a.fetch) => {
+                sys::KFI_ATOMIC | sys::KFI_READ
+            }
             Kind::Atomic => sys::KFI_ATOMIC | sys::KFI_WRITE,
         }
     }
@@ -262,12 +326,20 @@ pub(crate) enum Job {
 }
 
 impl TxOp {
+    /// Bytes of the ULP's the operation sends (or, a read, receives).
+    pub(crate) fn sent_len(&self) -> usize {
+        match &self.inject {
+            Some(i) => i.len(),
+            None => self.bufs.total(),
+        }
+    }
+
     /// Bytes of payload the operation's frame carries (about: the few
     /// bytes of an atomic's operands do not count).
     pub(crate) fn payload_len(&self) -> u64 {
         let n = match self.kind {
             Kind::Read | Kind::Atomic => 0,
-            _ => self.inject.unwrap_or_else(|| self.bufs.total()),
+            _ => self.sent_len(),
         };
         n as u64
     }
@@ -310,21 +382,11 @@ fn rma_descs(r: &sys::kfi_msg_rma, out: &mut [RmaDesc; RMA_IOV_MAX]) -> Result<(
     Ok((list.len(), total))
 }
 
-/// Copies the payload of an inject into the operation.
-fn take_inject(op: &mut TxOp) -> Result {
-    let n = op.bufs.total();
-    if n > INJECT_MAX {
-        return Err(EINVAL);
-    }
-    // SAFETY: The ULP's buffers, valid for this call.
-    op.inject = Some(unsafe { bufs::gather(&op.bufs, &mut op.inject_data[..n]) });
-    Ok(())
-}
-
 /// Completes building `op`: copies an inject's payload.
 fn built(op: &mut TxOp) -> Result {
     if op.flags & sys::KFI_INJECT != 0 {
-        take_inject(op)?;
+        // SAFETY: The ULP's buffers, valid for this call (the post).
+        unsafe { Inject::copy_into(&mut op.inject, &op.bufs) }?;
     }
     Ok(())
 }
@@ -394,18 +456,23 @@ pub(crate) fn atomic_op(
     // SAFETY: kfabric.ko checked `msg_iov` non-NULL with `iov_count`
     // entries.
     let src = unsafe { core::slice::from_raw_parts(m.msg_iov, m.iov_count) };
+    let parts = AtomicParts {
+        cmp: List::of_iocs(compare, size)?,
+        res: List::of_iocs(result, size)?,
+        fetch: !result.is_empty(),
+        datatype: m.datatype,
+        op: m.op,
+    };
+    let sizes_ok = (parts.cmp.is_empty() || parts.cmp.total() == len)
+        && (parts.res.is_empty() || parts.res.total() == len);
     let mut op = TxOp {
         kind: Kind::Atomic,
         context: m.context as usize,
         flags: fl,
         data: m.data,
-        datatype: m.datatype,
-        atomic_op: m.op,
         nrma: 1,
         bufs: List::of_iocs(src, size)?,
-        cmp: List::of_iocs(compare, size)?,
-        res: List::of_iocs(result, size)?,
-        fetch: !result.is_empty(),
+        atomic: Some(parts),
         ..Default::default()
     };
     op.rma[0] = RmaDesc {
@@ -413,10 +480,7 @@ pub(crate) fn atomic_op(
         len: len as u64,
         key: target.key,
     };
-    let sizes_ok = op.bufs.total() == len
-        && (op.cmp.is_empty() || op.cmp.total() == len)
-        && (op.res.is_empty() || op.res.total() == len);
-    if !sizes_ok {
+    if !sizes_ok || op.bufs.total() != len {
         return Err(EINVAL);
     }
     Ok(op)

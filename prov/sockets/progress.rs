@@ -38,7 +38,7 @@ use kernel::{
 };
 
 use crate::{
-    conn::Shared,
+    conn::{Shared, State},
     ksock::Socket,
     op::TxOp,
     rx,
@@ -73,17 +73,20 @@ impl WorkItem<1> for Shared {
 }
 
 /// A work item or inline sender of the connection has finished.
-fn done(sh: &Shared) {
-    let last = {
-        let mut s = sh.state.lock();
-        s.active -= 1;
-        s.active == 0 && s.closing
-    };
-    // Only a close waits for the last one (`wait_idle`, after `closing`
-    // was set under the same lock).
+pub(crate) fn done(sh: &Shared) {
+    let last = end_use(&mut sh.state.lock());
     if last {
         sh.idle.notify_all();
     }
+}
+
+/// [`done`] with the connection's state `s` locked: true when the caller
+/// must wake `Shared::idle` once it has unlocked. Only a close waits for
+/// the last user (`wait_idle`, after `closing` was set under the same
+/// lock).
+pub(crate) fn end_use(s: &mut State) -> bool {
+    s.active -= 1;
+    s.active == 0 && s.closing
 }
 
 /// Counts a work item about to be queued; false once the connection
@@ -128,12 +131,11 @@ pub(crate) enum Caller {
 /// it holds no spinlock, no RCU read lock and runs in task context, with
 /// enough stack left for the socket layer (`kfi_sockets_sock.c`); the
 /// receive work always may. An inline sender counts as a user of the
-/// connection, so closing waits for it as for a work item. Any context but
-/// hard interrupt.
+/// connection, so closing waits for it as for a work item (until
+/// `tx::inline` returns). Any context but hard interrupt.
 pub(crate) fn push_tx(sh: &Arc<Shared>, by: Caller) {
     if may_send_inline(by) && begin(sh) {
         tx::inline(sh);
-        done(sh);
     } else {
         kick_tx(sh);
     }
@@ -169,13 +171,13 @@ pub(crate) fn post(sh: &Arc<Shared>, op: &mut TxOp) -> Result {
     if inline && tx::may_send_direct(&mut s, op) {
         if let Some(sock) = s.sock.clone() {
             // The socket is ours, and we count as a user of the
-            // connection (a close waits for us) until `done`.
+            // connection (a close waits for us) until `tx::direct`
+            // returns.
             s.tx_busy = true;
             s.active += 1;
             let (id, cq) = tx::enter_in_place(&mut s, op);
             drop(s);
             tx::direct(sh, &sock, op, id, cq);
-            done(sh);
             return Ok(());
         }
     }

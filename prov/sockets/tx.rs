@@ -34,7 +34,7 @@ use crate::{
     atomics::{self, ATOMIC_MAX},
     bufs::{self, slice},
     conn::{self, Shared, State, QUEUE},
-    frame::{self, Sent},
+    frame::{self, Parts, Sent},
     kfi::{
         kfi_sys as sys,
         toolkit::completion::{report, report_err, CqEntry, Reports},
@@ -99,7 +99,7 @@ pub(crate) fn run(sh: &Arc<Shared>) {
 /// connection (`progress::push_tx`). Never inlined into its caller: its
 /// frame (an operation moves through it) is taken only once the caller's
 /// stack was found deep enough (`kfi_sockets_may_send_inline`), not on
-/// every post.
+/// every post. Ends the caller's use of the connection.
 #[inline(never)]
 pub(crate) fn inline(sh: &Arc<Shared>) {
     let sock = {
@@ -113,6 +113,7 @@ pub(crate) fn inline(sh: &Arc<Shared>) {
     };
     let Some(sock) = sock else {
         progress::kick_tx(sh);
+        progress::done(sh);
         return;
     };
     let mut sent = false;
@@ -147,8 +148,8 @@ pub(crate) fn may_send_direct(s: &mut State, op: &TxOp) -> bool {
 /// itself as a user of the connection), from the poster's context: the
 /// operation skips the transmit queue. As [`inline`]: never waits for the
 /// peer; what the socket does not take is left to the transmit work (the
-/// operation moves there, a default left in `op`). Process context that
-/// may sleep.
+/// operation moves there, a default left in `op`). Ends the caller's use
+/// of the connection. Process context that may sleep.
 #[inline(never)]
 pub(crate) fn direct(sh: &Arc<Shared>, sock: &Socket, op: &mut TxOp, id: u64, cq: Reports) {
     step_op(sh, sock, op, id, cq, 0, Deadline::now(), Wait::No);
@@ -158,23 +159,36 @@ pub(crate) fn direct(sh: &Arc<Shared>, sock: &Socket, op: &mut TxOp, id: u64, cq
 }
 
 /// An inline sender lets go of the socket (`State::tx_busy`), having sent
-/// frames or not (`sent`): the transmit work takes over what is left, or
-/// what others queued meanwhile (they found the socket busy).
+/// frames or not (`sent`), and ends its use of the connection: the
+/// transmit work takes over what is left, or what others queued meanwhile
+/// (they found the socket busy). Usually one lock: a small message's path
+/// counts every one.
 fn let_go(sh: &Arc<Shared>, sock: &Socket, sent: bool) {
-    let (more, first) = {
+    let (more, first, last) = {
         let mut s = sh.state.lock();
         s.tx_busy = false;
         // The transmit work returned at once while we had the socket.
         let more = s.dead || s.tx_begun.is_some() || !s.resp.is_empty() || s.tx.front().is_some();
-        (more, sent && !s.sent)
+        let first = sent && !s.sent;
+        // With something left to do, we stay a user (a close waits) until
+        // it is handed over.
+        let last = !more && !first && progress::end_use(&mut s);
+        (more, first, last)
     };
+    if last {
+        sh.idle.notify_all();
+    }
+    if !more && !first {
+        return;
+    }
     if more {
         progress::kick_tx(sh);
-    } else if first {
+    } else {
         // The first frame since the last shrink: the idle timer gives the
         // socket's page fragment back.
         conn::note_idle(sh, sock, true);
     }
+    progress::done(sh);
 }
 
 /// Sends `job`'s frame from byte `at` on (begun at `start`) and completes
@@ -385,7 +399,7 @@ fn sent(sh: &Shared, sock: &Socket, id: u64, cq: Reports) {
 /// where the response's data goes (a read's buffers, an atomic's result
 /// buffers) moves into it, as the frame does not need it.
 fn pending_of(op: &mut TxOp, id: u64) -> Pending {
-    let sent = op.inject.unwrap_or_else(|| op.bufs.total());
+    let sent = op.sent_len();
     let mut p = Pending {
         id,
         kind: op.kind,
@@ -407,10 +421,12 @@ fn pending_of(op: &mut TxOp, id: u64) -> Pending {
             p.expect = sent;
         }
         Kind::Atomic => {
-            p.bufs = core::mem::take(&mut op.res);
-            // Old values come back only to a fetch (wire flag FETCH).
-            p.expect = if op.fetch { op.rma[0].len as usize } else { 0 };
-            p.elem = atomics::elem_size(op.datatype).unwrap_or(8);
+            if let Some(a) = op.atomic.as_mut() {
+                p.bufs = core::mem::take(&mut a.res);
+                // Old values come back only to a fetch (wire flag FETCH).
+                p.expect = if a.fetch { op.rma[0].len as usize } else { 0 };
+                p.elem = atomics::elem_size(a.datatype).unwrap_or(8);
+            }
             p.len = 0;
         }
         _ => {}
@@ -446,21 +462,21 @@ fn send_op(sock: &Socket, op: &TxOp, id: u64, at: usize, wait: Wait) -> Result<S
     let mut one: [&[u8]; 1] = [&[]];
     // The ULP's buffers: a long list gathers into an allocation of its
     // own (process context), a short one on the stack.
-    let mut short: [&[u8]; PARTS_ON_STACK] = [&[]; PARTS_ON_STACK];
+    let mut short = Parts::<PARTS_ON_STACK>::new();
     let mut long: KVec<&[u8]> = KVec::new();
-    let payload: &[&[u8]] = match (op.kind, op.inject) {
+    let payload: &[&[u8]] = match (op.kind, &op.inject) {
         (Kind::Read, _) => &[],
-        (_, Some(n)) => {
-            one[0] = &op.inject_data[..n];
+        (_, Some(inj)) => {
+            one[0] = inj.bytes();
             &one
         }
         _ if op.bufs.len() <= PARTS_ON_STACK => {
-            for (p, b) in short.iter_mut().zip(&op.bufs) {
+            for b in &op.bufs {
                 // SAFETY: A queued operation's buffer, valid until it
                 // completes.
-                *p = unsafe { slice(b) };
+                short.push(unsafe { slice(b) })?;
             }
-            &short[..op.bufs.len()]
+            short.as_slice()
         }
         _ => {
             long.reserve(op.bufs.len(), GFP_KERNEL)?;
@@ -483,13 +499,14 @@ fn send_op(sock: &Socket, op: &TxOp, id: u64, at: usize, wait: Wait) -> Result<S
 /// clear room for them.
 #[inline(never)]
 fn send_atomic(sock: &Socket, op: &TxOp, mut h: Hdr, at: usize, wait: Wait) -> Result<Sent> {
-    h.tag = u64::from(op.datatype) | u64::from(op.atomic_op) << 32;
-    if op.fetch {
+    let a = op.atomic.as_ref().ok_or(EINVAL)?;
+    h.tag = u64::from(a.datatype) | u64::from(a.op) << 32;
+    if a.fetch {
         h.flags |= flags::FETCH;
     }
     let mut operands = [0u8; 2 * ATOMIC_MAX];
     let len = op.rma[0].len as usize;
-    let want = if op.cmp.is_empty() { len } else { 2 * len };
+    let want = if a.cmp.is_empty() { len } else { 2 * len };
     let (ops, cmps) = operands
         .get_mut(..want)
         .ok_or(EINVAL)?
@@ -497,9 +514,9 @@ fn send_atomic(sock: &Socket, op: &TxOp, mut h: Hdr, at: usize, wait: Wait) -> R
     // SAFETY: The operation's operand buffers, valid until it completes.
     unsafe {
         bufs::gather(&op.bufs, ops);
-        bufs::gather(&op.cmp, cmps);
+        bufs::gather(&a.cmp, cmps);
     }
-    let size = atomics::elem_size(op.datatype).ok_or(EINVAL)?;
+    let size = atomics::elem_size(a.datatype).ok_or(EINVAL)?;
     let wire = operands.get_mut(..want).ok_or(EINVAL)?;
     atomics::to_wire(wire, size);
     frame::send_frame_from(sock, &h, &op.rma[..op.nrma], &[wire], at, wait)
