@@ -752,9 +752,10 @@ impl Socket {
     /// The local address.
     pub(crate) fn local_addr(&self) -> Result<SockAddr> {
         let mut a = [0u8; size_of::<bindings::sockaddr_in6>()];
-        // SAFETY: A live socket; `a` is large enough for IPv4 and IPv6.
-        let ret =
-            unsafe { bindings::kernel_getsockname(self.sock.as_ptr(), a.as_mut_ptr().cast()) };
+        let to = a.as_mut_ptr().cast();
+        // SAFETY: A live socket; `to` is `a`, large enough for IPv4 and
+        // IPv6.
+        let ret = unsafe { bindings::kernel_getsockname(self.sock.as_ptr(), to) };
         to_result(ret.min(0))?;
         SockAddr::from_bytes(&a)
     }
@@ -762,9 +763,10 @@ impl Socket {
     /// The peer's address (connected sockets).
     pub(crate) fn peer_addr(&self) -> Result<SockAddr> {
         let mut a = [0u8; size_of::<bindings::sockaddr_in6>()];
-        // SAFETY: A live socket; `a` is large enough for IPv4 and IPv6.
-        let ret =
-            unsafe { bindings::kernel_getpeername(self.sock.as_ptr(), a.as_mut_ptr().cast()) };
+        let to = a.as_mut_ptr().cast();
+        // SAFETY: A live socket; `to` is `a`, large enough for IPv4 and
+        // IPv6.
+        let ret = unsafe { bindings::kernel_getpeername(self.sock.as_ptr(), to) };
         to_result(ret.min(0))?;
         SockAddr::from_bytes(&a)
     }
