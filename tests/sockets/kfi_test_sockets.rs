@@ -16,6 +16,8 @@
 
 use kernel::prelude::*;
 
+#[path = "answers.rs"]
+mod answers;
 // The provider's framing, shared by source: the tests use a part.
 #[allow(dead_code)]
 #[path = "../../prov/sockets/frame.rs"]

@@ -7,7 +7,9 @@
 //! straight into the ULP's buffers. A response for nothing we asked, or
 //! of the wrong length, breaks the protocol (`EPROTO`). A response that
 //! does not come within `response_timeout_ms` of its frame ends the
-//! connection ([`expire_responses`]).
+//! connection ([`expire_responses`]). The data callback handles the
+//! responses that are all in the socket with the same functions
+//! (`rx/soft.rs`, `rx/soft/answer.rs`).
 
 use kernel::{prelude::*, sync::Arc};
 
@@ -57,8 +59,8 @@ pub(crate) fn expire_responses(sh: &Shared, sock: &Socket) -> Result {
 }
 
 /// Our operation a response answers.
-struct Answered {
-    p: Pending,
+pub(super) struct Answered {
+    pub(super) p: Pending,
     cq: Reports,
     /// Taken off the pending list (its frame had been sent).
     taken: bool,
@@ -115,7 +117,7 @@ fn pending(sh: &Arc<Shared>, id: u64, kind: Option<Kind>) -> Result<Answered> {
 
 /// Completes `a` with the outcome `st`, or, if its frame is still being
 /// sent, leaves that to the transmitter. Any context but hard interrupt.
-fn finish_answered(sh: &Arc<Shared>, a: &Answered, st: Result) {
+pub(super) fn finish_answered(sh: &Arc<Shared>, a: &Answered, st: Result) {
     if a.taken {
         finish(a.cq, &a.p, st);
         return;
@@ -144,7 +146,7 @@ fn finish_answered(sh: &Arc<Shared>, a: &Answered, st: Result) {
 /// Fails `a` because its response broke the protocol (`e`). An operation
 /// whose frame is still being sent stays in the list: the teardown that
 /// follows cancels it once the transmitter lets go.
-fn fail_answered(a: &Answered, e: Error) -> Error {
+pub(super) fn fail_answered(a: &Answered, e: Error) -> Error {
     if a.taken {
         report_err(a.cq, &a.p.entry(), e);
     }
@@ -163,25 +165,47 @@ pub(super) fn ack(sh: &Arc<Shared>, h: &Hdr) -> Result {
     Ok(())
 }
 
-impl Rx<'_> {
-    /// Finds our operation a data response answers, with the response's
-    /// status. The response must carry exactly the bytes asked for, or
-    /// none with an error status (`EPROTO` otherwise; the operation fails).
-    fn data_response(&self, h: &Hdr, kind: Kind, most: usize) -> Result<(Answered, Result)> {
-        let a = pending(self.sh, h.id, Some(kind))?;
-        let st = status(h.data);
-        let ok_len = if st.is_ok() { a.p.expect as u64 } else { 0 };
-        if h.len != ok_len || a.p.expect > most {
-            return Err(fail_answered(&a, EPROTO));
-        }
-        Ok((a, st))
+/// Finds our operation `kind` a data response `h` answers, with the
+/// response's status. The response must carry exactly the bytes asked
+/// for, or none with an error status (`EPROTO` otherwise; the operation
+/// fails). Any context but hard interrupt.
+pub(super) fn data_response(
+    sh: &Arc<Shared>,
+    h: &Hdr,
+    kind: Kind,
+    most: usize,
+) -> Result<(Answered, Result)> {
+    let a = pending(sh, h.id, Some(kind))?;
+    let st = status(h.data);
+    let ok_len = if st.is_ok() { a.p.expect as u64 } else { 0 };
+    if h.len != ok_len || a.p.expect > most {
+        return Err(fail_answered(&a, EPROTO));
     }
+    Ok((a, st))
+}
 
+/// Completes our atomic `a` with the outcome `st` and the old values
+/// `old` the response carried (`a.p.expect` bytes of them when `st` is
+/// `Ok`), which go to its result buffers. Any context but hard interrupt.
+pub(super) fn finish_atomic(sh: &Arc<Shared>, a: &Answered, st: Result, old: &mut [u8]) {
+    let p = &a.p;
+    if st.is_ok() && !p.bufs.is_empty() {
+        if let Some(old) = old.get_mut(..p.expect) {
+            atomics::to_wire(old, p.elem);
+            // SAFETY: Our fetch's result buffers, valid until it
+            // completes.
+            unsafe { bufs::scatter(&p.bufs, old) };
+        }
+    }
+    finish_answered(sh, a, st);
+}
+
+impl Rx<'_> {
     /// The data of our read, straight into the ULP's buffers (which the
     /// read's own frame does not carry, so they may be filled before it
     /// has left).
     pub(super) fn read_resp(&mut self, h: &Hdr) -> Result {
-        let (a, st) = self.data_response(h, Kind::Read, usize::MAX)?;
+        let (a, st) = data_response(self.sh, h, Kind::Read, usize::MAX)?;
         if st.is_ok() {
             // SAFETY: The buffers of our read, valid until it completes.
             if let Err(e) = unsafe { self.place(&a.p.bufs, a.p.expect) } {
@@ -195,18 +219,12 @@ impl Rx<'_> {
     /// The old values of our atomic (its frame carries a copy of the
     /// operands, never the result buffers).
     pub(super) fn atomic_resp(&mut self, h: &Hdr) -> Result {
-        let (a, st) = self.data_response(h, Kind::Atomic, ATOMIC_MAX)?;
-        let p = &a.p;
+        let (a, st) = data_response(self.sh, h, Kind::Atomic, ATOMIC_MAX)?;
         let mut old = [0u8; ATOMIC_MAX];
         if let Err(e) = frame::recv_exact(self.sock, &mut old[..h.len as usize]) {
             return Err(fail_answered(&a, e));
         }
-        if st.is_ok() && !p.bufs.is_empty() {
-            atomics::to_wire(&mut old[..p.expect], p.elem);
-            // SAFETY: Our fetch's result buffers, valid until it completes.
-            unsafe { bufs::scatter(&p.bufs, &old[..p.expect]) };
-        }
-        finish_answered(self.sh, &a, st);
+        finish_atomic(self.sh, &a, st, &mut old);
         Ok(())
     }
 

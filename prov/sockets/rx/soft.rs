@@ -4,11 +4,14 @@
 //! releases the socket's lock): whole frames that need nothing that may
 //! sleep are handled right there, from the socket's buffers
 //! (`tcp_read_sock`), without waking the receive work. A message for a
-//! posted receive is copied into it and reported; an acknowledgement of
-//! ours completes its operation. The receive work still does everything
-//! else: a frame not whole yet (it waits for the rest, within the frame's
-//! deadline), a message with no receive posted, the peer's RMA and
-//! atomics, the responses that carry data, the end of the stream.
+//! posted receive is copied into it and reported; a peer's RMA write is
+//! placed in our regions (`soft/write.rs`); a response to our own
+//! operation completes it (with an acknowledgement) or fills its buffers
+//! first (a read's data, an atomic's old values: `soft/answer.rs`). The
+//! receive work still does everything else: a frame not whole yet (it
+//! waits for the rest, within the frame's deadline), a message with no
+//! receive posted, a refused or committed write, the peer's reads and
+//! atomics, the end of the stream.
 //!
 //! One receiver at a time (`State::rx_running` for the work,
 //! `State::rx_soft` here): the callback leaves everything to the work
@@ -21,7 +24,7 @@
 //! the socket). A frame that breaks the protocol is handed over as an
 //! error (`State::rx_failed`): ending the connection may sleep.
 
-use core::ffi::c_void;
+use core::{borrow::Borrow, ffi::c_void};
 use kernel::{bindings, prelude::*, sync::Arc};
 
 use super::{recv::finish_recv, resp, respond_now, Rx};
@@ -34,6 +37,9 @@ use crate::{
     sock_sys::{self, c_callback, kfi_sockets_inq, kfi_sockets_read_sock, kfi_sockets_skb_copy},
     wire::{flags, Hdr, Op, RmaDescs, HDR_LEN, RMA_DESC_LEN, RMA_IOV_MAX},
 };
+
+mod answer;
+mod write;
 
 /// Bytes of a socket buffer the parser is given.
 struct Chunk {
@@ -96,6 +102,10 @@ struct Parser<'a> {
     got: usize,
     cur: Option<Placing>,
     descs: Option<DescsIn>,
+    /// A peer's write being placed (`soft/write.rs`).
+    writing: Option<write::Writing>,
+    /// A response to our read or atomic being read (`soft/answer.rs`).
+    answering: Option<answer::Answering>,
     /// No more frames in this pass: the next needs the receive work, or
     /// is not whole yet.
     stop: bool,
@@ -132,6 +142,8 @@ pub(crate) fn receive(sh: &Arc<Shared>, sk: *mut bindings::sock) {
         got: 0,
         cur: None,
         descs: None,
+        writing: None,
+        answering: None,
         stop: false,
         failed: None,
         budget: FRAME_BUDGET,
@@ -141,12 +153,14 @@ pub(crate) fn receive(sh: &Arc<Shared>, sk: *mut bindings::sock) {
         // to `kfi_sockets_rx_skb` only.
         unsafe { kfi_sockets_read_sock(sk, (&raw mut p).cast()) };
     }
-    if p.got != 0 || p.cur.is_some() || p.descs.is_some() {
+    let in_frame = p.cur.is_some() || p.descs.is_some() || p.writing.is_some();
+    if p.got != 0 || in_frame || p.answering.is_some() {
         // Cut inside a frame that was all there: not expected of TCP, but
         // the stream can no longer be followed.
         if let Some(c) = p.cur.take() {
             super::recv::fail_recv(c.cq, &c.op, sys::KFI_MSG, EIO);
         }
+        p.abandon_answer(EIO);
         p.failed.get_or_insert(EIO);
     }
     let (work, closing) = {
@@ -239,6 +253,10 @@ impl Parser<'_> {
         while used < len && !self.stop && self.failed.is_none() {
             let r = if self.cur.is_some() {
                 self.payload(chunk, used, len - used)
+            } else if self.writing.is_some() {
+                self.write_payload(chunk, used, len - used)
+            } else if self.answering.is_some() {
+                self.answer_payload(chunk, used, len - used)
             } else if self.descs.is_some() {
                 self.rma_descs(chunk, used, len - used)
             } else {
@@ -282,6 +300,12 @@ impl Parser<'_> {
     fn begin(&mut self, h: Hdr) -> Result {
         match h.op {
             Op::Ack => resp::ack(self.sh, &h),
+            Op::ReadResp | Op::AtomicResp => {
+                if !self.start_answer(&h)? {
+                    self.hand_over(h, None);
+                }
+                Ok(())
+            }
             Op::Msg => {
                 if !self.take_receive(&h) {
                     self.hand_over(h, None);
@@ -332,7 +356,15 @@ impl Parser<'_> {
         if d.got == want {
             let (h, decoded) = (d.h, RmaDescs::decode(&d.buf, usize::from(d.h.rma_count)));
             self.descs = None;
-            self.hand_over(h, Some(decoded?));
+            let descs = decoded?;
+            // A write may be placed here; the rest is the work's.
+            let left = match h.op {
+                Op::Write => self.start_write(h, descs)?,
+                _ => Some(descs),
+            };
+            if let Some(d) = left {
+                self.hand_over(h, Some(d));
+            }
         }
         Ok(n)
     }
@@ -442,10 +474,17 @@ impl Parser<'_> {
 /// # Safety
 ///
 /// `bufs` are a live operation's buffers, not otherwise used meanwhile.
-unsafe fn place_at(bufs: &[Buf], pos: usize, chunk: &Chunk, at: usize, n: usize) -> Result<usize> {
+unsafe fn place_at(
+    bufs: impl IntoIterator<Item = impl Borrow<Buf>>,
+    pos: usize,
+    chunk: &Chunk,
+    at: usize,
+    n: usize,
+) -> Result<usize> {
     let mut start = 0usize;
     let mut done = 0usize;
     for b in bufs {
+        let b = b.borrow();
         if done == n {
             break;
         }

@@ -4,14 +4,17 @@
 //! `ReadReq`, `Atomic`): every descriptor is checked against the domain's
 //! registered memory before a byte is placed or read; a refused access is
 //! answered with its errno and changes nothing. The answers go to the
-//! transmitter (`Rx::respond`).
+//! transmitter (`Rx::respond`). Most writes never come here: the data
+//! callback places those it can (`rx/soft/write.rs`).
 
 use kernel::prelude::*;
 
 use super::Rx;
 use crate::{
     atomics::{self, ATOMIC_MAX},
-    bufs, conn, frame,
+    bufs,
+    conn::{self, Shared},
+    frame,
     kfi::{kfi_sys as sys, toolkit::completion::CqEntry},
     mr::Access,
     op::Resp,
@@ -29,6 +32,33 @@ fn atomic_rights(op: u32, fetch: bool) -> (u64, bool) {
         (sys::KFI_REMOTE_READ | sys::KFI_REMOTE_WRITE, true)
     } else {
         (sys::KFI_REMOTE_WRITE, true)
+    }
+}
+
+/// A peer's RMA write `h` is placed (and its regions let go): counted, and
+/// reported if it carries remote CQ data. Any context but hard interrupt.
+pub(super) fn written(sh: &Shared, h: &Hdr) -> Result {
+    let to = sh.rxq.cq();
+    match Rx::cq_data(h) {
+        // The peer decides how many of these there are: one the CQ has
+        // no room for ends the connection rather than let a flood
+        // crowd out the endpoint's own completions for ever.
+        Some(data) if to.cq.is_some() => to
+            .try_report(&CqEntry {
+                len: h.len as usize,
+                data,
+                // Remote CQ data is reported on a selective CQ too.
+                asked: true,
+                ..CqEntry::of(
+                    0,
+                    sys::KFI_RMA | sys::KFI_REMOTE_WRITE | sys::KFI_REMOTE_CQ_DATA,
+                )
+            })
+            .map_err(|_| EPROTO),
+        _ => {
+            to.count_only(sys::KFI_RMA | sys::KFI_REMOTE_WRITE);
+            Ok(())
+        }
     }
 }
 
@@ -83,25 +113,7 @@ impl Rx<'_> {
             }
         }
         drop(acc);
-        let to = self.sh.rxq.cq();
-        match Self::cq_data(h) {
-            // The peer decides how many of these there are: one the CQ has
-            // no room for ends the connection rather than let a flood
-            // crowd out the endpoint's own completions for ever.
-            Some(data) if to.cq.is_some() => to
-                .try_report(&CqEntry {
-                    len: h.len as usize,
-                    data,
-                    // Remote CQ data is reported on a selective CQ too.
-                    asked: true,
-                    ..CqEntry::of(
-                        0,
-                        sys::KFI_RMA | sys::KFI_REMOTE_WRITE | sys::KFI_REMOTE_CQ_DATA,
-                    )
-                })
-                .map_err(|_| EPROTO)?,
-            _ => to.count_only(sys::KFI_RMA | sys::KFI_REMOTE_WRITE),
-        }
+        written(self.sh, h)?;
         if !answered {
             return Ok(());
         }
