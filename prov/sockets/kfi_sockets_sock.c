@@ -320,7 +320,10 @@ void kfi_sockets_arm_timer(struct socket *sock, unsigned int ms)
 /*
  * Stack an inline send needs left: the socket layer's send path (TCP, IP,
  * the device's transmit) runs on the caller's stack; a loopback peer's
- * receive runs later, on the softirq stack.
+ * receive runs later, on the softirq stack. What arrived for this socket
+ * while the send held it is received in release_sock(), on the caller's
+ * stack too: TCP's receive and the data callback (rx/soft.rs keeps its
+ * frames to about 2 KiB) come on top of the send path's.
  */
 #define KFI_SOCKETS_INLINE_STACK (THREAD_SIZE / 2)
 

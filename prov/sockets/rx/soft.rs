@@ -92,6 +92,22 @@ struct DescsIn {
     got: usize,
 }
 
+/// The frame a pass of the callback is in the middle of: one at a time,
+/// so the largest sets the callback's stack use (it may run on an inline
+/// sender's stack, from `release_sock`).
+enum InHand {
+    /// Between frames: the next header comes.
+    Nothing,
+    /// A message being placed in its posted receive.
+    Msg(Placing),
+    /// A peer's RMA or atomic's descriptors being read.
+    Descs(DescsIn),
+    /// A peer's write being placed (`soft/write.rs`).
+    Write(write::Writing),
+    /// A response to our read or atomic being read (`soft/answer.rs`).
+    Answer(answer::Answering),
+}
+
 /// The state of one pass of the callback over the socket's bytes.
 struct Parser<'a> {
     sh: &'a Arc<Shared>,
@@ -100,12 +116,7 @@ struct Parser<'a> {
     hdr: [u8; HDR_LEN],
     /// Bytes of `hdr` read.
     got: usize,
-    cur: Option<Placing>,
-    descs: Option<DescsIn>,
-    /// A peer's write being placed (`soft/write.rs`).
-    writing: Option<write::Writing>,
-    /// A response to our read or atomic being read (`soft/answer.rs`).
-    answering: Option<answer::Answering>,
+    hand: InHand,
     /// No more frames in this pass: the next needs the receive work, or
     /// is not whole yet.
     stop: bool,
@@ -140,10 +151,7 @@ pub(crate) fn receive(sh: &Arc<Shared>, sk: *mut bindings::sock) {
         avail: usize::try_from(inq).unwrap_or(0),
         hdr: [0; HDR_LEN],
         got: 0,
-        cur: None,
-        descs: None,
-        writing: None,
-        answering: None,
+        hand: InHand::Nothing,
         stop: false,
         failed: None,
         budget: FRAME_BUDGET,
@@ -153,14 +161,16 @@ pub(crate) fn receive(sh: &Arc<Shared>, sk: *mut bindings::sock) {
         // to `kfi_sockets_rx_skb` only.
         unsafe { kfi_sockets_read_sock(sk, (&raw mut p).cast()) };
     }
-    let in_frame = p.cur.is_some() || p.descs.is_some() || p.writing.is_some();
-    if p.got != 0 || in_frame || p.answering.is_some() {
+    if p.got != 0 || !matches!(p.hand, InHand::Nothing) {
         // Cut inside a frame that was all there: not expected of TCP, but
-        // the stream can no longer be followed.
-        if let Some(c) = p.cur.take() {
-            super::recv::fail_recv(c.cq, &c.op, sys::KFI_MSG, EIO);
+        // the stream can no longer be followed. Its operation fails; a
+        // write's regions are let go now.
+        match &p.hand {
+            InHand::Msg(c) => super::recv::fail_recv(c.cq, &c.op, sys::KFI_MSG, EIO),
+            InHand::Answer(w) => w.fail(EIO),
+            _ => {}
         }
-        p.abandon_answer(EIO);
+        p.hand = InHand::Nothing;
         p.failed.get_or_insert(EIO);
     }
     let (work, closing) = {
@@ -251,16 +261,13 @@ impl Parser<'_> {
         // placed or descriptors being read are a few hundred bytes, and
         // moving them in and out for every piece copies them.
         while used < len && !self.stop && self.failed.is_none() {
-            let r = if self.cur.is_some() {
-                self.payload(chunk, used, len - used)
-            } else if self.writing.is_some() {
-                self.write_payload(chunk, used, len - used)
-            } else if self.answering.is_some() {
-                self.answer_payload(chunk, used, len - used)
-            } else if self.descs.is_some() {
-                self.rma_descs(chunk, used, len - used)
-            } else {
-                self.header(chunk, used, len - used)
+            let left = len - used;
+            let r = match self.hand {
+                InHand::Nothing => self.header(chunk, used, left),
+                InHand::Msg(_) => self.payload(chunk, used, left),
+                InHand::Descs(_) => self.rma_descs(chunk, used, left),
+                InHand::Write(_) => self.write_payload(chunk, used, left),
+                InHand::Answer(_) => self.answer_payload(chunk, used, left),
             };
             match r {
                 Ok(0) => break,
@@ -318,7 +325,7 @@ impl Parser<'_> {
             // work then starts with the payload (one socket call less
             // per RMA frame there).
             Op::Write | Op::ReadReq | Op::Atomic if self.avail >= h.rma_bytes() => {
-                self.descs = Some(DescsIn {
+                self.hand = InHand::Descs(DescsIn {
                     h,
                     buf: [0; RMA_IOV_MAX * RMA_DESC_LEN],
                     got: 0,
@@ -336,26 +343,26 @@ impl Parser<'_> {
     /// in hand (`descs`); once all are read, the frame goes to the receive
     /// work.
     fn rma_descs(&mut self, chunk: &Chunk, at: usize, len: usize) -> Result<usize> {
-        let Some(d) = self.descs.as_mut() else {
+        let InHand::Descs(d) = &mut self.hand else {
             return Ok(0);
         };
         let want = d.h.rma_bytes();
         let n = want.saturating_sub(d.got).min(len);
         let Some(to) = d.buf.get_mut(d.got..d.got + n) else {
-            self.descs = None;
+            self.hand = InHand::Nothing;
             return Err(EIO);
         };
         // SAFETY: `to` is `n` writable bytes; the chunk has `len >= n`
         // bytes from `at`.
         if let Err(e) = unsafe { chunk.copy(at, to.as_mut_ptr(), n) } {
-            self.descs = None;
+            self.hand = InHand::Nothing;
             return Err(e);
         }
         d.got += n;
         self.avail = self.avail.saturating_sub(n);
         if d.got == want {
             let (h, decoded) = (d.h, RmaDescs::decode(&d.buf, usize::from(d.h.rma_count)));
-            self.descs = None;
+            self.hand = InHand::Nothing;
             let descs = decoded?;
             // A write may be placed here; the rest is the work's.
             let left = match h.op {
@@ -379,7 +386,7 @@ impl Parser<'_> {
         self.stop = true;
     }
 
-    /// Takes, as the message in hand (`cur`), the posted receive message
+    /// Takes, as the message in hand, the posted receive message
     /// `h` goes to, if the whole message is in the socket and its
     /// acknowledgement (if asked for) has room; false if not.
     fn take_receive(&mut self, h: &Hdr) -> bool {
@@ -403,7 +410,7 @@ impl Parser<'_> {
         let Ok(op) = s.rx.remove(0) else {
             return false;
         };
-        self.cur = Some(Placing {
+        self.hand = InHand::Msg(Placing {
             h: *h,
             op,
             cq: s.cq,
@@ -414,9 +421,9 @@ impl Parser<'_> {
         true
     }
 
-    /// Payload bytes of the message being placed (`cur`).
+    /// Payload bytes of the message being placed.
     fn payload(&mut self, chunk: &Chunk, at: usize, len: usize) -> Result<usize> {
-        let Some(c) = self.cur.as_mut() else {
+        let InHand::Msg(c) = &mut self.hand else {
             return Ok(0);
         };
         let n = c.left.min(len);
@@ -426,7 +433,7 @@ impl Parser<'_> {
             Ok(k) => k,
             Err(e) => {
                 super::recv::fail_recv(c.cq, &c.op, sys::KFI_MSG, e);
-                self.cur = None;
+                self.hand = InHand::Nothing;
                 return Err(e);
             }
         };
@@ -438,13 +445,13 @@ impl Parser<'_> {
         Ok(n)
     }
 
-    /// Completes the message in hand (`cur`) once it is all placed.
+    /// Completes the message in hand once it is all placed.
     fn complete_if_placed(&mut self) -> Result {
-        let r = match &self.cur {
-            Some(c) if c.left == 0 => self.complete(c),
+        let r = match &self.hand {
+            InHand::Msg(c) if c.left == 0 => self.complete(c),
             _ => return Ok(()),
         };
-        self.cur = None;
+        self.hand = InHand::Nothing;
         r
     }
 

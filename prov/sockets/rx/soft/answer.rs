@@ -10,7 +10,7 @@
 
 use kernel::prelude::*;
 
-use super::{place_at, Chunk, Parser};
+use super::{place_at, Chunk, InHand, Parser};
 use crate::{
     atomics::ATOMIC_MAX,
     op::Kind,
@@ -37,6 +37,8 @@ impl Parser<'_> {
     /// Starts response `h` here if all of it is in the socket (`true`);
     /// else it is the receive work's (`false`). `EPROTO` if it answers
     /// nothing we asked, or carries the wrong number of bytes.
+    // Not inlined: its temporaries stay out of the frame of every pass.
+    #[inline(never)]
     pub(super) fn start_answer(&mut self, h: &Hdr) -> Result<bool> {
         let Ok(len) = usize::try_from(h.len) else {
             return Ok(false);
@@ -50,7 +52,7 @@ impl Parser<'_> {
             _ => return Ok(false),
         };
         let (a, st) = data_response(self.sh, h, kind, most)?;
-        self.answering = Some(Answering {
+        self.hand = InHand::Answer(Answering {
             kind,
             a,
             st,
@@ -63,9 +65,9 @@ impl Parser<'_> {
         Ok(true)
     }
 
-    /// Payload bytes of the response being read (`answering`).
+    /// Payload bytes of the response being read.
     pub(super) fn answer_payload(&mut self, chunk: &Chunk, at: usize, len: usize) -> Result<usize> {
-        let Some(w) = self.answering.as_mut() else {
+        let InHand::Answer(w) = &mut self.hand else {
             return Ok(0);
         };
         let n = w.left.min(len);
@@ -82,9 +84,8 @@ impl Parser<'_> {
             _ => unsafe { place_at(&w.a.p.bufs, w.got, chunk, at, n) }.map(|_| ()),
         };
         if let Err(e) = r {
-            if let Some(w) = self.answering.take() {
-                fail_answered(&w.a, e);
-            }
+            w.fail(e);
+            self.hand = InHand::Nothing;
             return Err(e);
         }
         w.got += n;
@@ -97,25 +98,26 @@ impl Parser<'_> {
     /// Completes the operation the response in hand answers once all of
     /// the response is read.
     fn answer_done_if_read(&mut self) -> Result {
-        if !matches!(&self.answering, Some(w) if w.left == 0) {
-            return Ok(());
-        }
-        let Some(mut w) = self.answering.take() else {
+        let sh = self.sh;
+        let InHand::Answer(w) = &mut self.hand else {
             return Ok(());
         };
-        match w.kind {
-            Kind::Atomic => finish_atomic(self.sh, &w.a, w.st, &mut w.old),
-            _ => finish_answered(self.sh, &w.a, w.st),
+        if w.left != 0 {
+            return Ok(());
         }
+        match w.kind {
+            Kind::Atomic => finish_atomic(sh, &w.a, w.st, &mut w.old),
+            _ => finish_answered(sh, &w.a, w.st),
+        }
+        self.hand = InHand::Nothing;
         Ok(())
     }
+}
 
-    /// The response in hand, if the stream was cut inside it: its
-    /// operation fails with `e` (if it can: else the teardown that
-    /// follows cancels it).
-    pub(super) fn abandon_answer(&mut self, e: Error) {
-        if let Some(w) = self.answering.take() {
-            fail_answered(&w.a, e);
-        }
+impl Answering {
+    /// The response broke off (`e`): its operation fails (if it can: else
+    /// the teardown that follows cancels it).
+    pub(super) fn fail(&self, e: Error) {
+        fail_answered(&self.a, e);
     }
 }

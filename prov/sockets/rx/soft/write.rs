@@ -10,7 +10,7 @@
 
 use kernel::prelude::*;
 
-use super::{place_at, Chunk, Parser};
+use super::{place_at, Chunk, InHand, Parser};
 use crate::{
     conn::RESP_MAX,
     kfi::kfi_sys as sys,
@@ -35,6 +35,8 @@ impl Parser<'_> {
     /// Starts placing the write `h` with descriptors `descs` here, if it
     /// can be done here; else gives the descriptors back for the receive
     /// work. `EPROTO` if the descriptors do not add up to the payload.
+    // Not inlined: its temporaries stay out of the frame of every pass.
+    #[inline(never)]
     pub(super) fn start_write(&mut self, h: Hdr, descs: RmaDescs) -> Result<Option<RmaDescs>> {
         let mut total = 0u64;
         for d in descs.as_slice() {
@@ -79,7 +81,7 @@ impl Parser<'_> {
                 Err(_) => return Ok(Some(descs)),
             }
         }
-        self.writing = Some(Writing {
+        self.hand = InHand::Write(Writing {
             h,
             acc,
             placed: 0,
@@ -90,9 +92,9 @@ impl Parser<'_> {
         Ok(None)
     }
 
-    /// Payload bytes of the write being placed (`writing`).
+    /// Payload bytes of the write being placed.
     pub(super) fn write_payload(&mut self, chunk: &Chunk, at: usize, len: usize) -> Result<usize> {
-        let Some(w) = self.writing.as_mut() else {
+        let InHand::Write(w) = &mut self.hand else {
             return Ok(0);
         };
         let n = w.left.min(len);
@@ -103,11 +105,11 @@ impl Parser<'_> {
         let placed = match unsafe { place_at(bufs, w.placed, chunk, at, n) } {
             Ok(k) if k == n => k,
             Ok(_) => {
-                self.writing = None;
+                self.hand = InHand::Nothing;
                 return Err(EPROTO);
             }
             Err(e) => {
-                self.writing = None;
+                self.hand = InHand::Nothing;
                 return Err(e);
             }
         };
@@ -121,11 +123,11 @@ impl Parser<'_> {
     /// Ends the write in hand once it is all placed: its regions are let
     /// go before it is reported and answered.
     fn write_done_if_placed(&mut self) -> Result {
-        let h = match &self.writing {
-            Some(w) if w.left == 0 => w.h,
+        let h = match &self.hand {
+            InHand::Write(w) if w.left == 0 => w.h,
             _ => return Ok(()),
         };
-        self.writing = None;
+        self.hand = InHand::Nothing;
         written(self.sh, &h)?;
         if h.flags & flags::UNANSWERED == 0 {
             respond_now(self.sh, Resp::status(Op::Ack, h.id, Ok(())))?;
