@@ -476,7 +476,8 @@ pub(crate) fn flush(sh: &Shared) {
     for c in ops.iter() {
         report_err(tx_cq, c, ECANCELED);
     }
-    for p in pending.iter() {
+    // Those whose buffers a response handler is filling are its to report.
+    for p in pending.iter().filter(|p| !p.answering) {
         report_err(tx_cq, &p.entry(), ECANCELED);
     }
     if sh.owns_rx {

@@ -252,6 +252,11 @@ pub(crate) struct Pending {
     /// The response's outcome, when it came before `sent`: the
     /// transmitter completes the operation once the frame is out.
     pub(crate) early: Option<Result>,
+    /// A response came before `sent` and its handler is filling the
+    /// buffers it took ([`Self::take_answer`]): a flush leaves the
+    /// completion to that handler, which reports it once it is done with
+    /// them (`rx/resp.rs`).
+    pub(crate) answering: bool,
 }
 
 impl Pending {

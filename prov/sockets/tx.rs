@@ -414,6 +414,7 @@ fn pending_of(op: &mut TxOp, id: u64) -> Pending {
         sent: false,
         due: None,
         early: None,
+        answering: false,
     };
     match op.kind {
         Kind::Read => {

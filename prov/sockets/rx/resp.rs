@@ -38,7 +38,9 @@ pub(crate) fn expire_responses(sh: &Shared, sock: &Socket) -> Result {
         let mut next: Option<Deadline> = None;
         let mut late = None;
         for (i, p) in s.pending.iter().enumerate() {
-            let Some(due) = p.due else { continue };
+            let Some(due) = p.due.filter(|_| !p.answering) else {
+                continue;
+            };
             if due.left_ms().is_none() {
                 late = Some(i);
                 break;
@@ -97,11 +99,15 @@ fn pending(sh: &Arc<Shared>, id: u64, kind: Option<Kind>) -> Result<Answered> {
     let i = s
         .pending
         .iter()
-        .position(|p| p.id == id && p.early.is_none() && kind.is_none_or(|k| k == p.kind))
+        .position(|p| {
+            p.id == id && p.early.is_none() && !p.answering && kind.is_none_or(|k| k == p.kind)
+        })
         .ok_or(EPROTO)?;
     let cq = s.tx_cq;
     let entry = s.pending.get_mut(i).ok_or(EPROTO)?;
     if !entry.sent {
+        // Until it lets go of the buffers, the handler reports it.
+        entry.answering = true;
         return Ok(Answered {
             p: entry.take_answer(),
             cq,
@@ -125,12 +131,15 @@ pub(super) fn finish_answered(sh: &Arc<Shared>, a: &Answered, st: Result) {
     let done = {
         let mut s = sh.state.lock();
         let Some(i) = s.pending.iter().position(|p| p.id == a.p.id) else {
-            // Flushed meanwhile: the flush reported it.
+            drop(s);
+            // Flushed while we filled its buffers: the flush left it to us.
+            report_err(a.cq, &a.p.entry(), ECANCELED);
             return;
         };
         let Some(p) = s.pending.get_mut(i) else {
             return;
         };
+        p.answering = false;
         if !p.sent {
             p.early = Some(st);
             return;
@@ -145,10 +154,21 @@ pub(super) fn finish_answered(sh: &Arc<Shared>, a: &Answered, st: Result) {
 
 /// Fails `a` because its response broke the protocol (`e`). An operation
 /// whose frame is still being sent stays in the list: the teardown that
-/// follows cancels it once the transmitter lets go.
-pub(super) fn fail_answered(a: &Answered, e: Error) -> Error {
+/// follows cancels it once the transmitter lets go (or fails it now, if
+/// that flush came first and left it to us). Any context but hard
+/// interrupt.
+pub(super) fn fail_answered(sh: &Shared, a: &Answered, e: Error) -> Error {
     if a.taken {
         report_err(a.cq, &a.p.entry(), e);
+        return e;
+    }
+    let mut s = sh.state.lock();
+    match s.pending.iter_mut().find(|p| p.id == a.p.id) {
+        Some(p) => p.answering = false,
+        None => {
+            drop(s);
+            report_err(a.cq, &a.p.entry(), e);
+        }
     }
     e
 }
@@ -159,7 +179,7 @@ pub(super) fn fail_answered(a: &Answered, e: Error) -> Error {
 pub(super) fn ack(sh: &Arc<Shared>, h: &Hdr) -> Result {
     let a = pending(sh, h.id, None)?;
     if matches!(a.p.kind, Kind::Read | Kind::Atomic) {
-        return Err(fail_answered(&a, EPROTO));
+        return Err(fail_answered(sh, &a, EPROTO));
     }
     finish_answered(sh, &a, status(h.data));
     Ok(())
@@ -179,7 +199,7 @@ pub(super) fn data_response(
     let st = status(h.data);
     let ok_len = if st.is_ok() { a.p.expect as u64 } else { 0 };
     if h.len != ok_len || a.p.expect > most {
-        return Err(fail_answered(&a, EPROTO));
+        return Err(fail_answered(sh, &a, EPROTO));
     }
     Ok((a, st))
 }
@@ -209,7 +229,7 @@ impl Rx<'_> {
         if st.is_ok() {
             // SAFETY: The buffers of our read, valid until it completes.
             if let Err(e) = unsafe { self.place(&a.p.bufs, a.p.expect) } {
-                return Err(fail_answered(&a, e));
+                return Err(fail_answered(self.sh, &a, e));
             }
         }
         finish_answered(self.sh, &a, st);
@@ -222,7 +242,7 @@ impl Rx<'_> {
         let (a, st) = data_response(self.sh, h, Kind::Atomic, ATOMIC_MAX)?;
         let mut old = [0u8; ATOMIC_MAX];
         if let Err(e) = frame::recv_exact(self.sock, &mut old[..h.len as usize]) {
-            return Err(fail_answered(&a, e));
+            return Err(fail_answered(self.sh, &a, e));
         }
         finish_atomic(self.sh, &a, st, &mut old);
         Ok(())

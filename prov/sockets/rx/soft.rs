@@ -167,7 +167,7 @@ pub(crate) fn receive(sh: &Arc<Shared>, sk: *mut bindings::sock) {
         // write's regions are let go now.
         match &p.hand {
             InHand::Msg(c) => super::recv::fail_recv(c.cq, &c.op, sys::KFI_MSG, EIO),
-            InHand::Answer(w) => w.fail(EIO),
+            InHand::Answer(w) => w.fail(sh, EIO),
             _ => {}
         }
         p.hand = InHand::Nothing;

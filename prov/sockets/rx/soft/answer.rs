@@ -13,6 +13,7 @@ use kernel::prelude::*;
 use super::{place_at, Chunk, InHand, Parser};
 use crate::{
     atomics::ATOMIC_MAX,
+    conn::Shared,
     op::Kind,
     rx::resp::{data_response, fail_answered, finish_answered, finish_atomic, Answered},
     wire::{Hdr, Op},
@@ -84,7 +85,7 @@ impl Parser<'_> {
             _ => unsafe { place_at(&w.a.p.bufs, w.got, chunk, at, n) }.map(|_| ()),
         };
         if let Err(e) = r {
-            w.fail(e);
+            w.fail(self.sh, e);
             self.hand = InHand::Nothing;
             return Err(e);
         }
@@ -117,7 +118,7 @@ impl Parser<'_> {
 impl Answering {
     /// The response broke off (`e`): its operation fails (if it can: else
     /// the teardown that follows cancels it).
-    pub(super) fn fail(&self, e: Error) {
-        fail_answered(&self.a, e);
+    pub(super) fn fail(&self, sh: &Shared, e: Error) {
+        fail_answered(sh, &self.a, e);
     }
 }
