@@ -124,12 +124,20 @@ struct Parser<'a> {
     failed: Option<Error>,
     /// Frames this pass may still begin.
     budget: usize,
+    /// Bytes this pass may still take before it begins no more frames.
+    bytes_left: usize,
 }
 
 /// Frames one pass of the callback handles at most: a peer that sends a
 /// flood of small frames keeps a softirq busy for a bounded time only; the
 /// receive work takes the rest.
 const FRAME_BUDGET: usize = 64;
+
+/// Bytes after which a pass of the callback begins no more frames (it
+/// finishes the one in hand): a peer's burst of large messages or writes
+/// is copied in softirq up to about this much, the receive work copies the
+/// rest.
+const BYTE_BUDGET: usize = 256 << 10;
 
 /// The socket `sk` of connection `sh` has new bytes (its data callback,
 /// with the socket locked): handles the whole frames it can, then queues
@@ -155,6 +163,7 @@ pub(crate) fn receive(sh: &Arc<Shared>, sk: *mut bindings::sock) {
         stop: false,
         failed: None,
         budget: FRAME_BUDGET,
+        bytes_left: BYTE_BUDGET,
     };
     if p.avail >= HDR_LEN {
         // SAFETY: As above for `sk`; `p` outlives the call, which hands it
@@ -271,7 +280,10 @@ impl Parser<'_> {
             };
             match r {
                 Ok(0) => break,
-                Ok(n) => used += n,
+                Ok(n) => {
+                    used += n;
+                    self.bytes_left = self.bytes_left.saturating_sub(n);
+                }
                 Err(e) => self.failed = Some(e),
             }
         }
@@ -281,7 +293,7 @@ impl Parser<'_> {
     /// Header bytes from `at` in `chunk` (`len` there); a whole header
     /// starts its frame.
     fn header(&mut self, chunk: &Chunk, at: usize, len: usize) -> Result<usize> {
-        if self.got == 0 && (self.avail < HDR_LEN || self.budget == 0) {
+        if self.got == 0 && (self.avail < HDR_LEN || self.budget == 0 || self.bytes_left == 0) {
             // The work waits for the rest within the frame's deadline, or
             // takes what is beyond this pass's budget.
             self.stop = true;
