@@ -240,10 +240,14 @@ pub(crate) fn complete<const N: usize>(
     for _ in 0..N {
         let e = next_completion(cq, t0)?;
         let ctx = e.op_context as usize;
-        let i = want.iter().position(|&w| w == ctx).ok_or(EPROTO)?;
-        if seen[i] {
+        let Some(i) = want.iter().position(|&w| w == ctx).filter(|&i| !seen[i]) else {
+            pr_err!(
+                "kfi_twohost: completion of {} while waiting for {:?}\n",
+                ctx,
+                want
+            );
             return Err(EPROTO);
-        }
+        };
         seen[i] = true;
         got[i] = e;
     }
