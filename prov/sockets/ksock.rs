@@ -646,10 +646,9 @@ impl Socket {
             msg_flags: flags as c_uint,
             ..Default::default()
         };
-        // SAFETY: A live socket; the first `count` kvecs of `iov` are
-        // written (a `MaybeUninit<kvec>` is laid out as a kvec) and
-        // describe the borrowed buffers (`total` bytes), which the call
-        // only reads; it reads no other entry.
+        // A `MaybeUninit<kvec>` is laid out as a kvec.
+        // SAFETY: A live socket; the first `count` kvecs of `iov` are written and
+        // describe the borrowed `total` bytes, which the call only reads (no other entry).
         let n = unsafe {
             bindings::kernel_sendmsg(
                 self.sock.as_ptr(),
