@@ -42,6 +42,7 @@ use crate::{
     op::{Begun, Job, Pending, Resp, TxOp},
     progress,
     rxq::RxQueues,
+    splice,
     wire::{Hdr, RmaDescs},
 };
 
@@ -443,11 +444,13 @@ pub(crate) fn report_connected(sh: &Shared, eq: EqRef, fid: FidRef, data: &[u8])
 }
 
 /// The connection is gone: every operation still queued or waiting for a
-/// response fails with `ECANCELED`; held responses are dropped. The
-/// receive queues close too if they are the connection's own (MSG).
+/// response fails with `ECANCELED` (first the connection is reset if the
+/// socket may still read pages one of them sent by reference); held
+/// responses are dropped. The receive queues close too if they are the
+/// connection's own (MSG). Process context.
 pub(crate) fn flush(sh: &Shared) {
     let mut ops: KVec<CqEntry> = KVec::new();
-    let (tx_cq, resp, pending, begun) = {
+    let (tx_cq, resp, pending, begun, sock) = {
         let mut s = sh.state.lock();
         s.connected = false;
         // Nobody sends any more: a begun frame's operation fails too (one
@@ -469,10 +472,20 @@ pub(crate) fn flush(sh: &Shared) {
             core::mem::take(&mut s.resp),
             core::mem::take(&mut s.pending),
             begun,
+            s.sock.clone(),
         )
     };
     drop(resp);
     drop(begun);
+    if let Some(sock) = sock {
+        // No failed operation's pages may go out after it is reported.
+        if pending
+            .iter()
+            .any(|p| splice::in_flight(&sock, p.by_ref_end))
+        {
+            splice::abort(&sock);
+        }
+    }
     for c in ops.iter() {
         report_err(tx_cq, c, ECANCELED);
     }

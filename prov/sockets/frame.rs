@@ -11,7 +11,7 @@ use core::mem::MaybeUninit;
 use kernel::prelude::*;
 
 use super::{
-    ksock::{SockAddr, Socket, Wait},
+    ksock::{SendPages, SockAddr, Socket, Wait},
     wire::{Hdr, Op, RmaDesc, RmaDescs, CM_DATA_MAX, HDR_LEN, RMA_DESC_LEN, RMA_IOV_MAX},
 };
 
@@ -99,6 +99,12 @@ impl<'a, const N: usize> Parts<'a, N> {
     }
 }
 
+/// Bytes of a frame with `rma` descriptors and `payload` bytes of
+/// payload.
+pub(crate) fn frame_len(rma: usize, payload: usize) -> usize {
+    HDR_LEN + rma * RMA_DESC_LEN + payload
+}
+
 /// Sends one frame: `hdr` (its `rma_count` and `len` are set from `rma`
 /// and `payload`), the descriptors, then the payload pieces.
 pub(crate) fn send_frame(sock: &Socket, hdr: &Hdr, rma: &[RmaDesc], payload: &[&[u8]]) -> Result {
@@ -127,6 +133,20 @@ pub(crate) fn send_frame_from(
     at: usize,
     wait: Wait,
 ) -> Result<Sent> {
+    send_frame_split(sock, hdr, rma, payload, None, at, wait)
+}
+
+/// [`send_frame_from`], the payload sent through `by_ref` (by page
+/// reference) if given, the header and descriptors copied.
+pub(crate) fn send_frame_split(
+    sock: &Socket,
+    hdr: &Hdr,
+    rma: &[RmaDesc],
+    payload: &[&[u8]],
+    by_ref: Option<SendPages>,
+    at: usize,
+    wait: Wait,
+) -> Result<Sent> {
     if rma.len() > RMA_IOV_MAX {
         return Err(EINVAL);
     }
@@ -135,13 +155,13 @@ pub(crate) fn send_frame_from(
     h.len = payload.iter().map(|p| p.len() as u64).sum();
     let head = h.encode();
     if rma.is_empty() {
-        return send_parts(sock, &head, &[], payload, at, wait);
+        return send_parts(sock, &head, &[], payload, by_ref, at, wait);
     }
     let mut descs = [[0u8; RMA_DESC_LEN]; RMA_IOV_MAX];
     for (d, r) in descs.iter_mut().zip(rma) {
         *d = r.encode();
     }
-    send_parts(sock, &head, &descs[..rma.len()], payload, at, wait)
+    send_parts(sock, &head, &descs[..rma.len()], payload, by_ref, at, wait)
 }
 
 /// [`send_frame_from`] of the encoded header `head` and descriptors
@@ -151,6 +171,7 @@ fn send_parts(
     head: &[u8],
     descs: &[[u8; RMA_DESC_LEN]],
     payload: &[&[u8]],
+    by_ref: Option<SendPages>,
     at: usize,
     wait: Wait,
 ) -> Result<Sent> {
@@ -181,7 +202,8 @@ fn send_parts(
     };
     let total: usize = parts.iter().map(|p| p.len()).sum();
     let left = total.checked_sub(at).ok_or(EINVAL)?;
-    let n = sock.send_from(parts, at, wait)?;
+    let by_ref = by_ref.map(|f| (1 + descs.len(), f));
+    let n = sock.send_split(parts, by_ref, at, wait)?;
     if n == left {
         return Ok(Sent::Whole);
     }

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * kfi_sockets' C glue (kfi_sockets_sock.c, kfi_sockets_mem.c): what the
- * Rust side calls in C, and what the C side calls back in Rust. The Rust
- * declarations are generated from this header (scripts/bindgen.sh sock,
+ * kfi_sockets' C glue (kfi_sockets_sock.c, kfi_sockets_mem.c,
+ * kfi_sockets_splice.c): what the Rust side calls in C, and what the C
+ * side calls back in Rust. The Rust declarations are generated from this header (scripts/bindgen.sh sock,
  * into sock_bindings_generated.rs, read through sock_sys.rs), the C files
  * include it, and the Rust callbacks are checked against it where they are
  * defined, so both compilers check both sides against one declaration.
@@ -71,6 +71,37 @@ int kfi_sockets_inq(struct sock *sk);
 /* Copies @len bytes from @offset of @skb to @to; 0 or -errno. Any context. */
 int kfi_sockets_skb_copy(const struct sk_buff *skb, unsigned int offset, void *to,
 			 unsigned int len);
+
+/* Sends by page reference (kfi_sockets_splice.c; splice.rs). */
+
+/*
+ * Whether every page of [@addr, @addr + @len) may be sent by reference:
+ * linear map or vmalloc, not slab or device memory. Any context.
+ */
+bool kfi_sockets_can_splice(const void *addr, size_t len);
+
+/*
+ * Sends @len bytes at @addr, which kfi_sockets_can_splice() accepted, as
+ * page references (MSG_SPLICE_PAGES, MSG_MORE between batches) with
+ * @flags (MSG_NOSIGNAL, MSG_DONTWAIT, MSG_MORE); returns the bytes the
+ * socket took (at most INT_MAX) or -errno, as kernel_sendmsg(). Process
+ * context; sleeps unless MSG_DONTWAIT.
+ */
+int kfi_sockets_send_pages(struct socket *sock, const void *addr, size_t len,
+			   unsigned int flags);
+
+/* The TCP sequence number after the last byte sent on @sock. Any context. */
+u32 kfi_sockets_write_seq(struct socket *sock);
+
+/* Whether the peer has acknowledged @sock's bytes before @seq. Any context. */
+bool kfi_sockets_acked(struct socket *sock, u32 seq);
+
+/*
+ * Ends @sock's connection at once (tcp_abort(): a reset; the bytes not
+ * acknowledged yet are dropped, and their page references with them).
+ * Process context.
+ */
+void kfi_sockets_abort(struct socket *sock);
 
 /* Memory (kfi_sockets_mem.c; mr.rs), any context. */
 

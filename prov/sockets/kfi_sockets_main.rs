@@ -34,6 +34,7 @@ mod rdm;
 mod rx;
 mod rxq;
 mod sock_sys;
+mod splice;
 mod tx;
 mod wq;
 // Shared with tests/sockets by `#[path]`; each crate uses a part.
@@ -103,6 +104,10 @@ module! {
             default: 20,
             description: "How long a message of 4 KiB or more waits in the socket for its receive to be posted before it is copied aside (ms, 0: copied at once)",
         },
+        splice_min_bytes: u32 {
+            default: 16384,
+            description: "Send the payload of an answered write or message of this many bytes or more by page reference, not a copy (0: always copy)",
+        },
         wq_unbound: u32 {
             default: 1,
             description: "Run the provider's work on an unbound workqueue (1) or on the queuing CPU (0)",
@@ -150,6 +155,11 @@ pub(crate) fn unexpected_bytes_max() -> usize {
 /// The `frame_timeout_ms` parameter.
 pub(crate) fn frame_timeout_ms() -> u32 {
     module_parameters::frame_timeout_ms.value()
+}
+
+/// The `splice_min_bytes` parameter (0: never by reference).
+pub(crate) fn splice_min_bytes() -> usize {
+    module_parameters::splice_min_bytes.value() as usize
 }
 
 /// The `response_timeout_ms` parameter.

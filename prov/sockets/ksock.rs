@@ -333,6 +333,11 @@ pub(crate) struct Socket {
     tx_deadline: AtomicI64,
 }
 
+/// A send of one buffer by page reference (`MSG_SPLICE_PAGES`) with the
+/// given flags, which only a provider with the C glue for it can make
+/// (`prov/sockets/splice.rs`): returns what `kernel_sendmsg` would.
+pub(crate) type SendPages = fn(&Socket, &[u8], c_uint) -> c_int;
+
 /// Whether a send may wait for room in the socket.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Wait {
@@ -471,6 +476,28 @@ impl Socket {
         };
     }
 
+    /// `SO_RCVBUF`: at most about `bytes` received and not read yet (the
+    /// kernel doubles it for its own overhead and keeps a floor), which
+    /// bounds the window the peer may fill.
+    pub(crate) fn set_rcvbuf(&self, bytes: c_int) -> Result {
+        let mut v = bytes;
+        let mut val = bindings::sockptr_t::default();
+        val.__bindgen_anon_1.kernel = core::ptr::from_mut(&mut v).cast();
+        val.set_is_kernel(true);
+        // SAFETY: A live socket; `val` points to a kernel int of the size
+        // given, read during the call only.
+        let r = unsafe {
+            sock_setsockopt(
+                self.sock.as_ptr(),
+                bindings::SOL_SOCKET as c_int,
+                bindings::SO_RCVBUF as c_int,
+                val,
+                size_of::<c_int>() as c_uint,
+            )
+        };
+        to_result(r)
+    }
+
     /// Arms the socket's timeout for a call in direction `dir` with what
     /// is left of its deadline: `Ok(true)` if one is set, `ETIMEDOUT` if
     /// it has passed.
@@ -576,32 +603,122 @@ impl Socket {
     /// to read (it may wait for the socket's lock, which only this host's
     /// threads hold).
     pub(crate) fn send_from(&self, bufs: &[&[u8]], skip: usize, wait: Wait) -> Result<usize> {
+        self.send_split(bufs, None, skip, wait)
+    }
+
+    /// [`Self::send_from`], but the buffers from index `by_ref.0` on go
+    /// through `by_ref.1` (the provider's send by page reference); the
+    /// ones before are copied, with `MSG_MORE` when more follow.
+    pub(crate) fn send_split(
+        &self,
+        bufs: &[&[u8]],
+        by_ref: Option<(usize, SendPages)>,
+        skip: usize,
+        wait: Wait,
+    ) -> Result<usize> {
+        let total = bufs
+            .iter()
+            .try_fold(0usize, |t, b| t.checked_add(b.len()))
+            .ok_or(EINVAL)?;
         let mut sent = 0usize;
         loop {
             let at = skip.checked_add(sent).ok_or(EINVAL)?;
-            let (n, left) = self.send_once(bufs, at, wait)?;
+            if at >= total {
+                return Ok(sent);
+            }
+            let (n, left) = self.send_next(bufs, by_ref, at, total, wait)?;
             sent += n;
             // A waiting call that took part of the bytes was cut short: by
             // its timeout, which may run out a jiffy before the deadline
             // (the next call then waits out the rest, or finds the
             // deadline passed: `ETIMEDOUT`), or by a failure that the next
             // call returns.
-            if wait == Wait::No || n == 0 || n >= left {
+            if n == 0 || (wait == Wait::No && n < left) {
                 return Ok(sent);
             }
         }
     }
 
+    /// One send call from byte `at` of `bufs` (`total` bytes): the copied
+    /// buffers up to the first one sent by reference, or the rest of the
+    /// one by reference that holds byte `at`. Returns the bytes it took
+    /// and the bytes there were to take.
+    fn send_next(
+        &self,
+        bufs: &[&[u8]],
+        by_ref: Option<(usize, SendPages)>,
+        at: usize,
+        total: usize,
+        wait: Wait,
+    ) -> Result<(usize, usize)> {
+        let Some((first, pages)) = by_ref.filter(|(i, _)| *i < bufs.len()) else {
+            return self.send_once(bufs, at, wait, false);
+        };
+        let (copied, refs) = bufs.split_at(first);
+        let head: usize = copied.iter().map(|b| b.len()).sum();
+        if at < head {
+            return self.send_once(copied, at, wait, true);
+        }
+        let mut skip = at - head;
+        let mut end = head;
+        for b in refs {
+            end += b.len();
+            let Some(rest) = b.get(skip..).filter(|r| !r.is_empty()) else {
+                skip -= b.len().min(skip);
+                continue;
+            };
+            let more = if end < total { bindings::MSG_MORE } else { 0 };
+            let timed = self.arm_for(wait)?;
+            let n = pages(self, rest, Self::flags(wait) | more);
+            return self.took(n, rest.len(), timed, wait);
+        }
+        Ok((0, 0))
+    }
+
+    /// The flags of a send that waits as `wait` says.
+    fn flags(wait: Wait) -> c_uint {
+        match wait {
+            Wait::No => bindings::MSG_NOSIGNAL | bindings::MSG_DONTWAIT,
+            Wait::Deadline => bindings::MSG_NOSIGNAL,
+        }
+    }
+
+    /// Before a send that waits as `wait` says: its timeout armed (true if
+    /// a deadline bounds it).
+    fn arm_for(&self, wait: Wait) -> Result<bool> {
+        match wait {
+            Wait::Deadline => self.arm(Dir::Tx),
+            Wait::No => Ok(false),
+        }
+    }
+
+    /// A send call's result `n` for `total` bytes offered: the bytes taken
+    /// and `total`.
+    fn took(&self, n: c_int, total: usize, timed: bool, wait: Wait) -> Result<(usize, usize)> {
+        if matches!(wait, Wait::No) && n == -(bindings::EAGAIN as c_int) {
+            // The socket is full: nothing taken.
+            return Ok((0, total));
+        }
+        let sent = Self::timed(n, timed)?;
+        if sent < total && timed && self.deadline_passed(Dir::Tx) {
+            return Err(ETIMEDOUT);
+        }
+        Ok((sent, total))
+    }
+
     /// One `kernel_sendmsg` of `bufs` but their first `skip` bytes, as
-    /// [`Self::send_from`] waits: the bytes it took and the bytes there
-    /// were to take.
-    fn send_once(&self, bufs: &[&[u8]], mut skip: usize, wait: Wait) -> Result<(usize, usize)> {
+    /// [`Self::send_from`] waits, with `MSG_MORE` if `more` bytes follow:
+    /// the bytes it took and the bytes there were to take.
+    fn send_once(
+        &self,
+        bufs: &[&[u8]],
+        mut skip: usize,
+        wait: Wait,
+        more: bool,
+    ) -> Result<(usize, usize)> {
         /// Buffers of one send described on the stack.
         const IOV_ON_STACK: usize = 9;
-        let timed = match wait {
-            Wait::Deadline => self.arm(Dir::Tx)?,
-            Wait::No => false,
-        };
+        let timed = self.arm_for(wait)?;
         // On the stack unless there are many buffers: no allocation per
         // send for the usual frames. Only the entries used are written (a
         // send's every byte written counts on a small message's path).
@@ -638,12 +755,9 @@ impl Socket {
         if total == 0 {
             return Ok((0, 0));
         }
-        let mut flags = bindings::MSG_NOSIGNAL;
-        if matches!(wait, Wait::No) {
-            flags |= bindings::MSG_DONTWAIT;
-        }
+        let more = if more { bindings::MSG_MORE } else { 0 };
         let mut msg = bindings::msghdr {
-            msg_flags: flags as c_uint,
+            msg_flags: Self::flags(wait) | more,
             ..Default::default()
         };
         // A `MaybeUninit<kvec>` is laid out as a kvec.
@@ -658,15 +772,7 @@ impl Socket {
                 total,
             )
         };
-        if matches!(wait, Wait::No) && n == -(bindings::EAGAIN as c_int) {
-            // The socket is full: nothing taken.
-            return Ok((0, total));
-        }
-        let sent = Self::timed(n, timed)?;
-        if sent < total && timed && self.deadline_passed(Dir::Tx) {
-            return Err(ETIMEDOUT);
-        }
-        Ok((sent, total))
+        self.took(n, total, timed, wait)
     }
 
     /// Receives into `buf` what is there now, without waiting: `Ok(None)`

@@ -61,6 +61,9 @@ pub(crate) struct TxOp {
     pub(crate) flags: u64,
     pub(crate) data: u64,
     pub(crate) tag: u64,
+    /// The payload goes by page reference (`splice.rs`), decided when the
+    /// operation is posted ([`Self::by_ref_allowed`]).
+    pub(crate) by_ref: bool,
 }
 
 impl Default for TxOp {
@@ -76,6 +79,7 @@ impl Default for TxOp {
             flags: 0,
             data: 0,
             tag: 0,
+            by_ref: false,
         }
     }
 }
@@ -241,7 +245,7 @@ pub(crate) struct Pending {
     /// Bytes the response must carry.
     pub(crate) expect: usize,
     /// Atomics: the element size.
-    pub(crate) elem: usize,
+    pub(crate) elem: u8,
     /// Inject: no completion unless it fails.
     pub(crate) silent: bool,
     /// The transmitter has sent the whole frame: its buffers are free.
@@ -257,6 +261,11 @@ pub(crate) struct Pending {
     /// completion to that handler, which reports it once it is done with
     /// them (`rx/resp.rs`).
     pub(crate) answering: bool,
+    /// The frame's payload goes by page reference (`splice.rs`) and its
+    /// last byte comes before this TCP sequence number: a response counts
+    /// only once TCP has acknowledged that far. Set when the operation is
+    /// entered, right before its frame is sent.
+    pub(crate) by_ref_end: Option<u32>,
 }
 
 impl Pending {
@@ -337,6 +346,15 @@ impl TxOp {
             Some(i) => i.len(),
             None => self.bufs.total(),
         }
+    }
+
+    /// Whether the payload may go by page reference (`splice.rs`): the
+    /// ULP's own buffers (not an inject's copy) of a write or a message
+    /// that completes only on the peer's response.
+    pub(crate) fn by_ref_allowed(&self) -> bool {
+        matches!(self.kind, Kind::Write | Kind::Msg | Kind::Tagged)
+            && self.inject.is_none()
+            && self.wants_reply()
     }
 
     /// Bytes of payload the operation's frame carries (about: the few

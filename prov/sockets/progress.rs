@@ -46,7 +46,7 @@ use crate::{
         self, c_callback, kfi_sockets_arm_timer, kfi_sockets_hook, kfi_sockets_may_send_inline,
         kfi_sockets_unhook,
     },
-    tx, wq,
+    splice, tx, wq,
 };
 
 impl_has_work! {
@@ -163,6 +163,9 @@ fn may_send_inline(by: Caller) -> bool {
 /// left in its place) and [`push_tx`] gets it sent. Any context but hard
 /// interrupt.
 pub(crate) fn post(sh: &Arc<Shared>, op: &mut TxOp) -> Result {
+    // Decided here, not under the connection's lock: it looks up every
+    // page of the payload.
+    op.by_ref = op.by_ref_allowed() && splice::payload_by_ref(op.bufs.as_slice());
     let inline = may_send_inline(Caller::Poster);
     let mut s = sh.state.lock();
     if !s.connected || s.closing {

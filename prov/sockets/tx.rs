@@ -39,9 +39,9 @@ use crate::{
         kfi_sys as sys,
         toolkit::completion::{report, report_err, CqEntry, Reports},
     },
-    ksock::{Deadline, Socket, Wait},
+    ksock::{Deadline, SendPages, Socket, Wait},
     op::{Begun, Job, Kind, Pending, Resp, TxOp},
-    progress, rx,
+    progress, rx, splice,
     wire::{flags, Hdr, Op},
 };
 
@@ -267,14 +267,23 @@ fn step_op(
         Ok(Sent::Whole) => Ok(()),
         Err(e) => Err(e),
     };
-    match (id, &res) {
-        (0, Ok(())) => completed(op, cq),
-        (_, Ok(())) => sent(sh, sock, id, cq),
+    let res = match (id, res) {
+        (0, Ok(())) => {
+            completed(op, cq);
+            Ok(())
+        }
+        (_, Ok(())) => {
+            sent(sh, sock, id, cq);
+            Ok(())
+        }
         // Not in the pending list, so nobody else will report it; an
         // inject that failed is reported like any other operation.
-        (0, Err(e)) => report_err(cq, &op.entry(), *e),
-        _ => {}
-    }
+        (0, Err(e)) => {
+            report_err(cq, &op.entry(), e);
+            Err(e)
+        }
+        (_, Err(e)) => Err(e),
+    };
     stop_on_err(sh, sock, res)
 }
 
@@ -358,7 +367,17 @@ pub(crate) fn enter_in_place(s: &mut State, op: &mut TxOp) -> (u64, Reports) {
     }
     let id = s.next_id;
     s.next_id = id.wrapping_add(1).max(1);
-    let p = pending_of(op, id);
+    let mut p = pending_of(op, id);
+    if op.by_ref {
+        // The frame goes next (the caller is the transmitter): it ends
+        // this far into the TCP sequence space, and a response counts only
+        // once TCP has acknowledged that far (`rx/resp.rs`).
+        let len = frame::frame_len(op.nrma, op.bufs.total());
+        p.by_ref_end = s
+            .sock
+            .as_deref()
+            .map(|sock| splice::write_seq(sock).wrapping_add(len as u32));
+    }
     // Within the room `may_go` reserved: does not fail.
     let _ = s.pending.push_within_capacity(p);
     (id, s.tx_cq)
@@ -415,6 +434,7 @@ fn pending_of(op: &mut TxOp, id: u64) -> Pending {
         due: None,
         early: None,
         answering: false,
+        by_ref_end: None,
     };
     match op.kind {
         Kind::Read => {
@@ -426,7 +446,9 @@ fn pending_of(op: &mut TxOp, id: u64) -> Pending {
                 p.bufs = core::mem::take(&mut a.res);
                 // Old values come back only to a fetch (wire flag FETCH).
                 p.expect = if a.fetch { op.rma[0].len as usize } else { 0 };
-                p.elem = atomics::elem_size(a.datatype).unwrap_or(8);
+                p.elem = atomics::elem_size(a.datatype)
+                    .and_then(|n| u8::try_from(n).ok())
+                    .unwrap_or(8);
             }
             p.len = 0;
         }
@@ -492,7 +514,8 @@ fn send_op(sock: &Socket, op: &TxOp, id: u64, at: usize, wait: Wait) -> Result<S
     if op.kind == Kind::Tagged {
         h.tag = op.tag;
     }
-    frame::send_frame_from(sock, &h, rma, payload, at, wait)
+    let pages: Option<SendPages> = op.by_ref.then_some(splice::send_pages);
+    frame::send_frame_split(sock, &h, rma, payload, pages, at, wait)
 }
 
 /// [`send_op`] for an atomic, header `h`: its operands (and compare

@@ -33,21 +33,33 @@ mod cases {
 
     /// Issue 10, bug 1: the target answers a write while its frame is still
     /// being sent. The write must not complete (the ULP would free a buffer
-    /// the socket still reads) until the whole frame has left.
+    /// the socket still reads) until the whole frame has left. Its payload
+    /// ends in a small slab buffer, so it is copied into the socket (a
+    /// payload sent by page reference makes such an answer a protocol
+    /// error instead: `by_ref.rs`).
     #[test]
     fn early_response_waits_for_the_send() -> Result {
         const LEN: usize = 16 << 20;
+        const TAIL: usize = 64;
         let mut src = KVVec::with_capacity(LEN, GFP_KERNEL)?;
         src.resize(LEN, 0x5a, GFP_KERNEL)?;
+        let mut tail = KVec::with_capacity(TAIL, GFP_KERNEL)?;
+        tail.resize(TAIL, 0xa5, GFP_KERNEL)?;
         let n = net(c"7480")?;
         let l = raw_listener(7480)?;
         let c = cq(&n)?;
         let (ep, raw) = kfi_client(&n, &c, &l)?;
-        ensure!(post_write(&ep, &src, 0x1234, 5) == 0, "write not posted");
+        ensure!(
+            post_write_iov(&ep, &[&src, &tail], 0x1234, 5) == 0,
+            "write not posted"
+        );
         let mut hb = [0u8; HDR_LEN];
         frame::recv_exact(&raw, &mut hb)?;
         let h = Hdr::decode(&hb)?;
-        ensure!(h.op == Op::Write && h.len == LEN as u64, "not the write");
+        ensure!(
+            h.op == Op::Write && h.len == (LEN + TAIL) as u64,
+            "not the write"
+        );
         let mut db = [0u8; RMA_DESC_LEN];
         frame::recv_exact(&raw, &mut db)?;
         // The answer comes before the payload was read: the sender is still
@@ -60,7 +72,7 @@ mod cases {
             "the write completed ({}) while its frame was being sent",
             r
         );
-        drain(&raw, LEN)?;
+        drain(&raw, LEN + TAIL)?;
         // Now the frame is out, and the early answer completes it.
         let r = sread_ms(&c, &mut e, WAIT_MS);
         ensure!(r == 1, "no completion after the send: {}", r);
@@ -77,6 +89,7 @@ mod cases {
         drop(ep);
         drop(raw);
         drop(src);
+        drop(tail);
         Ok(())
     }
 

@@ -229,6 +229,39 @@ pub(crate) fn post_write_at(
     post_rma(ep, kvec(buf), 0, addr, key, ctx, false, flags)
 }
 
+/// Posts one RMA write of the buffers `bufs`, gathered, to as many bytes
+/// at 0 of region `key`.
+pub(crate) fn post_write_iov(
+    ep: &Owned<sys::kfid_ep>,
+    bufs: &[&[u8]],
+    key: u64,
+    ctx: usize,
+) -> c_int {
+    let mut v = KVec::new();
+    for b in bufs {
+        if v.push(kvec(b), GFP_KERNEL).is_err() {
+            return -ENOMEM.to_errno();
+        }
+    }
+    let remote = sys::kfi_rma_iov {
+        addr: 0,
+        len: bufs.iter().map(|b| b.len()).sum(),
+        key,
+    };
+    let mut m = sys::kfi_msg_rma {
+        rma_iov: &remote,
+        rma_iov_count: 1,
+        ..Default::default()
+    };
+    m.msg.iov_type = sys::KFI_KVEC;
+    m.msg.__bindgen_anon_1.msg_iov = v.as_ptr();
+    m.msg.iov_count = v.len();
+    m.msg.context = ctx as *mut c_void;
+    // SAFETY: An open endpoint; callers keep the buffers until the
+    // completion (the provider copies the kvecs themselves at post).
+    unsafe { rc(ep.writemsg(&m, 0)) }
+}
+
 /// Posts an RMA read of `buf.len()` bytes at 0 of region `key` into
 /// `buf`.
 pub(crate) fn post_read(ep: &Owned<sys::kfid_ep>, buf: &mut [u8], key: u64, ctx: usize) -> c_int {

@@ -10,7 +10,8 @@
 //! in hostile_peers.rs): raw peers that break the protocol on purpose, and
 //! `kfi_sockets_scale` (scale.rs): what idle objects hold, and
 //! `kfi_sockets_unanswered` (unanswered.rs): writes that asked for inject
-//! completion only. The provider's sources are
+//! completion only, and `kfi_sockets_by_ref` (by_ref.rs): writes whose
+//! payload goes by page reference. The provider's sources are
 //! included by path, so the building-block tests exercise the very code
 //! the provider runs.
 
@@ -18,6 +19,8 @@ use kernel::prelude::*;
 
 #[path = "answers.rs"]
 mod answers;
+#[path = "by_ref.rs"]
+mod by_ref;
 // The provider's framing, shared by source: the tests use a part.
 #[allow(dead_code)]
 #[path = "../../prov/sockets/frame.rs"]

@@ -22,7 +22,7 @@ use crate::{
     kfi::toolkit::completion::{report, report_err, CqEntry, Reports},
     ksock::{Deadline, Socket},
     op::{Kind, Pending},
-    progress,
+    progress, splice,
     wire::Hdr,
 };
 
@@ -51,6 +51,10 @@ pub(crate) fn expire_responses(sh: &Shared, sock: &Socket) -> Result {
         (late, next, s.tx_cq)
     };
     if let Some(p) = late {
+        if splice::in_flight(sock, p.by_ref_end) {
+            // Its pages must not go out after it is reported.
+            splice::abort(sock);
+        }
         report_err(cq, &p.entry(), ETIMEDOUT);
         return Err(ETIMEDOUT);
     }
@@ -91,8 +95,10 @@ fn status(v: u64) -> Result {
 
 /// Finds our operation `id` among those waiting (`EPROTO` if there is
 /// none, or it was answered already: the peer answers what we never
-/// asked). Taken off the list if its frame has been sent; else it stays
-/// there and the answer is held until the transmitter is done with it.
+/// asked, or answers a frame sent by page reference before TCP
+/// acknowledged it). Taken off the list if its frame has been sent; else
+/// it stays there and the answer is held until the transmitter is done
+/// with it.
 /// Any context but hard interrupt.
 fn pending(sh: &Arc<Shared>, id: u64, kind: Option<Kind>) -> Result<Answered> {
     let mut s = sh.state.lock();
@@ -104,6 +110,16 @@ fn pending(sh: &Arc<Shared>, id: u64, kind: Option<Kind>) -> Result<Answered> {
         })
         .ok_or(EPROTO)?;
     let cq = s.tx_cq;
+    let entry = s.pending.get(i).ok_or(EPROTO)?;
+    if let Some(end) = entry.by_ref_end {
+        // Answered before TCP acknowledged the frame's bytes, which went
+        // by page reference (`splice.rs`): the peer cannot have them all.
+        // The entry stays for the teardown.
+        let sock = s.sock.as_deref();
+        if !sock.is_some_and(|sock| splice::acked(sock, end)) {
+            return Err(EPROTO);
+        }
+    }
     let entry = s.pending.get_mut(i).ok_or(EPROTO)?;
     if !entry.sent {
         // Until it lets go of the buffers, the handler reports it.
@@ -211,7 +227,7 @@ pub(super) fn finish_atomic(sh: &Arc<Shared>, a: &Answered, st: Result, old: &mu
     let p = &a.p;
     if st.is_ok() && !p.bufs.is_empty() {
         if let Some(old) = old.get_mut(..p.expect) {
-            atomics::to_wire(old, p.elem);
+            atomics::to_wire(old, usize::from(p.elem));
             // SAFETY: Our fetch's result buffers, valid until it
             // completes.
             unsafe { bufs::scatter(&p.bufs, old) };
