@@ -24,7 +24,7 @@ pub(crate) fn pingpong(
 ) -> Result<(Bufs, Sample)> {
     let inject = send_flags(p, sh.size) != 0;
     let slots = Bufs {
-        src: KVVec::new(),
+        src: VVec::new(),
         dst: crate::pattern::buffer(sh.size.checked_mul(2).ok_or(EINVAL)?, None)?,
     };
     let ps = p.clone();

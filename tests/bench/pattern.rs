@@ -216,9 +216,12 @@ pub(crate) unsafe fn before_recv(sh: Shape, i: usize, dst: *const u8, placed: bo
 }
 
 /// A buffer of `len` bytes, zeroed (or filled with the pattern of
-/// `size`-byte operations when `size` is given).
-pub(crate) fn buffer(len: usize, size: Option<usize>) -> Result<KVVec<u8>> {
-    let mut v = KVVec::with_capacity(len, GFP_KERNEL)?;
+/// `size`-byte operations when `size` is given). vmalloc'd, for the raw
+/// and the kfabric rows alike: pages that count references, as a storage
+/// ULP's page-cache or bio pages do, so a provider may send them by
+/// reference (a large kmalloc's pages count none).
+pub(crate) fn buffer(len: usize, size: Option<usize>) -> Result<VVec<u8>> {
+    let mut v = VVec::with_capacity(len, GFP_KERNEL)?;
     v.resize(len, 0, GFP_KERNEL)?;
     if let Some(s) = size {
         fill(&mut v, s)?;

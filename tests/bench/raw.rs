@@ -125,7 +125,7 @@ pub(crate) fn pingpong(
     g: &mut Grave,
 ) -> Result<(Bufs, Sample)> {
     let echo = Bufs {
-        src: KVVec::new(),
+        src: VVec::new(),
         dst: crate::pattern::buffer(sh.size, None)?,
     };
     let s = p.s.clone();

@@ -86,8 +86,8 @@ impl Shape {
 /// after it. A side of a run that needs only one of them gets the other
 /// empty.
 pub(crate) struct Bufs {
-    pub(crate) src: KVVec<u8>,
-    pub(crate) dst: KVVec<u8>,
+    pub(crate) src: VVec<u8>,
+    pub(crate) dst: VVec<u8>,
 }
 
 impl Bufs {
@@ -96,10 +96,10 @@ impl Bufs {
         (
             Self {
                 src: self.src,
-                dst: KVVec::new(),
+                dst: VVec::new(),
             },
             Self {
-                src: KVVec::new(),
+                src: VVec::new(),
                 dst: self.dst,
             },
         )
