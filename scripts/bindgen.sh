@@ -56,13 +56,14 @@ if [ "$kind" = ib ]; then
 fi
 if [ "$kind" = sock ]; then
 	# The glue's functions (those kfi_sockets' C defines and the callbacks
-	# its Rust defines) and sock_setsockopt, exported but not in the
-	# kernel's bindings. The kernel types they use (socket, sock, sk_buff,
-	# workqueue_struct, sockptr_t) come from kernel::bindings, imported by
-	# the including file.
+	# its Rust defines) and types, and sock_setsockopt, exported but not in
+	# the kernel's bindings. The kernel types they use (socket, sock,
+	# sk_buff, workqueue_struct, sockptr_t) come from kernel::bindings,
+	# imported by the including file.
 	# shellcheck disable=SC2086
 	"$bindgen" "$header" "${common[@]}" --no-recursive-allowlist \
 		--allowlist-function 'kfi_sockets_.*|sock_setsockopt' \
+		--allowlist-type 'kfi_sockets_.*' \
 		-o "$tmp" -- $clang_args -DMODULE
 	mv "$tmp" "$out"
 	exit 0

@@ -479,10 +479,7 @@ pub(crate) fn flush(sh: &Shared) {
     drop(begun);
     if let Some(sock) = sock {
         // No failed operation's pages may go out after it is reported.
-        if pending
-            .iter()
-            .any(|p| splice::in_flight(&sock, p.by_ref_end))
-        {
+        if pending.iter().any(|p| splice::in_flight(&sock, p.by_ref)) {
             splice::abort(&sock);
         }
     }

@@ -100,9 +100,11 @@ impl<'a, const N: usize> Parts<'a, N> {
 }
 
 /// Bytes of a frame with `rma` descriptors and `payload` bytes of
-/// payload.
-pub(crate) fn frame_len(rma: usize, payload: usize) -> usize {
-    HDR_LEN + rma * RMA_DESC_LEN + payload
+/// payload (`None` past `usize`).
+pub(crate) fn frame_len(rma: usize, payload: usize) -> Option<usize> {
+    rma.checked_mul(RMA_DESC_LEN)?
+        .checked_add(HDR_LEN)?
+        .checked_add(payload)
 }
 
 /// Sends one frame: `hdr` (its `rma_count` and `len` are set from `rma`

@@ -76,25 +76,46 @@ int kfi_sockets_skb_copy(const struct sk_buff *skb, unsigned int offset, void *t
 
 /*
  * Whether every page of [@addr, @addr + @len) may be sent by reference:
- * linear map or vmalloc, not slab or device memory. Any context.
+ * linear map or vmalloc with a struct page that counts references, not
+ * slab, reserved or device memory. Reads no byte of the range. Any
+ * context.
  */
 bool kfi_sockets_can_splice(const void *addr, size_t len);
 
 /*
  * Sends @len bytes at @addr, which kfi_sockets_can_splice() accepted, as
  * page references (MSG_SPLICE_PAGES, MSG_MORE between batches) with
- * @flags (MSG_NOSIGNAL, MSG_DONTWAIT, MSG_MORE); returns the bytes the
- * socket took (at most INT_MAX) or -errno, as kernel_sendmsg(). Process
- * context; sleeps unless MSG_DONTWAIT.
+ * @flags (MSG_NOSIGNAL, MSG_DONTWAIT, MSG_MORE): with MSG_DONTWAIT as many
+ * batches of 16 pages as the socket takes, else one (each sendmsg may wait
+ * the socket's whole timeout, which the caller arms before every call).
+ * Returns the bytes the socket took (at most INT_MAX) or -errno, as
+ * kernel_sendmsg(). Process context; sleeps unless MSG_DONTWAIT.
  */
 int kfi_sockets_send_pages(struct socket *sock, const void *addr, size_t len,
 			   unsigned int flags);
 
-/* The TCP sequence number after the last byte sent on @sock. Any context. */
-u32 kfi_sockets_write_seq(struct socket *sock);
+/* Where a frame of @sock sent by page reference ends (kfi_sockets_mark_frame()). */
+struct kfi_sockets_mark {
+	/* The sequence number after its last byte. */
+	u32 end;
+	/* The low 32 bits of the bytes acknowledged when it began. */
+	u32 acked;
+};
 
-/* Whether the peer has acknowledged @sock's bytes before @seq. Any context. */
-bool kfi_sockets_acked(struct socket *sock, u32 seq);
+/*
+ * Marks where a frame of @len bytes, sent next on @sock, will end (@m);
+ * false if it is too far ahead of what the peer acknowledged for the
+ * sequence numbers to tell (then it is copied). Called by the socket's
+ * only sender, before the frame's first byte. Any context.
+ */
+bool kfi_sockets_mark_frame(struct socket *sock, size_t len, struct kfi_sockets_mark *m);
+
+/*
+ * Whether the peer has acknowledged every byte of the frame @m marks (a
+ * response parsed after 4 GiB more were acknowledged may read as not).
+ * Any context.
+ */
+bool kfi_sockets_acked(struct socket *sock, const struct kfi_sockets_mark *m);
 
 /*
  * Ends @sock's connection at once (tcp_abort(): a reset; the bytes not

@@ -13,6 +13,7 @@
 #include <linux/mm.h>
 #include <linux/net.h>
 #include <linux/overflow.h>
+#include <linux/sizes.h>
 #include <linux/socket.h>
 #include <linux/tcp.h>
 #include <linux/uio.h>
@@ -29,19 +30,24 @@
  * the linear map or vmalloc, not slab memory (its objects are not
  * refcounted), not device memory (ZONE_DEVICE pages count references
  * their own way), not a frozen page (a large kmalloc's, which counts no
- * references); else NULL.
+ * references), not a reserved one; else NULL. ioremap() and memremap()
+ * share the vmalloc range, and their pfns may have no struct page: the
+ * pfn is checked before the page is looked at.
  */
 static struct page *kfi_sockets_splice_page(const void *p)
 {
 	struct page *page;
 
-	if (is_vmalloc_addr(p))
+	if (is_vmalloc_addr(p)) {
 		page = vmalloc_to_page(p);
-	else if (virt_addr_valid(p))
+		if (!page || !pfn_valid(page_to_pfn(page)))
+			return NULL;
+	} else if (virt_addr_valid(p)) {
 		page = virt_to_page(p);
-	else
+	} else {
 		return NULL;
-	if (!page || !sendpage_ok(page) || is_zone_device_page(page))
+	}
+	if (PageReserved(page) || is_zone_device_page(page) || !sendpage_ok(page))
 		return NULL;
 	return page;
 }
@@ -50,7 +56,7 @@ bool kfi_sockets_can_splice(const void *addr, size_t len)
 {
 	uintptr_t start = (uintptr_t)addr, end, p;
 
-	if (!len || check_add_overflow(start, len, &end))
+	if (check_add_overflow(start, len, &end))
 		return false;
 	for (p = round_down(start, PAGE_SIZE); p < end; p += PAGE_SIZE)
 		if (!kfi_sockets_splice_page((const void *)p))
@@ -92,20 +98,48 @@ int kfi_sockets_send_pages(struct socket *sock, const void *addr, size_t len,
 		if (ret <= 0)
 			return done ? done : ret;
 		done += ret;
-		if (ret < bytes)
+		/*
+		 * A call that may wait takes one batch: each sendmsg waits up to
+		 * the socket's whole timeout, which the caller sets from what is
+		 * left of the frame's deadline before every call.
+		 */
+		if (ret < bytes || !(flags & MSG_DONTWAIT))
 			break;
 	}
 	return done;
 }
 
-u32 kfi_sockets_write_seq(struct socket *sock)
+/*
+ * A frame's mark holds where it ends in the sequence space and the low bits
+ * of the count of bytes acknowledged when it began. It is only made while
+ * less than KFI_SOCKETS_MARK_SPAN lies between the first unacknowledged
+ * byte and the frame's end, so sequence numbers (compared within half
+ * their space) cannot wrap before the frame is acknowledged; once twice
+ * that span has been acknowledged since, so has the frame, whatever the
+ * sequence numbers say.
+ */
+#define KFI_SOCKETS_MARK_SPAN SZ_512M
+
+bool kfi_sockets_mark_frame(struct socket *sock, size_t len, struct kfi_sockets_mark *m)
 {
-	return READ_ONCE(tcp_sk(sock->sk)->write_seq);
+	const struct tcp_sock *tp = tcp_sk(sock->sk);
+	u32 seq = READ_ONCE(tp->write_seq);
+	u32 unacked = seq - READ_ONCE(tp->snd_una);
+
+	if (len >= KFI_SOCKETS_MARK_SPAN || unacked >= KFI_SOCKETS_MARK_SPAN - len)
+		return false;
+	m->end = seq + (u32)len;
+	m->acked = (u32)READ_ONCE(tp->bytes_acked);
+	return true;
 }
 
-bool kfi_sockets_acked(struct socket *sock, u32 seq)
+bool kfi_sockets_acked(struct socket *sock, const struct kfi_sockets_mark *m)
 {
-	return !before(READ_ONCE(tcp_sk(sock->sk)->snd_una), seq);
+	const struct tcp_sock *tp = tcp_sk(sock->sk);
+
+	if (!before(READ_ONCE(tp->snd_una), m->end))
+		return true;
+	return (u32)READ_ONCE(tp->bytes_acked) - m->acked >= 2 * KFI_SOCKETS_MARK_SPAN;
 }
 
 void kfi_sockets_abort(struct socket *sock)

@@ -21,6 +21,7 @@ use crate::{
     },
     ksock::Deadline,
     mr::Access,
+    splice::Mark,
     wire::{Op, RmaDesc, RMA_IOV_MAX},
 };
 
@@ -261,11 +262,11 @@ pub(crate) struct Pending {
     /// completion to that handler, which reports it once it is done with
     /// them (`rx/resp.rs`).
     pub(crate) answering: bool,
-    /// The frame's payload goes by page reference (`splice.rs`) and its
-    /// last byte comes before this TCP sequence number: a response counts
-    /// only once TCP has acknowledged that far. Set when the operation is
-    /// entered, right before its frame is sent.
-    pub(crate) by_ref_end: Option<u32>,
+    /// The frame's payload goes by page reference (`splice.rs`), and it
+    /// ends where this marks: a response counts only once TCP has
+    /// acknowledged that far. Set when the operation is entered, right
+    /// before its frame is sent.
+    pub(crate) by_ref: Option<Mark>,
 }
 
 impl Pending {

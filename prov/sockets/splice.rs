@@ -15,43 +15,54 @@
 //! acknowledged them at the TCP level ([`acked`], checked with the
 //! response against the frame's end, noted when the operation is entered
 //! in `tx.rs`): a peer that answers before it has taken the bytes breaks
-//! the protocol. A peer on this host (loopback, veth) receives the skbs
-//! themselves, with the references: one that answers without reading can
-//! still read the buffer later; `splice_min_bytes=0` sends copies only.
+//! the protocol. Residual: a peer on this host (loopback, veth) receives
+//! the skbs themselves, with the references, and one that answers without
+//! reading can still read the buffer later; a clone of a retransmitted skb
+//! may still wait in a qdisc or driver after the acknowledgement. A ULP
+//! that cannot allow that sets `splice_min_bytes=0` (copies only).
 
+use core::num::NonZeroU32;
 use kernel::prelude::*;
 
 use crate::{
     bufs::{self, Buf},
     ksock::Socket,
     sock_sys::{
-        kfi_sockets_abort, kfi_sockets_acked, kfi_sockets_can_splice, kfi_sockets_send_pages,
-        kfi_sockets_write_seq,
+        kfi_sockets_abort, kfi_sockets_acked, kfi_sockets_can_splice, kfi_sockets_mark,
+        kfi_sockets_mark_frame, kfi_sockets_send_pages,
     },
 };
 
-/// The largest payload sent by page reference.
-const MAX_BY_REF: usize = 1 << 30;
+/// Where a frame sent by page reference ends in its socket's sequence
+/// space (`struct kfi_sockets_mark` of `kfi_sockets_glue.h`, kept here as
+/// a plain value).
+#[derive(Clone, Copy)]
+pub(crate) struct Mark {
+    end: u32,
+    /// The count of acknowledged bytes with its lowest bit set: a niche,
+    /// so that an `Option<Mark>` in every pending operation takes 8 bytes
+    /// (one byte off does not matter to a check in units of 1 GiB).
+    acked: NonZeroU32,
+}
 
-/// Whether the payload `bufs` goes by page reference.
+/// Whether the payload `bufs` may go by page reference: large enough, and
+/// every page of it one that counts references. Any context; it looks up
+/// every page.
 pub(crate) fn payload_by_ref(bufs: &[Buf]) -> bool {
     let min = crate::splice_min_bytes();
-    let len = bufs::total(bufs);
-    // TCP compares sequence numbers within half their space.
     min != 0
-        && len >= min
-        && len <= MAX_BY_REF
+        && bufs::total(bufs) >= min
         && bufs.iter().all(|b| {
-            // SAFETY: The operation's buffer, valid until it completes.
-            let s = unsafe { bufs::slice(b) };
-            // SAFETY: `s` is memory the call only looks up.
-            unsafe { kfi_sockets_can_splice(s.as_ptr().cast(), s.len()) }
+            // SAFETY: The call reads no byte of the range: it looks up the
+            // page tables and pages behind any address and length.
+            unsafe { kfi_sockets_can_splice(b.base as *const c_void, b.len) }
         })
 }
 
 /// Sends `buf` on `sock` by page reference with `flags`: what
-/// `kernel_sendmsg` would return. For a payload [`payload_by_ref`]
-/// accepted (anything else is `EFAULT`). Process context; sleeps unless
+/// `kernel_sendmsg` would return (waiting, one batch of pages per call).
+/// For a payload [`payload_by_ref`] accepted (a page no longer
+/// acceptable is `EFAULT`). Process context; sleeps unless
 /// `MSG_DONTWAIT`.
 pub(crate) fn send_pages(sock: &Socket, buf: &[u8], flags: c_uint) -> c_int {
     // SAFETY: A live socket; `buf` stays valid while the call reads it, and
@@ -59,30 +70,43 @@ pub(crate) fn send_pages(sock: &Socket, buf: &[u8], flags: c_uint) -> c_int {
     unsafe { kfi_sockets_send_pages(sock.as_raw(), buf.as_ptr().cast(), buf.len(), flags) }
 }
 
-/// The TCP sequence number after the last byte sent on `sock`: read by the
-/// transmitter, the only writer, right after a frame. Any context.
-pub(crate) fn write_seq(sock: &Socket) -> u32 {
-    // SAFETY: A live TCP socket.
-    unsafe { kfi_sockets_write_seq(sock.as_raw()) }
+/// Marks where a frame of `len` bytes sent next on `sock` ends; `None` if
+/// it must be copied instead (too far ahead of what the peer has
+/// acknowledged to tell). Called by the transmitter, the socket's only
+/// writer, before the frame's first byte. Any context.
+pub(crate) fn mark(sock: &Socket, len: usize) -> Option<Mark> {
+    let mut m = kfi_sockets_mark::default();
+    // SAFETY: A live TCP socket; `m` is written during the call only.
+    if !unsafe { kfi_sockets_mark_frame(sock.as_raw(), len, &mut m) } {
+        return None;
+    }
+    Some(Mark {
+        end: m.end,
+        acked: NonZeroU32::new(m.acked | 1)?,
+    })
 }
 
-/// Whether the peer has acknowledged every byte of `sock` before `seq`
-/// (no retransmission can read them again). Any context.
-pub(crate) fn acked(sock: &Socket, seq: u32) -> bool {
-    // SAFETY: A live TCP socket.
-    unsafe { kfi_sockets_acked(sock.as_raw(), seq) }
+/// Whether the peer has acknowledged every byte of the frame `m` marks (no
+/// retransmission reads its pages again). Any context.
+pub(crate) fn acked(sock: &Socket, m: &Mark) -> bool {
+    let m = kfi_sockets_mark {
+        end: m.end,
+        acked: m.acked.get(),
+    };
+    // SAFETY: A live TCP socket; `m` is read during the call only.
+    unsafe { kfi_sockets_acked(sock.as_raw(), &m) }
 }
 
 /// Whether the socket may still read the pages of a frame sent by
-/// reference that ends at `end` (`None`: a copied frame). Any context.
-pub(crate) fn in_flight(sock: &Socket, end: Option<u32>) -> bool {
-    end.is_some_and(|end| !acked(sock, end))
+/// reference that `m` marks (`None`: a copied frame). Any context.
+pub(crate) fn in_flight(sock: &Socket, m: Option<Mark>) -> bool {
+    m.is_some_and(|m| !acked(sock, &m))
 }
 
 /// Ends `sock`'s connection at once, dropping the bytes the peer has not
 /// acknowledged: before an operation whose frame went by reference fails
-/// while the socket may still read its pages ([`in_flight`]), so that
-/// nothing sends them after the ULP got its buffer back. Process context.
+/// while the socket may still read its pages ([`in_flight`]), so that TCP
+/// sends none of them after the ULP got its buffer back. Process context.
 pub(crate) fn abort(sock: &Socket) {
     // SAFETY: A live TCP socket; process context.
     unsafe { kfi_sockets_abort(sock.as_raw()) }

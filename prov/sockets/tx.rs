@@ -369,14 +369,16 @@ pub(crate) fn enter_in_place(s: &mut State, op: &mut TxOp) -> (u64, Reports) {
     s.next_id = id.wrapping_add(1).max(1);
     let mut p = pending_of(op, id);
     if op.by_ref {
-        // The frame goes next (the caller is the transmitter): it ends
-        // this far into the TCP sequence space, and a response counts only
-        // once TCP has acknowledged that far (`rx/resp.rs`).
+        // The frame goes next (the caller is the transmitter): a response
+        // counts only once TCP has acknowledged it to its end (`rx/resp.rs`).
+        // Without a mark, it is copied.
         let len = frame::frame_len(op.nrma, op.bufs.total());
-        p.by_ref_end = s
+        p.by_ref = s
             .sock
             .as_deref()
-            .map(|sock| splice::write_seq(sock).wrapping_add(len as u32));
+            .zip(len)
+            .and_then(|(sock, len)| splice::mark(sock, len));
+        op.by_ref = p.by_ref.is_some();
     }
     // Within the room `may_go` reserved: does not fail.
     let _ = s.pending.push_within_capacity(p);
@@ -434,7 +436,7 @@ fn pending_of(op: &mut TxOp, id: u64) -> Pending {
         due: None,
         early: None,
         answering: false,
-        by_ref_end: None,
+        by_ref: None,
     };
     match op.kind {
         Kind::Read => {

@@ -51,7 +51,7 @@ pub(crate) fn expire_responses(sh: &Shared, sock: &Socket) -> Result {
         (late, next, s.tx_cq)
     };
     if let Some(p) = late {
-        if splice::in_flight(sock, p.by_ref_end) {
+        if splice::in_flight(sock, p.by_ref) {
             // Its pages must not go out after it is reported.
             splice::abort(sock);
         }
@@ -111,12 +111,12 @@ fn pending(sh: &Arc<Shared>, id: u64, kind: Option<Kind>) -> Result<Answered> {
         .ok_or(EPROTO)?;
     let cq = s.tx_cq;
     let entry = s.pending.get(i).ok_or(EPROTO)?;
-    if let Some(end) = entry.by_ref_end {
+    if let Some(m) = &entry.by_ref {
         // Answered before TCP acknowledged the frame's bytes, which went
         // by page reference (`splice.rs`): the peer cannot have them all.
         // The entry stays for the teardown.
         let sock = s.sock.as_deref();
-        if !sock.is_some_and(|sock| splice::acked(sock, end)) {
+        if !sock.is_some_and(|sock| splice::acked(sock, m)) {
             return Err(EPROTO);
         }
     }
