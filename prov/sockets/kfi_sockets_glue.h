@@ -75,21 +75,15 @@ int kfi_sockets_skb_copy(const struct sk_buff *skb, unsigned int offset, void *t
 /* Sends by page reference (kfi_sockets_splice.c; splice.rs). */
 
 /*
- * Whether every page of [@addr, @addr + @len) may be sent by reference:
- * linear map or vmalloc with a struct page that counts references, not
- * slab, reserved or device memory. Reads no byte of the range. Any
- * context.
- */
-bool kfi_sockets_can_splice(const void *addr, size_t len);
-
-/*
- * Sends @len bytes at @addr, which kfi_sockets_can_splice() accepted, as
- * page references (MSG_SPLICE_PAGES, MSG_MORE between batches) with
- * @flags (MSG_NOSIGNAL, MSG_DONTWAIT, MSG_MORE): with MSG_DONTWAIT as many
- * batches of 16 pages as the socket takes, else one (each sendmsg may wait
- * the socket's whole timeout, which the caller arms before every call).
- * Returns the bytes the socket took (at most INT_MAX) or -errno, as
- * kernel_sendmsg(). Process context; sleeps unless MSG_DONTWAIT.
+ * Sends @len bytes at @addr with @flags (MSG_NOSIGNAL, MSG_DONTWAIT,
+ * MSG_MORE; MSG_MORE between its own calls): the pages that count
+ * references (linear map or vmalloc with a struct page; not slab, frozen,
+ * reserved or device memory) as page references (MSG_SPLICE_PAGES, up to
+ * 16 per sendmsg), the others copied. With MSG_DONTWAIT as many sendmsg
+ * calls as the socket takes, else one (each may wait the socket's whole
+ * timeout, which the caller arms before every call). Returns the bytes
+ * the socket took (at most INT_MAX) or -errno, as kernel_sendmsg().
+ * Process context; sleeps unless MSG_DONTWAIT.
  */
 int kfi_sockets_send_pages(struct socket *sock, const void *addr, size_t len,
 			   unsigned int flags);

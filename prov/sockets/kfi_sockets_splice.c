@@ -3,7 +3,8 @@
  * Sends by page reference (splice.rs): a large payload of an operation
  * that completes only on the peer's response goes into the socket as
  * references to the ULP's pages (MSG_SPLICE_PAGES) instead of a copy,
- * as nvme-tcp sends its data. The skbs hold their own page references,
+ * as nvme-tcp sends its data; the pages that count no references (slab,
+ * a large kmalloc's) are copied in their place. The skbs hold their own page references,
  * so the pages outlive a buffer the ULP frees after the completion; TCP's
  * acknowledgement (kfi_sockets_acked()) tells when no retransmission can
  * read them again.
@@ -52,16 +53,41 @@ static struct page *kfi_sockets_splice_page(const void *p)
 	return page;
 }
 
-bool kfi_sockets_can_splice(const void *addr, size_t len)
-{
-	uintptr_t start = (uintptr_t)addr, end, p;
+/* Bytes of a page the socket may not reference copied in one sendmsg at most. */
+#define KFI_SOCKETS_COPY_RUN SZ_256K
 
-	if (check_add_overflow(start, len, &end))
-		return false;
-	for (p = round_down(start, PAGE_SIZE); p < end; p += PAGE_SIZE)
-		if (!kfi_sockets_splice_page((const void *)p))
-			return false;
-	return true;
+/*
+ * The next run of @buf: up to a batch of pages the socket may reference
+ * (described in @bv, their count returned), else the bytes of pages it
+ * may not, up to the next one it may (@bv unused, 0 returned); @bytes
+ * gets the run's length.
+ */
+static unsigned int kfi_sockets_next_run(const char *buf, size_t len,
+					 struct bio_vec *bv, size_t *bytes)
+{
+	bool ref = kfi_sockets_splice_page(buf);
+	unsigned int n = 0;
+	size_t got = 0;
+
+	while (got < len) {
+		const char *p = buf + got;
+		size_t off = offset_in_page(p);
+		size_t part = min_t(size_t, PAGE_SIZE - off, len - got);
+		struct page *page = kfi_sockets_splice_page(p);
+
+		if (!!page != ref)
+			break;
+		if (page) {
+			if (n == KFI_SOCKETS_SPLICE_BATCH)
+				break;
+			bvec_set_page(&bv[n++], page, part, off);
+		} else if (got >= KFI_SOCKETS_COPY_RUN) {
+			break;
+		}
+		got += part;
+	}
+	*bytes = got;
+	return n;
 }
 
 int kfi_sockets_send_pages(struct socket *sock, const void *addr, size_t len,
@@ -73,35 +99,29 @@ int kfi_sockets_send_pages(struct socket *sock, const void *addr, size_t len,
 
 	len = min_t(size_t, len, INT_MAX);
 	while (done < len) {
-		struct msghdr msg = {};
-		size_t bytes = 0;
-		unsigned int n = 0;
+		struct msghdr msg = { .msg_flags = flags };
+		size_t bytes;
+		unsigned int n = kfi_sockets_next_run(at + done, len - done, bv, &bytes);
 		int ret;
 
-		while (n < ARRAY_SIZE(bv) && done + bytes < len) {
-			const char *p = at + done + bytes;
-			size_t off = offset_in_page(p);
-			size_t part = min_t(size_t, PAGE_SIZE - off, len - done - bytes);
-			struct page *page = kfi_sockets_splice_page(p);
-
-			/* The buffer changed kind since it was checked. */
-			if (!page)
-				return done ? done : -EFAULT;
-			bvec_set_page(&bv[n++], page, part, off);
-			bytes += part;
-		}
-		msg.msg_flags = flags | MSG_SPLICE_PAGES;
 		if (done + bytes < len)
 			msg.msg_flags |= MSG_MORE;
-		iov_iter_bvec(&msg.msg_iter, ITER_SOURCE, bv, n, bytes);
-		ret = sock_sendmsg(sock, &msg);
+		if (n) {
+			msg.msg_flags |= MSG_SPLICE_PAGES;
+			iov_iter_bvec(&msg.msg_iter, ITER_SOURCE, bv, n, bytes);
+			ret = sock_sendmsg(sock, &msg);
+		} else {
+			struct kvec iov = { .iov_base = (void *)(at + done), .iov_len = bytes };
+
+			ret = kernel_sendmsg(sock, &msg, &iov, 1, bytes);
+		}
 		if (ret <= 0)
 			return done ? done : ret;
 		done += ret;
 		/*
-		 * A call that may wait takes one batch: each sendmsg waits up to
-		 * the socket's whole timeout, which the caller sets from what is
-		 * left of the frame's deadline before every call.
+		 * A call that may wait makes one sendmsg: each waits up to the
+		 * socket's whole timeout, which the caller sets from what is left
+		 * of the frame's deadline before every call.
 		 */
 		if (ret < bytes || !(flags & MSG_DONTWAIT))
 			break;

@@ -163,8 +163,6 @@ fn may_send_inline(by: Caller) -> bool {
 /// left in its place) and [`push_tx`] gets it sent. Any context but hard
 /// interrupt.
 pub(crate) fn post(sh: &Arc<Shared>, op: &mut TxOp) -> Result {
-    // Decided here, not under the connection's lock: it looks up every
-    // page of the payload.
     op.by_ref = op.by_ref_allowed() && splice::payload_by_ref(op.bufs.as_slice());
     let inline = may_send_inline(Caller::Poster);
     let mut s = sh.state.lock();

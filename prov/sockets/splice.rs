@@ -5,9 +5,8 @@
 //! (`MSG_SPLICE_PAGES`, as nvme-tcp sends data). Only for an operation
 //! that completes on the peer's response (a write that is answered, a
 //! message with delivery or commit completion), with at least
-//! `splice_min_bytes` of payload, all in pages that count references
-//! (vmalloc, the page cache, `alloc_pages`; not slab memory or a large
-//! kmalloc, whose pages count none).
+//! `splice_min_bytes` of payload; its pages that count no references
+//! (slab memory, a large kmalloc's) are copied in their place.
 //!
 //! The page references keep the memory alive if the ULP frees a buffer
 //! once its operation has completed; what keeps its bytes from being read
@@ -28,8 +27,8 @@ use crate::{
     bufs::{self, Buf},
     ksock::Socket,
     sock_sys::{
-        kfi_sockets_abort, kfi_sockets_acked, kfi_sockets_can_splice, kfi_sockets_mark,
-        kfi_sockets_mark_frame, kfi_sockets_send_pages,
+        kfi_sockets_abort, kfi_sockets_acked, kfi_sockets_mark, kfi_sockets_mark_frame,
+        kfi_sockets_send_pages,
     },
 };
 
@@ -45,24 +44,16 @@ pub(crate) struct Mark {
     acked: NonZeroU32,
 }
 
-/// Whether the payload `bufs` may go by page reference: large enough, and
-/// every page of it one that counts references. Any context; it looks up
-/// every page.
+/// Whether the payload `bufs` goes by page reference (its pages that
+/// count none are copied in their place, [`send_pages`]).
 pub(crate) fn payload_by_ref(bufs: &[Buf]) -> bool {
     let min = crate::splice_min_bytes();
-    min != 0
-        && bufs::total(bufs) >= min
-        && bufs.iter().all(|b| {
-            // SAFETY: The call reads no byte of the range: it looks up the
-            // page tables and pages behind any address and length.
-            unsafe { kfi_sockets_can_splice(b.base as *const c_void, b.len) }
-        })
+    min != 0 && bufs::total(bufs) >= min
 }
 
-/// Sends `buf` on `sock` by page reference with `flags`: what
-/// `kernel_sendmsg` would return (waiting, one batch of pages per call).
-/// For a payload [`payload_by_ref`] accepted (a page no longer
-/// acceptable is `EFAULT`). Process context; sleeps unless
+/// Sends `buf` on `sock` with `flags`, its pages that count references by
+/// reference and the others copied: what `kernel_sendmsg` would return
+/// (waiting, one sendmsg per call). Process context; sleeps unless
 /// `MSG_DONTWAIT`.
 pub(crate) fn send_pages(sock: &Socket, buf: &[u8], flags: c_uint) -> c_int {
     // SAFETY: A live socket; `buf` stays valid while the call reads it, and

@@ -2,9 +2,9 @@
 
 //! `kfi_sockets_by_ref`: RMA writes whose payload kfi_sockets sends by
 //! page reference (`prov/sockets/splice.rs`: an answered write of at least
-//! `splice_min_bytes`, 16 KiB by default, in pages that can be
-//! referenced: vmalloc'd here, as a large kmalloc's pages count no
-//! references), against a raw kernel-socket target. The bytes must arrive
+//! `splice_min_bytes`, 16 KiB by default; vmalloc'd here, as a large
+//! kmalloc's pages count no references and are copied), against a raw
+//! kernel-socket target. The bytes must arrive
 //! as they are in the buffers, gathered from several pieces at any
 //! offset; the write must complete once, on the answer. An answer that
 //! comes before TCP has acknowledged the whole frame (the target cannot
@@ -64,17 +64,21 @@ fn write_done(c: &Owned<sys::kfid_cq>, ctx: usize, len: usize) -> Result {
     Ok(())
 }
 
-/// Pieces of `src` one write gathers in round `round`: one buffer, or
-/// three at odd offsets and lengths (each piece's pages referenced from
-/// the middle).
-fn pieces(src: &[u8], round: usize) -> Result<KVec<&[u8]>> {
+/// Pieces one write gathers in round `round`: one buffer of `src`, three
+/// pieces of it at odd offsets and lengths (each piece's pages referenced
+/// from the middle), or pieces of it around `slab`, a small kmalloc'd
+/// buffer (slab memory, which the provider copies within the frame).
+fn pieces<'a>(src: &'a [u8], slab: &'a [u8], round: usize) -> Result<KVec<&'a [u8]>> {
     let mut v = KVec::new();
-    let cuts: &[(usize, usize)] = if round % 2 == 0 {
-        &[(0, 128 << 10)]
-    } else {
-        &[(100, 40_000), (40_001, 65_536), (70_003, 135_001)]
+    let cuts: &[(usize, usize)] = match round % 3 {
+        0 => &[(0, 128 << 10)],
+        1 => &[(100, 40_000), (40_001, 65_536), (70_003, 135_001)],
+        _ => &[(5, 30_000), (30_000, 70_000)],
     };
-    for &(a, b) in cuts {
+    for (k, &(a, b)) in cuts.iter().enumerate() {
+        if round % 3 == 2 && k == 1 {
+            v.push(slab, GFP_KERNEL)?;
+        }
         v.push(src.get(a..b).ok_or(EINVAL)?, GFP_KERNEL)?;
     }
     Ok(v)
@@ -84,15 +88,18 @@ fn pieces(src: &[u8], round: usize) -> Result<KVec<&[u8]>> {
 mod cases {
     use super::*;
 
-    /// Writes of 128 KiB, from one buffer or gathered from three pieces,
-    /// to a target that reads slowly (a small receive buffer: the socket
-    /// sends the pages in many segments) or not: the target gets every
-    /// byte as it was in the pieces, the write completes once, on the
-    /// answer, after the target read the whole frame.
+    /// Writes of 40 to 128 KiB, from one buffer, gathered from three
+    /// pieces, or with a piece of slab memory among them, to a target that
+    /// reads slowly (a small receive buffer: the socket sends the pages in
+    /// many segments) or not: the target gets every byte as it was in the
+    /// pieces, the write completes once, on the answer, after the target
+    /// read the whole frame.
     #[test]
     fn writes_by_reference_land_whole() -> Result {
         let mut src = VVec::with_capacity(160 << 10, GFP_KERNEL)?;
         src.resize(160 << 10, 0u8, GFP_KERNEL)?;
+        let mut slab = KVec::with_capacity(1500, GFP_KERNEL)?;
+        slab.resize(1500, 0u8, GFP_KERNEL)?;
         for (port, cport, small) in [(7545u16, c"7545", false), (7546, c"7546", true)] {
             let n = net(cport)?;
             let l = raw_listener(port)?;
@@ -102,11 +109,14 @@ mod cases {
             let c = cq(&n)?;
             let (ep, raw) = kfi_client(&n, &c, &l)?;
             let outcome = (|| -> Result {
-                for round in 0..4 {
+                for round in 0..6 {
                     for (i, b) in src.iter_mut().enumerate() {
                         *b = pattern(round, i);
                     }
-                    let parts = pieces(&src, round)?;
+                    for (i, b) in slab.iter_mut().enumerate() {
+                        *b = !pattern(round, i);
+                    }
+                    let parts = pieces(&src, &slab, round)?;
                     let len: usize = parts.iter().map(|p| p.len()).sum();
                     let ctx = 20 + round;
                     ensure!(

@@ -199,7 +199,7 @@ pub(crate) fn key(mr: &Owned<sys::kfid_mr>) -> u64 {
 
 /// Posts an RMA write of `buf` to `len` bytes at 0 of region `key`.
 pub(crate) fn post_write(ep: &Owned<sys::kfid_ep>, buf: &[u8], key: u64, ctx: usize) -> c_int {
-    post_rma(ep, kvec(buf), 0, 0, key, ctx, false, 0)
+    post_rma(ep, &[kvec(buf)], 0, 0, key, ctx, false, 0)
 }
 
 /// Posts an RMA write of `buf` from an RDM endpoint to the peer `dest`
@@ -213,7 +213,7 @@ pub(crate) fn post_write_to(
     ctx: usize,
     flags: u64,
 ) -> c_int {
-    post_rma(ep, kvec(buf), dest, 0, key, ctx, false, flags)
+    post_rma(ep, &[kvec(buf)], dest, 0, key, ctx, false, flags)
 }
 
 /// Posts an RMA write of `buf` to as many bytes at `addr` of region
@@ -226,7 +226,7 @@ pub(crate) fn post_write_at(
     ctx: usize,
     flags: u64,
 ) -> c_int {
-    post_rma(ep, kvec(buf), 0, addr, key, ctx, false, flags)
+    post_rma(ep, &[kvec(buf)], 0, addr, key, ctx, false, flags)
 }
 
 /// Posts one RMA write of the buffers `bufs`, gathered, to as many bytes
@@ -243,9 +243,33 @@ pub(crate) fn post_write_iov(
             return -ENOMEM.to_errno();
         }
     }
+    post_rma(ep, &v, 0, 0, key, ctx, false, 0)
+}
+
+/// Posts an RMA read of `buf.len()` bytes at 0 of region `key` into
+/// `buf`.
+pub(crate) fn post_read(ep: &Owned<sys::kfid_ep>, buf: &mut [u8], key: u64, ctx: usize) -> c_int {
+    post_rma(ep, &[kvec_mut(buf)], 0, 0, key, ctx, true, 0)
+}
+
+/// Posts an RMA write (or, `read`, a read) of the buffers `v`, gathered
+/// (scattered), to as many bytes at `addr` of region `key` of the peer
+/// `dest` (an RDM endpoint's; a MSG endpoint ignores it), with the
+/// operation flags `flags`.
+#[allow(clippy::too_many_arguments)]
+fn post_rma(
+    ep: &Owned<sys::kfid_ep>,
+    v: &[kernel::bindings::kvec],
+    dest: u64,
+    addr: u64,
+    key: u64,
+    ctx: usize,
+    read: bool,
+    flags: u64,
+) -> c_int {
     let remote = sys::kfi_rma_iov {
-        addr: 0,
-        len: bufs.iter().map(|b| b.len()).sum(),
+        addr,
+        len: v.iter().map(|v| v.iov_len).sum(),
         key,
     };
     let mut m = sys::kfi_msg_rma {
@@ -257,48 +281,9 @@ pub(crate) fn post_write_iov(
     m.msg.__bindgen_anon_1.msg_iov = v.as_ptr();
     m.msg.iov_count = v.len();
     m.msg.context = ctx as *mut c_void;
-    // SAFETY: An open endpoint; callers keep the buffers until the
-    // completion (the provider copies the kvecs themselves at post).
-    unsafe { rc(ep.writemsg(&m, 0)) }
-}
-
-/// Posts an RMA read of `buf.len()` bytes at 0 of region `key` into
-/// `buf`.
-pub(crate) fn post_read(ep: &Owned<sys::kfid_ep>, buf: &mut [u8], key: u64, ctx: usize) -> c_int {
-    post_rma(ep, kvec_mut(buf), 0, 0, key, ctx, true, 0)
-}
-
-/// Posts an RMA write (or, `read`, a read) of the buffer `v` to as many
-/// bytes at `addr` of region `key` of the peer `dest` (an RDM endpoint's;
-/// a MSG endpoint ignores it), with the operation flags `flags`.
-#[allow(clippy::too_many_arguments)]
-fn post_rma(
-    ep: &Owned<sys::kfid_ep>,
-    v: kernel::bindings::kvec,
-    dest: u64,
-    addr: u64,
-    key: u64,
-    ctx: usize,
-    read: bool,
-    flags: u64,
-) -> c_int {
-    let remote = sys::kfi_rma_iov {
-        addr,
-        len: v.iov_len,
-        key,
-    };
-    let mut m = sys::kfi_msg_rma {
-        rma_iov: &remote,
-        rma_iov_count: 1,
-        ..Default::default()
-    };
-    m.msg.iov_type = sys::KFI_KVEC;
-    m.msg.__bindgen_anon_1.msg_iov = &v;
-    m.msg.iov_count = 1;
-    m.msg.context = ctx as *mut c_void;
     m.msg.addr = dest;
-    // SAFETY: An open endpoint; callers keep the buffer until the
-    // completion.
+    // SAFETY: An open endpoint; callers keep the buffers until the
+    // completion (the provider copies the list of them at post).
     unsafe {
         rc(if read {
             ep.readmsg(&m, flags)
