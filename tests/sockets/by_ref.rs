@@ -156,28 +156,7 @@ mod cases {
         let c = cq(&n)?;
         let (ep, raw) = kfi_client(&n, &c, &l)?;
         let outcome = (|| -> Result {
-            ensure!(
-                post_write_iov(&ep, &[&src], 0x99, 7) == 0,
-                "write not posted"
-            );
-            let h = frame::recv_hdr(&raw)?;
-            ensure!(h.op == Op::Write && h.len == LEN as u64, "not the write");
-            frame::recv_rma(&raw, &h)?;
-            frame::send_frame(&raw, &Hdr::new(Op::Ack, h.id, 0), &[], &[])?;
-            let err = cq_error(&c, WAIT_MS)?;
-            ensure!(
-                err.op_context as usize == 7
-                    && [-ECANCELED.to_errno(), -EPROTO.to_errno()].contains(&err.err),
-                "write {} ended with {}",
-                err.op_context as usize,
-                err.err
-            );
-            let e = eq_error(&n)?;
-            ensure!(
-                e.fid == ep.fid() && e.err == -EPROTO.to_errno(),
-                "EQ error {}",
-                e.err
-            );
+            write_answered_early(&n, &c, &ep, &raw, &[&src], 7)?;
             let (ev, _, _) = event(&n)?;
             ensure!(ev == sys::KFI_SHUTDOWN, "event {} after the error", ev);
             // The failed write's pages never go out after its completion:

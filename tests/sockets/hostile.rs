@@ -49,39 +49,9 @@ mod cases {
         let l = raw_listener(7480)?;
         let c = cq(&n)?;
         let (ep, raw) = kfi_client(&n, &c, &l)?;
-        let outcome = (|| -> Result {
-            ensure!(
-                post_write_iov(&ep, &[&src, &tail], 0x1234, 5) == 0,
-                "write not posted"
-            );
-            let mut hb = [0u8; HDR_LEN];
-            frame::recv_exact(&raw, &mut hb)?;
-            let h = Hdr::decode(&hb)?;
-            ensure!(
-                h.op == Op::Write && h.len == (LEN + TAIL) as u64,
-                "not the write"
-            );
-            let mut db = [0u8; RMA_DESC_LEN];
-            frame::recv_exact(&raw, &mut db)?;
-            // The answer comes before the payload was read: the sender is
-            // still in the middle of the frame.
-            frame::send_frame(&raw, &Hdr::new(Op::Ack, h.id, 0), &[], &[])?;
-            let err = cq_error(&c, WAIT_MS)?;
-            ensure!(
-                err.op_context as usize == 5
-                    && [-ECANCELED.to_errno(), -EPROTO.to_errno()].contains(&err.err),
-                "write {} ended with {}",
-                err.op_context as usize,
-                err.err
-            );
-            let e = eq_error(&n)?;
-            ensure!(
-                e.fid == ep.fid() && e.err == -EPROTO.to_errno(),
-                "EQ error {}",
-                e.err
-            );
-            Ok(())
-        })();
+        // The answer comes before the payload was read: the sender is still
+        // in the middle of the frame.
+        let outcome = write_answered_early(&n, &c, &ep, &raw, &[&src, &tail], 5);
         drop(ep);
         drop(raw);
         drop(src);

@@ -19,6 +19,7 @@ use super::{
     kfi::{kfabric::Owned, kfi_sys as sys},
     ksock::{SockAddr, Socket},
     net::*,
+    wire::{Hdr, Op},
 };
 
 /// Fails the case with a message unless `$c` holds.
@@ -244,6 +245,42 @@ pub(crate) fn post_write_iov(
         }
     }
     post_rma(ep, &v, 0, 0, key, ctx, false, 0)
+}
+
+/// Posts a write of `bufs` (context `ctx`) on `ep` and, as its raw target
+/// `raw`, answers it right after its header and descriptors, before TCP
+/// has its payload. Expects what that answer must cause: the write fails
+/// (`ECANCELED` at the teardown, or `EPROTO`), never completes, and the
+/// connection ends with an `EPROTO` EQ error.
+pub(crate) fn write_answered_early(
+    n: &Net,
+    c: &Owned<sys::kfid_cq>,
+    ep: &Owned<sys::kfid_ep>,
+    raw: &Socket,
+    bufs: &[&[u8]],
+    ctx: usize,
+) -> Result {
+    ensure!(post_write_iov(ep, bufs, 0x99, ctx) == 0, "write not posted");
+    let h = frame::recv_hdr(raw)?;
+    let len: usize = bufs.iter().map(|b| b.len()).sum();
+    ensure!(h.op == Op::Write && h.len == len as u64, "not the write");
+    frame::recv_rma(raw, &h)?;
+    frame::send_frame(raw, &Hdr::new(Op::Ack, h.id, 0), &[], &[])?;
+    let err = cq_error(c, WAIT_MS)?;
+    ensure!(
+        err.op_context as usize == ctx
+            && [-ECANCELED.to_errno(), -EPROTO.to_errno()].contains(&err.err),
+        "write {} ended with {}",
+        err.op_context as usize,
+        err.err
+    );
+    let e = eq_error(n)?;
+    ensure!(
+        e.fid == ep.fid() && e.err == -EPROTO.to_errno(),
+        "EQ error {}",
+        e.err
+    );
+    Ok(())
 }
 
 /// Posts an RMA read of `buf.len()` bytes at 0 of region `key` into
