@@ -104,12 +104,7 @@ fn expect_broken(
         err.op_context as usize,
         err.err
     );
-    let e = eq_error(n)?;
-    ensure!(
-        e.fid == ep.fid() && e.err == -EPROTO.to_errno(),
-        "EQ error {}",
-        e.err
-    );
+    eq_eproto(n, ep)?;
     let (ev, _, _) = event(n)?;
     ensure!(ev == sys::KFI_SHUTDOWN, "event {} after the error", ev);
     ensure!(wait_readable(raw, 5000), "the connection stayed up");

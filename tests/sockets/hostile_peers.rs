@@ -274,6 +274,12 @@ pub(crate) fn write_answered_early(
         err.op_context as usize,
         err.err
     );
+    eq_eproto(n, ep)
+}
+
+/// Expects the EQ of `n` to hold an `EPROTO` error entry of `ep`: the peer
+/// broke the protocol.
+pub(crate) fn eq_eproto(n: &Net, ep: &Owned<sys::kfid_ep>) -> Result {
     let e = eq_error(n)?;
     ensure!(
         e.fid == ep.fid() && e.err == -EPROTO.to_errno(),
