@@ -131,9 +131,13 @@ fn pending(sh: &Arc<Shared>, id: u64, kind: Option<Kind>) -> Result<Answered> {
         });
     }
     let p = s.pending.remove(i).map_err(|_| EPROTO)?;
+    let waiting = s.tx.front().is_some();
     drop(s);
-    // An operation may wait for room in the pending list.
-    progress::kick_tx(sh);
+    if waiting {
+        // An operation may wait for room in the pending list, or for the
+        // last one to complete (a fence).
+        progress::kick_tx(sh);
+    }
     Ok(Answered { p, cq, taken: true })
 }
 
@@ -160,10 +164,16 @@ pub(super) fn finish_answered(sh: &Arc<Shared>, a: &Answered, st: Result) {
             p.early = Some(st);
             return;
         }
-        s.pending.remove(i).ok()
+        s.pending
+            .remove(i)
+            .ok()
+            .map(|p| (p, s.tx.front().is_some()))
     };
-    if let Some(p) = done {
-        progress::kick_tx(sh);
+    if let Some((p, waiting)) = done {
+        if waiting {
+            // As in `pending`.
+            progress::kick_tx(sh);
+        }
         finish(a.cq, &p, st);
     }
 }
