@@ -205,7 +205,13 @@ fn send_parts(
     let total: usize = parts.iter().map(|p| p.len()).sum();
     let left = total.checked_sub(at).ok_or(EINVAL)?;
     let by_ref = by_ref.map(|f| (1 + descs.len(), f));
-    let n = sock.send_split(parts, by_ref, at, wait)?;
+    let n = sock.send_split(parts, by_ref, at, wait, false)?;
+    how_far(n, left, at, wait)
+}
+
+/// How far a frame got whose send call from byte `at` took `n` of the
+/// `left` bytes there were, as `wait` says.
+fn how_far(n: usize, left: usize, at: usize, wait: Wait) -> Result<Sent> {
     if n == left {
         return Ok(Sent::Whole);
     }
@@ -214,6 +220,26 @@ fn send_parts(
         return Err(EPIPE);
     }
     Ok(Sent::Upto(at + n))
+}
+
+/// Sends a frame that is `hdr` alone (no descriptors, no payload) from
+/// byte `at` on, as [`send_frame_from`]; with `more`, the caller sends
+/// another frame at once, and TCP holds this one for it (`MSG_MORE`):
+/// several acknowledgements leave in one segment.
+pub(crate) fn send_hdr_from(
+    sock: &Socket,
+    hdr: &Hdr,
+    at: usize,
+    wait: Wait,
+    more: bool,
+) -> Result<Sent> {
+    let mut h = *hdr;
+    h.rma_count = 0;
+    h.len = 0;
+    let head = h.encode();
+    let left = head.len().checked_sub(at).ok_or(EINVAL)?;
+    let n = sock.send_split(&[&head], None, at, wait, more)?;
+    how_far(n, left, at, wait)
 }
 
 /// Receives the private data of a connection message.

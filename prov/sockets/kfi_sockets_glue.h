@@ -68,6 +68,12 @@ int kfi_sockets_read_sock(struct sock *sk, void *parser);
 /* Bytes @sk holds for reading; its lock held (rx/soft.rs). */
 int kfi_sockets_inq(struct sock *sk);
 
+/*
+ * About the bytes @sock holds for reading, without its lock: a hint that
+ * may be stale by the time it is used (rx.rs). Any context.
+ */
+int kfi_sockets_inq_hint(struct socket *sock);
+
 /* Copies @len bytes from @offset of @skb to @to; 0 or -errno. Any context. */
 int kfi_sockets_skb_copy(const struct sk_buff *skb, unsigned int offset, void *to,
 			 unsigned int len);

@@ -121,6 +121,14 @@ int kfi_sockets_inq(struct sock *sk)
 	return tcp_inq(sk);
 }
 
+int kfi_sockets_inq_hint(struct socket *sock)
+{
+	const struct tcp_sock *tp = tcp_sk(sock->sk);
+	int n = READ_ONCE(tp->rcv_nxt) - READ_ONCE(tp->copied_seq);
+
+	return max(n, 0);
+}
+
 /* Copies bytes out of a socket buffer (any context). */
 int kfi_sockets_skb_copy(const struct sk_buff *skb, unsigned int offset, void *to,
 			 unsigned int len)

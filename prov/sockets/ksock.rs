@@ -352,18 +352,22 @@ impl Socket {
     /// to read (it may wait for the socket's lock, which only this host's
     /// threads hold).
     pub(crate) fn send_from(&self, bufs: &[&[u8]], skip: usize, wait: Wait) -> Result<usize> {
-        self.send_split(bufs, None, skip, wait)
+        self.send_split(bufs, None, skip, wait, false)
     }
 
     /// [`Self::send_from`], but the buffers from index `by_ref.0` on go
     /// through `by_ref.1` (the provider's send by page reference); the
-    /// ones before are copied, with `MSG_MORE` when more follow.
+    /// ones before are copied, with `MSG_MORE` when more follow. With
+    /// `more`, the last bytes go with `MSG_MORE` too: the caller sends
+    /// more at once, and TCP holds a segment that is not full for them
+    /// (the caller's next send without it pushes them out).
     pub(crate) fn send_split(
         &self,
         bufs: &[&[u8]],
         by_ref: Option<(usize, SendPages)>,
         skip: usize,
         wait: Wait,
+        more: bool,
     ) -> Result<usize> {
         let total = bufs
             .iter()
@@ -375,7 +379,7 @@ impl Socket {
             if at >= total {
                 return Ok(sent);
             }
-            let (n, left) = self.send_next(bufs, by_ref, at, total, wait)?;
+            let (n, left) = self.send_next(bufs, by_ref, at, total, wait, more)?;
             sent += n;
             // A waiting call that took part of the bytes was cut short: by
             // its timeout, which may run out a jiffy before the deadline
@@ -391,7 +395,8 @@ impl Socket {
     /// One send call from byte `at` of `bufs` (`total` bytes): the copied
     /// buffers up to the first one sent by reference, or the rest of the
     /// one by reference that holds byte `at`. Returns the bytes it took
-    /// and the bytes there were to take.
+    /// and the bytes there were to take. `more`: as for
+    /// [`Self::send_split`].
     fn send_next(
         &self,
         bufs: &[&[u8]],
@@ -399,9 +404,10 @@ impl Socket {
         at: usize,
         total: usize,
         wait: Wait,
+        more: bool,
     ) -> Result<(usize, usize)> {
         let Some((first, pages)) = by_ref.filter(|(i, _)| *i < bufs.len()) else {
-            return self.send_once(bufs, at, wait, false);
+            return self.send_once(bufs, at, wait, more);
         };
         let (copied, refs) = bufs.split_at(first);
         let head: usize = copied.iter().map(|b| b.len()).sum();
@@ -416,7 +422,11 @@ impl Socket {
                 skip -= b.len().min(skip);
                 continue;
             };
-            let more = if end < total { bindings::MSG_MORE } else { 0 };
+            let more = if end < total || more {
+                bindings::MSG_MORE
+            } else {
+                0
+            };
             let timed = self.arm_for(wait)?;
             let n = pages(self, rest, Self::flags(wait) | more);
             return self.took(n, rest.len(), timed, wait);

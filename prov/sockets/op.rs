@@ -336,7 +336,9 @@ impl Resp {
 // boxing would allocate per operation under the connection's lock.
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Job {
-    Resp(Resp),
+    /// A response; true if another was queued behind it when it was taken
+    /// (it then goes with `MSG_MORE`, see `frame::send_hdr_from`).
+    Resp(Resp, bool),
     Op(TxOp, u64, Reports),
 }
 

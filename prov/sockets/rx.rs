@@ -14,7 +14,7 @@
 //! its deadline (`ETIMEDOUT`, see [`frame_deadline`]): a peer that stops
 //! inside a frame holds a worker for a bounded time only.
 
-use core::borrow::Borrow;
+use core::{borrow::Borrow, cell::Cell};
 use kernel::{prelude::*, sync::Arc, sync::CondVarTimeoutResult};
 
 use crate::{
@@ -24,7 +24,8 @@ use crate::{
     ksock::{Deadline, Socket},
     op::Resp,
     progress,
-    wire::{flags, Hdr, Op, RmaDescs},
+    sock_sys::kfi_sockets_inq_hint,
+    wire::{flags, Hdr, Op, RmaDescs, HDR_LEN},
 };
 
 mod recv;
@@ -75,14 +76,15 @@ fn run_frames(sh: &Arc<Shared>, sock: &Arc<Socket>) {
         return;
     }
     conn::shrink_if_idle(sh, sock);
-    if let Err(e) = (Rx {
+    let mut rx = Rx {
         sh,
         sock,
         rma: None,
-    })
-    .run()
-    {
-        teardown(sh, sock, e);
+        unsent: Cell::new(0),
+    };
+    match rx.run() {
+        Ok(()) => rx.push_responses(),
+        Err(e) => teardown(sh, sock, e),
     }
 }
 
@@ -139,13 +141,21 @@ struct Rx<'a> {
     /// The descriptors of the frame in hand, if the data callback read
     /// them with its header (`State::parked_rma`).
     rma: Option<RmaDescs>,
+    /// Responses queued but not handed to the transmitter yet: while the
+    /// next frame has arrived already, they wait for its response, so
+    /// that a burst of frames is answered in one segment
+    /// ([`Self::respond`]).
+    unsent: Cell<usize>,
 }
+
+/// Most responses the receive work holds back for the next frame's.
+const RESP_BATCH: usize = 16;
 
 impl Rx<'_> {
     /// Handles frames until the socket has no more bytes, a message
     /// waits for a receive or the connection is closing (a close that
     /// drains it takes no new frame).
-    fn run(mut self) -> Result {
+    fn run(&mut self) -> Result {
         loop {
             let parked = {
                 let mut s = self.sh.state.lock();
@@ -168,6 +178,7 @@ impl Rx<'_> {
                         // The frame has begun: its header is due by the
                         // deadline of an empty frame, the rest by its own.
                         self.sock.set_rx_deadline(frame_deadline(start, 0));
+                        self.push_unless_ready(HDR_LEN);
                     })?
                     else {
                         return Ok(());
@@ -176,6 +187,12 @@ impl Rx<'_> {
                     h
                 }
             };
+            // Held responses do not wait while we wait for the rest.
+            let descs = if self.rma.is_some() { 0 } else { h.rma_bytes() };
+            let rest = usize::try_from(h.len)
+                .ok()
+                .and_then(|n| n.checked_add(descs));
+            self.push_unless_ready(rest.unwrap_or(usize::MAX));
             let step = match h.op {
                 Op::Msg => self.msg(&h)?,
                 Op::Tagged => self.tagged(&h)?,
@@ -247,7 +264,11 @@ impl Rx<'_> {
 
     /// Queues a response for the transmitter, waiting while the queue is
     /// full (the peer then waits for us), for `frame_timeout_ms` at most: a
-    /// peer that asks and never reads the answers gets `ETIMEDOUT`.
+    /// peer that asks and never reads the answers gets `ETIMEDOUT`. The
+    /// transmitter gets it now unless the socket holds the next frame's
+    /// header already (then it goes with that frame's response, at most
+    /// [`RESP_BATCH`] held; the run's end, or a wait for the peer, hands
+    /// over what is held).
     fn respond(&self, r: Resp) -> Result {
         let ms = crate::frame_timeout_ms();
         let mut left = (ms != 0).then(|| kernel::time::msecs_to_jiffies(ms));
@@ -258,6 +279,13 @@ impl Rx<'_> {
             }
             if s.resp.len() < RESP_MAX {
                 break;
+            }
+            if self.unsent.get() > 0 {
+                // Held responses fill the queue: they must go first.
+                drop(s);
+                self.push_responses();
+                s = self.sh.state.lock();
+                continue;
             }
             match left {
                 None => self.sh.wake.wait(&mut s),
@@ -270,8 +298,35 @@ impl Rx<'_> {
         }
         s.resp.push(r, GFP_ATOMIC)?;
         drop(s);
-        progress::push_tx(self.sh, progress::Caller::Receiver);
+        self.unsent.set(self.unsent.get() + 1);
+        if self.unsent.get() >= RESP_BATCH {
+            self.push_responses();
+        } else {
+            self.push_unless_ready(HDR_LEN);
+        }
         Ok(())
+    }
+
+    /// Hands the held responses to the transmitter (sent from here if it
+    /// is free, see `progress::push_tx`).
+    fn push_responses(&self) {
+        if self.unsent.replace(0) > 0 {
+            progress::push_tx(self.sh, progress::Caller::Receiver);
+        }
+    }
+
+    /// Hands the held responses over unless the socket seems to hold
+    /// `want` more bytes already: we would otherwise wait for the peer with
+    /// them held.
+    fn push_unless_ready(&self, want: usize) {
+        if self.unsent.get() == 0 {
+            return;
+        }
+        // SAFETY: A live socket; the call only reads two sequence numbers.
+        let ready = unsafe { kfi_sockets_inq_hint(self.sock.as_raw()) };
+        if usize::try_from(ready).unwrap_or(0) < want {
+            self.push_responses();
+        }
     }
 
     /// Acknowledges `h` if its sender asked for it.

@@ -197,7 +197,7 @@ fn let_go(sh: &Arc<Shared>, sock: &Socket, sent: bool) {
 /// the connection failed (torn down here).
 fn step(sh: &Arc<Shared>, sock: &Socket, job: Job, at: usize, start: Deadline, wait: Wait) -> bool {
     match job {
-        Job::Resp(r) => step_resp(sh, sock, r, at, start, wait),
+        Job::Resp(r, more) => step_resp(sh, sock, r, more, at, start, wait),
         Job::Op(mut op, id, cq) => step_op(sh, sock, &mut op, id, cq, at, start, wait),
     }
 }
@@ -209,11 +209,12 @@ fn begin_frame(sock: &Socket, payload: u64, start: Deadline, wait: Wait) {
     }
 }
 
-/// [`step`] for our response `r`.
+/// [`step`] for our response `r` (`more`: another follows it at once).
 fn step_resp(
     sh: &Arc<Shared>,
     sock: &Socket,
     r: Resp,
+    more: bool,
     at: usize,
     start: Deadline,
     wait: Wait,
@@ -222,9 +223,9 @@ fn step_resp(
     // queue.
     sh.wake.notify_all();
     begin_frame(sock, r.payload_len(), start, wait);
-    let res = match send_resp(sock, &r, at, wait) {
+    let res = match send_resp(sock, &r, more, at, wait) {
         Ok(Sent::Upto(at)) => {
-            let job = Job::Resp(r);
+            let job = Job::Resp(r, more);
             sh.state.lock().tx_begun = Some(Begun { job, at, start });
             return false;
         }
@@ -324,7 +325,11 @@ fn next_job(sh: &Shared) -> Option<Job> {
     if !s.resp.is_empty() {
         let r = s.resp.remove(0).ok()?;
         s.resp_out = true;
-        return Some(Job::Resp(r));
+        // The next transmitter's step takes the one behind it: it goes
+        // out with that one (this transmitter, or the transmit work it
+        // leaves the rest to, sends it).
+        let more = !s.resp.is_empty();
+        return Some(Job::Resp(r, more));
     }
     if s.draining {
         // Our operations fail with `ECANCELED` at the close.
@@ -548,8 +553,9 @@ fn send_atomic(sock: &Socket, op: &TxOp, mut h: Hdr, at: usize, wait: Wait) -> R
     frame::send_frame_from(sock, &h, &op.rma[..op.nrma], &[wire], at, wait)
 }
 
-/// Sends a response the receiver queued, from byte `at` on.
-fn send_resp(sock: &Socket, r: &Resp, at: usize, wait: Wait) -> Result<Sent> {
+/// Sends a response the receiver queued, from byte `at` on; one without
+/// data held for the next if `more`.
+fn send_resp(sock: &Socket, r: &Resp, more: bool, at: usize, wait: Wait) -> Result<Sent> {
     let mut h = Hdr::new(r.op, r.id, 0);
     h.data = r.status;
     match r.op {
@@ -565,6 +571,6 @@ fn send_resp(sock: &Socket, r: &Resp, at: usize, wait: Wait) -> Result<Sent> {
             }
             frame::send_frame_from(sock, &h, &[], &parts, at, wait)
         }
-        _ => frame::send_frame_from(sock, &h, &[], &[], at, wait),
+        _ => frame::send_hdr_from(sock, &h, at, wait, more),
     }
 }
