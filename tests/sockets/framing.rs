@@ -166,9 +166,15 @@ struct WriteCase {
 /// Appends write `w` with descriptors `descs` to `stream`: its payload is
 /// `pattern(w, i)` for the descriptors' total length.
 fn push_write(stream: &mut KVec<u8>, w: usize, descs: &[RmaDesc]) -> Result {
+    push_write_with(stream, w, descs, 0)
+}
+
+/// [`push_write`] with the header's `flags`.
+fn push_write_with(stream: &mut KVec<u8>, w: usize, descs: &[RmaDesc], fl: u16) -> Result {
     let len: u64 = descs.iter().map(|d| d.len).sum();
     let mut h = Hdr::new(Op::Write, 2000 + w as u64, len);
     h.rma_count = descs.len() as u8;
+    h.flags |= fl;
     stream.extend_from_slice(&h.encode(), GFP_KERNEL)?;
     for d in descs {
         stream.extend_from_slice(&d.encode(), GFP_KERNEL)?;
@@ -195,6 +201,54 @@ fn expected_region(cases: &[WriteCase]) -> Result<KVec<u8>> {
         }
     }
     Ok(want)
+}
+
+/// The body of `answers_do_not_wait_for_a_frame_not_whole` and its
+/// commit twin, on `port` (`portnum`), the writes' headers with flags
+/// `fl`.
+fn answers_before_the_rest(port: &core::ffi::CStr, portnum: u16, fl: u16) -> Result {
+    const WRITES: usize = 5;
+    const LEN: u64 = 200;
+    let mut buf = KVec::new();
+    buf.resize(REGION_LEN, 0u8, GFP_KERNEL)?;
+    let n = net(port)?;
+    let pep = listen(&n)?;
+    let c = cq(&n)?;
+    let mr = region(&n, &mut buf, sys::KFI_REMOTE_WRITE, 0)?;
+    let k = key(&mr);
+    let (raw, sep) = raw_client(&n, portnum, &c)?;
+    let outcome = (|| -> Result {
+        let mut cases = KVec::new();
+        let mut stream = KVec::new();
+        for w in 0..WRITES {
+            let mut descs = KVec::new();
+            let d = RmaDesc {
+                addr: w as u64 * LEN,
+                len: LEN,
+                key: k,
+            };
+            descs.push(d, GFP_KERNEL)?;
+            push_write_with(&mut stream, w, &descs, fl)?;
+            cases.push(WriteCase { descs, status: 0 }, GFP_KERNEL)?;
+        }
+        let cut = stream.len() - LEN as usize / 2;
+        let sent = raw.send(&[&stream[..cut]])?;
+        ensure!(sent == cut, "sent {} of {}", sent, cut);
+        check_write_acks(&raw, &cases[..WRITES - 1], 0)?;
+        let sent = raw.send(&[&stream[cut..]])?;
+        ensure!(sent == stream.len() - cut, "sent {} of the rest", sent);
+        check_write_acks(&raw, &cases[WRITES - 1..], WRITES - 1)?;
+        let want = expected_region(&cases)?;
+        let bad = buf.iter().zip(want.iter()).position(|(a, b)| a != b);
+        ensure!(bad.is_none(), "region byte {:?} differs", bad);
+        Ok(())
+    })();
+    drop(sep);
+    drop(raw);
+    drop(mr);
+    drop(pep);
+    drop(buf);
+    outcome
 }
 
 /// Reads the answers to `cases` from the raw peer: one `Ack` each, in
@@ -478,50 +532,18 @@ mod cases {
     /// that has not arrived whole: four whole writes and the first half of
     /// a fifth come in one piece, and the four answers must come before
     /// the rest of the fifth is sent; then its answer. Every write is
-    /// placed.
+    /// placed. (The data callback places these writes.)
     #[test]
     fn answers_do_not_wait_for_a_frame_not_whole() -> Result {
-        const WRITES: usize = 5;
-        const LEN: u64 = 200;
-        let mut buf = KVec::new();
-        buf.resize(REGION_LEN, 0u8, GFP_KERNEL)?;
-        let n = net(c"7516")?;
-        let pep = listen(&n)?;
-        let c = cq(&n)?;
-        let mr = region(&n, &mut buf, sys::KFI_REMOTE_WRITE, 0)?;
-        let k = key(&mr);
-        let (raw, sep) = raw_client(&n, 7516, &c)?;
-        let outcome = (|| -> Result {
-            let mut cases = KVec::new();
-            let mut stream = KVec::new();
-            for w in 0..WRITES {
-                let mut descs = KVec::new();
-                let d = RmaDesc {
-                    addr: w as u64 * LEN,
-                    len: LEN,
-                    key: k,
-                };
-                descs.push(d, GFP_KERNEL)?;
-                push_write(&mut stream, w, &descs)?;
-                cases.push(WriteCase { descs, status: 0 }, GFP_KERNEL)?;
-            }
-            let cut = stream.len() - LEN as usize / 2;
-            let sent = raw.send(&[&stream[..cut]])?;
-            ensure!(sent == cut, "sent {} of {}", sent, cut);
-            check_write_acks(&raw, &cases[..WRITES - 1], 0)?;
-            let sent = raw.send(&[&stream[cut..]])?;
-            ensure!(sent == stream.len() - cut, "sent {} of the rest", sent);
-            check_write_acks(&raw, &cases[WRITES - 1..], WRITES - 1)?;
-            let want = expected_region(&cases)?;
-            let bad = buf.iter().zip(want.iter()).position(|(a, b)| a != b);
-            ensure!(bad.is_none(), "region byte {:?} differs", bad);
-            Ok(())
-        })();
-        drop(sep);
-        drop(raw);
-        drop(mr);
-        drop(pep);
-        drop(buf);
-        outcome
+        answers_before_the_rest(c"7516", 7516, 0)
+    }
+
+    /// [`answers_do_not_wait_for_a_frame_not_whole`] with writes that ask
+    /// for commit completion, which the receive work places: it holds the
+    /// answers back while the next write is in its socket, and must hand
+    /// them over before it waits for the rest of the fifth.
+    #[test]
+    fn held_answers_do_not_wait_for_a_frame_not_whole() -> Result {
+        answers_before_the_rest(c"7522", 7522, flags::COMMIT_COMPLETE)
     }
 }
