@@ -242,25 +242,29 @@ pub(crate) fn atomics_as_the_device_has_them() -> Result {
 /// read right too (the read moves no byte).
 pub(crate) fn delivery_completion_waits_for_placement() -> Result {
     with_pair_domain(c"7630", |d, cep, sep, ccq, scq| {
-        let done = |cq: &Cq<'_>, what: &str| {
-            cq.sread(WAIT_MS).map_err(|e| {
+        // The context of the next completion; what came instead is printed.
+        let done = |cq: &Cq<'_>, what: &str, want: usize| {
+            let c = cq.sread(WAIT_MS).map_err(|e| {
                 pr_err!("kfi_ibverbs test: {what}: {e:?}\n");
                 e.errno()
-            })
+            })?;
+            if c.context != want {
+                pr_err!("kfi_ibverbs test: {what}: {c:?}\n");
+            }
+            Ok::<usize, Error>(c.context)
         };
         // SAFETY: The buffers are static.
         step("send early", unsafe { cep.send(b"early", 1, 0) })?;
-        assert_eq!(done(ccq, "early sent")?.context, 1);
+        assert_eq!(done(ccq, "early sent", 1)?, 1);
         // SAFETY: The buffer is static.
         step("send for delivery", unsafe {
             cep.send(b"placed?", 2, sys::KFI_DELIVERY_COMPLETE)
         })?;
+        // Nothing may complete while no receive is posted: not the
+        // delivery, and no error either.
         let before = ccq.sread(500);
-        if let Ok(c) = &before {
-            pr_err!(
-                "kfi_ibverbs test: delivery completed early: {}\n",
-                c.context
-            );
+        if !matches!(before, Err(CqError::Queue(e)) if e == ETIMEDOUT) {
+            pr_err!("kfi_ibverbs test: before any receive: {before:?}\n");
         }
         assert!(matches!(before, Err(CqError::Queue(e)) if e == ETIMEDOUT));
         let (mut a, mut b) = ([0u8; 8], [0u8; 8]);
@@ -268,9 +272,9 @@ pub(crate) fn delivery_completion_waits_for_placement() -> Result {
         step("post receives", unsafe {
             sep.recv(&mut a, 3).and_then(|()| sep.recv(&mut b, 4))
         })?;
-        assert_eq!(done(scq, "receive 3")?.context, 3);
-        assert_eq!(done(scq, "receive 4")?.context, 4);
-        assert_eq!(done(ccq, "delivery completion")?.context, 2);
+        assert_eq!(done(scq, "receive 3", 3)?, 3);
+        assert_eq!(done(scq, "receive 4", 4)?, 4);
+        assert_eq!(done(ccq, "delivery completion", 2)?, 2);
         assert_eq!((&a[..5], &b[..7]), (&b"early"[..], &b"placed?"[..]));
         // Writes for delivery and commit into a write-only region.
         let mut wo = zeroed(8192)?;
@@ -285,11 +289,14 @@ pub(crate) fn delivery_completion_waits_for_placement() -> Result {
             step("write", unsafe {
                 cep.write(&src, at + i as u64 * 100, mr.key(), 10 + i, flags)
             })?;
-            assert_eq!(done(ccq, "write completion")?.context, 10 + i);
+            assert_eq!(done(ccq, "write completion", 10 + i)?, 10 + i);
             // SAFETY: Read while the region is still registered: the
             // completion says the bytes are in place.
             let placed =
                 unsafe { core::slice::from_raw_parts((at as usize + i * 100) as *const u8, 6000) };
+            if placed != &src[..] {
+                pr_err!("kfi_ibverbs test: write {i} completed before its bytes were placed\n");
+            }
             assert!(placed == &src[..]);
         }
         drop(mr);
