@@ -15,6 +15,7 @@ use kernel::{
 use crate::{
     data::{self, DataPath, Ring, Watch},
     domdev::DomDev,
+    flush::{FlushAt, Trailer},
     ib::{
         addr::Addr,
         cm::{self, CmId, RdDepth},
@@ -83,6 +84,17 @@ pub(crate) struct State {
     /// The active side's destination and connect data.
     pub(crate) dest: Option<Addr>,
     pub(crate) param: KVec<u8>,
+    /// Our flush region, named to the peer in our private data, and the
+    /// peer's (a request's, or the accept's once connected): `flush.rs`.
+    pub(crate) own_flush: Option<FlushAt>,
+    pub(crate) peer_flush: Option<FlushAt>,
+}
+
+impl State {
+    /// The provider's bytes after the ULP's in our private data.
+    pub(crate) fn trailer(&self) -> Option<Trailer> {
+        self.own_flush.map(Trailer::of)
+    }
 }
 
 /// An endpoint's shared part: the handler of its rdma_cm identifier.
@@ -118,13 +130,15 @@ impl WorkItem for Conn {
 
 impl Conn {
     /// A connection not yet enabled: a request's (`request`: its
-    /// identifier and offer) or one that connects to `dest` (or to the
-    /// address given at connect). Process context.
+    /// identifier, offer and the peer's flush region) or one that
+    /// connects to `dest` (or to the address given at connect); `own`:
+    /// our flush region, if we have one. Process context.
     pub(crate) fn new(
         dom: Arc<DomDev>,
         dp: Arc<DataPath>,
-        request: Option<(CmId<()>, RdDepth)>,
+        request: Option<(CmId<()>, RdDepth, Option<FlushAt>)>,
         dest: Option<Addr>,
+        own: Option<FlushAt>,
     ) -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Conn {
@@ -139,11 +153,13 @@ impl Conn {
                     id: None,
                     offer: request.as_ref().map(|r| r.1),
                     rd: RdDepth::default(),
+                    peer_flush: request.as_ref().and_then(|r| r.2),
                     request: request.map(|r| r.0),
                     enabled: false,
                     queues: None,
                     dest,
                     param: KVec::new(),
+                    own_flush: own,
                 }),
                 err_work: AtomicUsize::new(0),
                 err_item <- new_work!("kfi_ibverbs::protocol_error"),
@@ -320,7 +336,9 @@ impl cm::Handler for Conn {
                 let r = self.make_qp(&mut s).and_then(|()| {
                     let id = s.id.as_ref().ok_or(ENOTCONN)?;
                     let offer = id.rd_limits()?;
-                    id.connect_in_handler(&s.param, offer)?;
+                    let t = s.trailer();
+                    let extra = t.as_ref().map_or(&[][..], |t| t.bytes());
+                    id.connect_in_handler(&s.param, extra, offer)?;
                     Ok(offer)
                 });
                 match r {
@@ -335,17 +353,20 @@ impl cm::Handler for Conn {
                 if s.phase == Phase::Connecting {
                     s.phase = Phase::Connected;
                     // The passive side's answer is the connection's; the
-                    // active side takes no more than was answered.
+                    // active side takes no more than was answered, and
+                    // learns the peer's flush region from it.
                     if s.offer.is_none() {
                         s.rd = s.rd.settle(reported);
+                        s.peer_flush = Trailer::parse(data.extra);
                     }
                     self.dp.set_rd_depth(s.rd.initiator);
+                    self.dp.set_flush(s.peer_flush);
                     self.dp.set_up(true);
                     if let Some(q) = s.queues.as_mut() {
                         q.watch = Some(self.dp.start_watch());
                     }
                     if let (Some(eq), Some(fid)) = (s.eq, s.fid) {
-                        let _ = eq.post_connected(fid, data);
+                        let _ = eq.post_connected(fid, data.data);
                     }
                 }
             }

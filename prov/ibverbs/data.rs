@@ -41,6 +41,7 @@ use kernel::{
 
 use crate::{
     conn::Conn,
+    flush::FlushAt,
     frame::{Buffers, Header, SLOT},
     ib::{
         device::Limits,
@@ -495,6 +496,12 @@ impl DataPath {
     /// reads and atomics it has outstanding (before it comes up).
     pub(crate) fn set_rd_depth(&self, depth: u8) {
         self.st.lock().rma.set_depth(depth);
+    }
+
+    /// Sets where the connection's flushing reads go: the peer's flush
+    /// region, or nowhere (empty reads); before it comes up.
+    pub(crate) fn set_flush(&self, at: Option<FlushAt>) {
+        self.st.lock().rma.set_flush(at);
     }
 
     /// The connection came up (sends may go) or ended.

@@ -17,8 +17,13 @@ use crate::{
     conn::{Conn, Phase, State},
     data::{self, DataPath},
     domain::DomShared,
+    flush::FlushRegion,
     frame::{self, Buffers},
-    ib::{addr::Addr, cm::CmId, device::Limits},
+    ib::{
+        addr::Addr,
+        cm::CmId,
+        device::{Limits, Link},
+    },
     kfi::{
         kfabric::kfi_error,
         kfi_sys as ksys,
@@ -79,6 +84,10 @@ pub(crate) struct IbEndpoint {
     conn: Arc<Conn>,
     /// The domain, which tracks the connection for the device's removal.
     dom: Arc<DomShared>,
+    /// The region the peer's flushing reads take (iWARP devices only,
+    /// see `flush.rs`); freed after the QP is gone (fields drop after
+    /// `drop`).
+    _flush: Option<FlushRegion>,
 }
 
 impl IbEndpoint {
@@ -102,8 +111,22 @@ impl IbEndpoint {
             (None, None)
         };
         let dp = DataPath::new(data::max_msg(&dom.dd.dev.limits))?;
-        let conn = Conn::new(dom.dd.clone(), dp, request, dest)?;
-        Ok(Self { conn, dom })
+        // Without one, the peer's flushing reads are empty (as an older
+        // provider's are): the endpoint still works.
+        let flush = if dom.dd.dev.link == Link::Iwarp {
+            FlushRegion::new(&dom)
+                .inspect_err(|e| pr_debug!("kfi_ibverbs: no flush region: {e:?}\n"))
+                .ok()
+        } else {
+            None
+        };
+        let own = flush.as_ref().map(FlushRegion::at);
+        let conn = Conn::new(dom.dd.clone(), dp, request, dest, own)?;
+        Ok(Self {
+            conn,
+            dom,
+            _flush: flush,
+        })
     }
 
     pub(crate) fn attr(&self) -> EndpointAttr {
@@ -214,7 +237,7 @@ impl IbEndpoint {
         // callback waiting for our state lock may hold: the identifier is
         // taken out for the call and put back. Its events only need the
         // state meanwhile.
-        let (id, answer) = {
+        let (id, answer, trailer) = {
             let mut s = self.conn.state.lock();
             if s.phase != Phase::Idle || s.queues.is_none() {
                 return Err(EINVAL);
@@ -225,9 +248,10 @@ impl IbEndpoint {
             // lock is taken again.
             s.rd = answer;
             s.phase = Phase::Connecting;
-            (s.id.take().ok_or(EINVAL)?, answer)
+            (s.id.take().ok_or(EINVAL)?, answer, s.trailer())
         };
-        let res = id.accept(data, answer);
+        let extra = trailer.as_ref().map_or(&[][..], |t| t.bytes());
+        let res = id.accept(data, extra, answer);
         let mut s = self.conn.state.lock();
         s.id = Some(id);
         if res.is_err() {

@@ -28,6 +28,7 @@ mod devices;
 mod domain;
 mod domdev;
 mod ep;
+mod flush;
 mod frame;
 mod ib;
 mod ib_sys;

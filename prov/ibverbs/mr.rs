@@ -93,17 +93,8 @@ impl Drop for Busy<'_> {
 }
 
 /// Registers the buffers of `attr` on `dom`: the region and its key.
-/// Process context. The domain's teardown lock is held while the MR is
-/// built and posted, not while the request is waited for (a stalled QP
-/// must not hold up the closes and the device removal that would flush
-/// it); the registration is counted meanwhile, and a device removal
-/// waits for it after destroying the QPs.
+/// Process context.
 pub(crate) fn register(dom: &Arc<DomShared>, attr: &ksys::kfi_mr_attr) -> Result<(MrHandle, u64)> {
-    // Built (if need be) before the teardown lock: that takes a while.
-    let link = dom.reg_link()?;
-    // One registration at a time on the link, post to completion.
-    let _serial = link.as_ref().map(|k| k.serial());
-    let t = dom.dd.teardown();
     // SAFETY: Every member of the union is a pointer; which one it is,
     // `iov_type` says, and `Segments` reads it as that.
     let list = unsafe { attr.__bindgen_anon_1.mr_iov }.cast::<c_void>();
@@ -112,6 +103,60 @@ pub(crate) fn register(dom: &Arc<DomShared>, attr: &ksys::kfi_mr_attr) -> Result
         // keeps the list valid during the call.
         unsafe { Segments::new(attr.iov_type, list, attr.iov_count) }
     };
+    // SAFETY: The ULP keeps registered memory valid until it closes the
+    // region (kfi_mr_reg's contract), which frees the MR first.
+    unsafe { register_segments(dom, segs, attr.access, None) }
+}
+
+/// Registers `len` bytes of kernel memory at `addr` on `dom` for the
+/// provider's own use, with kfi access bits `access`; peers name its
+/// first byte by its offset in its page (see [`kernel_iova`]), not by
+/// its kernel address. Process context.
+///
+/// # Safety
+///
+/// The memory stays valid until the returned region is dropped.
+pub(crate) unsafe fn register_kernel(
+    dom: &Arc<DomShared>,
+    addr: usize,
+    len: usize,
+    access: u64,
+) -> Result<(MrHandle, u64)> {
+    let segs = || Ok(core::iter::once(Ok(Segment::Addr { addr, len })));
+    // SAFETY: The caller's contract.
+    unsafe { register_segments(dom, segs, access, Some(kernel_iova(addr))) }
+}
+
+/// The address peers name the first byte of [`register_kernel`]'s memory
+/// at `addr` by: its offset in its page (a region's first byte keeps its
+/// offset).
+pub(crate) fn kernel_iova(addr: usize) -> u64 {
+    (addr % 4096) as u64
+}
+
+/// Registers the segments `segs` gives (each time it is called, the
+/// same) on `dom`, with kfi access bits `access`, peers naming the first
+/// byte `iova` (`None`: its kernel address): the region and its key.
+/// Process context. The domain's teardown lock is held while the MR is
+/// built and posted, not while the request is waited for (a stalled QP
+/// must not hold up the closes and the device removal that would flush
+/// it); the registration is counted meanwhile, and a device removal
+/// waits for it after destroying the QPs.
+///
+/// # Safety
+///
+/// The segments' memory stays valid until the region is dropped.
+unsafe fn register_segments<I: Iterator<Item = Result<Segment>>>(
+    dom: &Arc<DomShared>,
+    segs: impl Fn() -> Result<I>,
+    access_bits: u64,
+    iova: Option<u64>,
+) -> Result<(MrHandle, u64)> {
+    // Built (if need be) before the teardown lock: that takes a while.
+    let link = dom.reg_link()?;
+    // One registration at a time on the link, post to completion.
+    let _serial = link.as_ref().map(|k| k.serial());
+    let t = dom.dd.teardown();
     let (mut pages, mut first) = (0usize, None);
     for s in segs()? {
         let s = s?;
@@ -127,23 +172,22 @@ pub(crate) fn register(dom: &Arc<DomShared>, attr: &ksys::kfi_mr_attr) -> Result
         return Err(E2BIG);
     }
     let mut fr = FastReg::new(dom.dd.pd()?, pages)?;
-    // The ULP keeps registered memory valid until it closes the region
-    // (kfi_mr_reg's contract), which frees the MR first.
     for s in segs()? {
         match s? {
             Segment::Addr { addr, len } if len > 0 => {
-                // SAFETY: Registered memory, see above.
+                // SAFETY: Valid while the region lives (the caller's
+                // contract), and the MR is freed with it.
                 unsafe { fr.add_kernel(addr, len) }?
             }
             Segment::Page { page, offset, len } if len > 0 => {
-                // SAFETY: Registered memory, see above.
+                // SAFETY: As above.
                 unsafe { fr.add_page(page, offset, len) }?
             }
             _ => {}
         }
     }
-    fr.map(first as u64)?;
-    let rights = access(attr.access, dom.dd.dev.limits.atomics);
+    fr.map(iova.unwrap_or(first as u64))?;
+    let rights = access(access_bits, dom.dd.dev.limits.atomics);
     let on = match link.as_ref() {
         Some(k) if k.post(&mut fr, rights).is_ok() => PostedOn::Link(k),
         _ => PostedOn::Conn(dom.post_reg(&mut fr, rights)?),

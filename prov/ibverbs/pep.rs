@@ -12,6 +12,7 @@ use kernel::{
 
 use crate::{
     devices, entry,
+    flush::{FlushAt, Trailer},
     ib::{
         addr::Addr,
         cm::{self, CmId, RdDepth},
@@ -37,6 +38,8 @@ pub(crate) struct Request {
     id: SpinLock<Option<CmId<()>>>,
     /// The peer's offer of read and atomic depths, from our side.
     offer: RdDepth,
+    /// Where the peer's flush region is, if it named one (`flush.rs`).
+    flush: Option<FlushAt>,
 }
 
 impl Request {
@@ -64,11 +67,13 @@ pub(crate) fn init() {
 }
 
 /// Takes the request `handle` names (for the endpoint that accepts it),
-/// with the peer's offer of read and atomic depths; EINVAL for a handle
-/// that names no waiting request. Process context.
-pub(crate) fn take_request(handle: *mut ksys::kfid) -> Result<(CmId<()>, RdDepth)> {
+/// with the peer's offer of read and atomic depths and its flush region;
+/// EINVAL for a handle that names no waiting request. Process context.
+pub(crate) fn take_request(
+    handle: *mut ksys::kfid,
+) -> Result<(CmId<()>, RdDepth, Option<FlushAt>)> {
     let r = REQUESTS.lock().take(handle)?;
-    Ok((r.take().ok_or(EINVAL)?, r.offer))
+    Ok((r.take().ok_or(EINVAL)?, r.offer, r.flush))
 }
 
 /// Destroys the requests that arrived on `dev`, which is going away (their
@@ -165,13 +170,14 @@ impl cm::Handler for Listener {
     fn request(
         &self,
         child: CmId<()>,
-        data: &[u8],
+        data: cm::Private<'_>,
         offer: RdDepth,
     ) -> core::result::Result<(), CmId<()>> {
         let req = match Arc::pin_init(
             pin_init!(Request {
                 id <- new_spinlock!(None),
                 offer,
+                flush: Trailer::parse(data.extra),
             }),
             GFP_KERNEL,
         ) {
@@ -179,7 +185,7 @@ impl cm::Handler for Listener {
             Err(_) => return Err(child),
         };
         *req.id.lock() = Some(child);
-        match self.file(&req, data) {
+        match self.file(&req, data.data) {
             Ok(()) => Ok(()),
             // Refused: rdma_cm destroys it (not us, inside its callback).
             Err(_) => req.take().map_or(Ok(()), Err),
@@ -243,7 +249,7 @@ impl IbPep {
 
     /// Refuses the request `handle` names, with private `data`.
     pub(crate) fn reject(&self, handle: *mut ksys::kfid, data: &[u8]) -> Result {
-        let (id, _) = take_request(handle)?;
+        let (id, ..) = take_request(handle)?;
         id.reject(data)
     }
 

@@ -150,7 +150,7 @@ impl cm::Handler for Events {
     fn request(
         &self,
         child: CmId<()>,
-        data: &[u8],
+        data: cm::Private<'_>,
         _offer: RdDepth,
     ) -> core::result::Result<(), CmId<()>> {
         let mut peer = [0u8; 128];
@@ -161,7 +161,7 @@ impl cm::Handler for Events {
             (Some(f), Some(a)) => f.host() == a.host() && f.port() == a.port(),
             _ => false,
         };
-        if !ours || data != &p.cookie[..] || p.taken {
+        if !ours || data.data != &p.cookie[..] || p.taken {
             return Err(child);
         }
         p.taken = true;
@@ -284,7 +284,7 @@ impl RegLink {
         }
         request.create_qp(pd, cq, cq, (SEND_DEPTH, 1), 1)?;
         let passive = parts.passive.insert(request.set_handler(ev.clone()));
-        passive.accept(&[], RdDepth::default())?;
+        passive.accept(&[], &[], RdDepth::default())?;
         ev.wait(&mut left, |p| p.active_up && p.passive_up)?;
         // Connected: nothing more to take.
         drop(parts.listener.take());

@@ -17,8 +17,9 @@
 //! or compare-swap, which the device does); each old value lands in the
 //! ring's result slot of its request and is copied to the ULP's result
 //! buffer when the request completes. A write for delivery or commit
-//! completion is followed by a zero-length RDMA read on the same QP: the
-//! target answers it only after the writes before it are placed, so the
+//! completion is followed by an RDMA read on the same QP, of the peer's
+//! flush region (`flush.rs`) or, without one, of nothing: the target
+//! answers it only after the writes before it are placed, so the
 //! operation completes with that read.
 //!
 //! Reads, atomics and flushing reads are read-type requests: at most the
@@ -32,6 +33,7 @@
 use kernel::prelude::*;
 
 use crate::{
+    flush::{FlushAt, FLUSH_LEN},
     frame::Buffers,
     ib::dma::{self, AtomicOp, DmaBuf},
     ib_sys as sys,
@@ -57,6 +59,8 @@ pub(crate) const ATOMIC_MAX: usize = 8;
 pub(crate) const ELEM: usize = 8;
 /// Bytes of the ring's result slots: one element per request.
 pub(crate) const RESULTS_LEN: usize = RMA_WRS * ELEM;
+// A flushing read lands in its request's result slot.
+const _: () = assert!(FLUSH_LEN <= ELEM);
 
 /// The operands of an atomic: one 64-bit value (native endian) per
 /// element.
@@ -236,6 +240,9 @@ pub(crate) struct Rma {
     depth: usize,
     /// Read-type requests posted and not yet completed (at most `depth`).
     reads: usize,
+    /// Where flushing reads go (`flush.rs`); `None`: they are empty, at
+    /// the write's first remote buffer.
+    flush_at: Option<FlushAt>,
 }
 
 impl Rma {
@@ -248,6 +255,7 @@ impl Rma {
             free_wrs: KVec::with_capacity(RMA_WRS, GFP_KERNEL)?,
             depth: 0,
             reads: 0,
+            flush_at: None,
         };
         for i in 0..RMA_OPS {
             r.ops.push(None, GFP_KERNEL)?;
@@ -264,6 +272,12 @@ impl Rma {
     /// up, before any operation).
     pub(crate) fn set_depth(&mut self, depth: u8) {
         self.depth = depth.into();
+    }
+
+    /// Sets where flushing reads go (when it comes up, before any
+    /// operation).
+    pub(crate) fn set_flush(&mut self, at: Option<FlushAt>) {
+        self.flush_at = at;
     }
 
     /// Queues `op`; `EAGAIN` when the connection holds [`RMA_OPS`]
@@ -309,7 +323,7 @@ impl Rma {
                 let posted = if op.posted < op.total() {
                     Self::post_one(&mut op, oi, wi, link, cqe(wi))
                 } else {
-                    Self::post_flush(&mut op, oi, wi, link, cqe(wi))
+                    Self::post_flush(&mut op, oi, wi, self.flush_at, link, cqe(wi))
                 };
                 match posted {
                     Ok(mut wr) => {
@@ -337,23 +351,29 @@ impl Rma {
         }
     }
 
-    /// Posts the zero-length read that flushes a write's requests, as
-    /// request `wi`: the target answers it once they are placed. (Its one
-    /// local entry, empty, is request `wi`'s result slot: iWARP reads
-    /// need one.)
+    /// Posts the read that flushes a write's requests, as request `wi`:
+    /// the target answers it once they are placed. It reads
+    /// [`FLUSH_LEN`] bytes of the peer's flush region `at` into request
+    /// `wi`'s result slot, or, without one, nothing at the write's first
+    /// remote buffer (its one local entry empty: iWARP reads need one).
     fn post_flush(
         op: &mut RmaOp,
         oi: usize,
         wi: usize,
+        at: Option<FlushAt>,
         link: &Link<'_>,
         cqe: *mut sys::ib_cqe,
     ) -> Result<Wr> {
-        let r = op.remote[0];
-        let mut sge = [link.results.sge_at(wi * ELEM, 0, link.lkey)];
+        let (addr, key, len) = match at {
+            Some(f) => (f.addr, f.key, FLUSH_LEN),
+            None => (op.remote[0].addr, op.remote[0].key, 0),
+        };
+        let mut sge = [link.results.sge_at(wi * ELEM, len, link.lkey)];
         // SAFETY: A live QP (the link exists only while it does); the
-        // entry is empty, in the ring's mapped result slots; `cqe` lives
+        // entry is at most one slot of the ring's mapped result slots,
+        // this request's only (`wi` came from the free list); `cqe` lives
         // in the ring, which outlives the QP's drain.
-        unsafe { dma::post_rdma(link.qp, true, &mut sge, r.addr, r.key, cqe) }?;
+        unsafe { dma::post_rdma(link.qp, true, &mut sge, addr, key, cqe) }?;
         let wr = Wr::new(oi, true);
         op.flush_posted = true;
         Ok(wr)

@@ -49,7 +49,7 @@ use kernel::{
 use crate::{
     ib::{
         addr::Addr,
-        cm::{CmId, Event, Handler, RdDepth},
+        cm::{CmId, Event, Handler, Private, RdDepth},
         dma::{self, DmaBuf},
         verbs::{Cq, Pd},
     },
@@ -143,7 +143,7 @@ impl Handler for Cm {
                     (Some(id), Some((pd, cq))) => id
                         .create_qp(pd, cq, cq, (SEND_DEPTH, RECV_DEPTH as u32), 1)
                         .and_then(|()| id.rd_limits())
-                        .and_then(|offer| id.connect_in_handler(&[], offer).map(|()| offer)),
+                        .and_then(|offer| id.connect_in_handler(&[], &[], offer).map(|()| offer)),
                     _ => Err(EINVAL),
                 };
                 match r {
@@ -182,7 +182,7 @@ impl Handler for Cm {
     fn request(
         &self,
         child: CmId<()>,
-        _data: &[u8],
+        _data: Private<'_>,
         offer: RdDepth,
     ) -> core::result::Result<(), CmId<()>> {
         let mut s = self.st.lock();
@@ -481,7 +481,7 @@ pub(crate) fn pair(
     server
         .id
         .create_qp(&pd, &scq, &scq, (SEND_DEPTH, RECV_DEPTH as u32), 1)?;
-    server.id.accept(&[], answer)?;
+    server.id.accept(&[], &[], answer)?;
     ccm.wait(|s| s.up)?;
     scm.wait(|s| s.up)?;
     let rd = ccm.st.lock().rd;

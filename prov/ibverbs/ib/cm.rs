@@ -73,7 +73,7 @@ pub(crate) enum Event<'a> {
     /// so; its iWARP path gives the driver's own pair, which siw fills
     /// from the other side, so they are swapped back here (as smbdirect
     /// does). Meaningful on the active side only.
-    Established(&'a [u8], RdDepth),
+    Established(Private<'a>, RdDepth),
     /// The peer refused, with its private data.
     Rejected(&'a [u8]),
     /// Resolution or connection failed.
@@ -105,7 +105,7 @@ pub(crate) trait Handler: Send + Sync + Sized + 'static {
     fn request(
         &self,
         _child: CmId<()>,
-        _data: &[u8],
+        _data: Private<'_>,
         _offer: RdDepth,
     ) -> core::result::Result<(), CmId<()>> {
         Err(_child)
@@ -177,8 +177,16 @@ unsafe fn on_iwarp(id: *mut sys::rdma_cm_id) -> bool {
     !dev.is_null() && unsafe { sys::kfi_ib_port_link(dev, port) } == sys::KFI_IB_LINK_IWARP
 }
 
+/// The peer's private data of a connection event: the ULP's bytes, and
+/// what the provider sent after them.
+#[derive(Clone, Copy)]
+pub(crate) struct Private<'a> {
+    pub(crate) data: &'a [u8],
+    pub(crate) extra: &'a [u8],
+}
+
 /// The peer's private data of a connection event.
-fn private<'a>(ev: &'a sys::rdma_cm_event) -> &'a [u8] {
+fn private<'a>(ev: &'a sys::rdma_cm_event) -> Private<'a> {
     // SAFETY: For the connection events this is read for, `param.conn` is
     // the active member; its data is NULL or `private_data_len` bytes that
     // live as long as the event.
@@ -193,16 +201,18 @@ fn private<'a>(ev: &'a sys::rdma_cm_event) -> &'a [u8] {
     unframe(raw)
 }
 
-/// Private data as the provider sends it: a length byte, then the bytes.
-/// The IB CM (InfiniBand, RoCE) pads private data to a fixed size, so the
-/// length has to travel with it; iWARP sends it as is.
+/// Private data as the provider sends it: a length byte, the ULP's
+/// bytes, then the provider's `extra` bytes if they fit (a peer that
+/// knows none ignores them). The IB CM (InfiniBand, RoCE) pads private
+/// data to a fixed size, so the length has to travel with it; iWARP sends
+/// it as is.
 struct Framed {
     buf: [u8; 256],
     len: u8,
 }
 
 impl Framed {
-    fn new(data: &[u8]) -> Result<Self> {
+    fn new(data: &[u8], extra: &[u8]) -> Result<Self> {
         let n = u8::try_from(data.len())
             .ok()
             .filter(|&n| n < u8::MAX)
@@ -210,7 +220,18 @@ impl Framed {
         let mut buf = [0u8; 256];
         buf[0] = n;
         buf[1..=data.len()].copy_from_slice(data);
-        Ok(Self { buf, len: n + 1 })
+        let mut len = usize::from(n) + 1;
+        // The provider's bytes only where the total still fits its field.
+        let end = len + extra.len();
+        if let Some(to) = buf
+            .get_mut(len..end)
+            .filter(|_| end <= usize::from(u8::MAX))
+        {
+            to.copy_from_slice(extra);
+            len = end;
+        }
+        let len = u8::try_from(len).map_err(|_| EINVAL)?;
+        Ok(Self { buf, len })
     }
 
     fn bytes(&self) -> &[u8] {
@@ -218,12 +239,20 @@ impl Framed {
     }
 }
 
-/// The peer's bytes in received private data (empty if it is not framed
-/// as [`Framed`] sends it: a length beyond what arrived).
-fn unframe(raw: &[u8]) -> &[u8] {
+/// The peer's bytes in received private data, and what follows them
+/// (both empty if it is not framed as [`Framed`] sends it: a length
+/// beyond what arrived).
+fn unframe(raw: &[u8]) -> Private<'_> {
+    let none = Private {
+        data: &[],
+        extra: &[],
+    };
     match raw.split_first() {
-        Some((&n, rest)) => rest.get(..usize::from(n)).unwrap_or(&[]),
-        None => &[],
+        Some((&n, rest)) if usize::from(n) <= rest.len() => {
+            let (data, extra) = rest.split_at(usize::from(n));
+            Private { data, extra }
+        }
+        _ => none,
     }
 }
 
@@ -293,7 +322,7 @@ unsafe extern "C" fn on_event<H: Handler>(
             };
             Event::Established(private(ev), d)
         }
-        sys::RDMA_CM_EVENT_REJECTED => Event::Rejected(private(ev)),
+        sys::RDMA_CM_EVENT_REJECTED => Event::Rejected(private(ev).data),
         sys::RDMA_CM_EVENT_ADDR_ERROR
         | sys::RDMA_CM_EVENT_ROUTE_ERROR
         | sys::RDMA_CM_EVENT_CONNECT_ERROR
@@ -477,12 +506,13 @@ impl<H> CmId<H> {
         })
     }
 
-    /// Connects, with private `data`, offering `depth` (Established or
+    /// Connects, with private `data` (and the provider's `extra` bytes
+    /// after it, see [`Framed`]), offering `depth` (Established or
     /// Rejected follows; rdma_cm sets the QP's read and atomic limits from
     /// the answer). Only from the identifier's own event handler
     /// (RouteResolved), which holds its handler lock.
-    pub(crate) fn connect_in_handler(&self, data: &[u8], depth: RdDepth) -> Result {
-        let f = Framed::new(data)?;
+    pub(crate) fn connect_in_handler(&self, data: &[u8], extra: &[u8], depth: RdDepth) -> Result {
+        let f = Framed::new(data, extra)?;
         let mut p = Self::conn_param(&f, depth)?;
         // SAFETY: A live identifier with a QP, called under its handler
         // lock (the caller's context); rdma_cm copies the data.
@@ -493,7 +523,7 @@ impl<H> CmId<H> {
     /// context outside the identifier's event handler (the handler lock
     /// is taken here).
     pub(crate) fn connect(&self, data: &[u8], depth: RdDepth) -> Result {
-        let f = Framed::new(data)?;
+        let f = Framed::new(data, &[])?;
         let mut p = Self::conn_param(&f, depth)?;
         // SAFETY: A live identifier with a QP, not in its own handler
         // (the caller's context: rdma_connect takes the handler lock);
@@ -501,12 +531,13 @@ impl<H> CmId<H> {
         to_result(unsafe { sys::rdma_connect(self.ptr.as_ptr(), &mut p) })
     }
 
-    /// Accepts a request, with private `data`, answering `depth` (at most
-    /// what the request offered, see [`RdDepth::answer`]; rdma_cm sets the
-    /// QP's read and atomic limits from it). Process context, not from
-    /// the identifier's own event handler.
-    pub(crate) fn accept(&self, data: &[u8], depth: RdDepth) -> Result {
-        let f = Framed::new(data)?;
+    /// Accepts a request, with private `data` (and `extra`, as for
+    /// [`CmId::connect_in_handler`]), answering `depth` (at most what the
+    /// request offered, see [`RdDepth::answer`]; rdma_cm sets the QP's
+    /// read and atomic limits from it). Process context, not from the
+    /// identifier's own event handler.
+    pub(crate) fn accept(&self, data: &[u8], extra: &[u8], depth: RdDepth) -> Result {
+        let f = Framed::new(data, extra)?;
         let mut p = Self::conn_param(&f, depth)?;
         let id = self.ptr.as_ptr();
         // SAFETY: A live request identifier with a QP; rdma_accept wants
@@ -521,7 +552,7 @@ impl<H> CmId<H> {
 
     /// Refuses a request, with private `data`. Process context.
     pub(crate) fn reject(&self, data: &[u8]) -> Result {
-        let f = Framed::new(data)?;
+        let f = Framed::new(data, &[])?;
         let b = f.bytes();
         // SAFETY: A live request identifier; the data is copied.
         to_result(unsafe { sys::rdma_reject(self.ptr.as_ptr(), b.as_ptr().cast(), f.len, 0) })
