@@ -169,6 +169,11 @@ mod tests {
     }
 
     #[test]
+    fn flushed_writes_while_the_target_sends() -> Result {
+        super::rma::flushed_writes_while_the_target_sends()
+    }
+
+    #[test]
     fn many_reads_and_atomics_in_flight() -> Result {
         super::rma::many_reads_and_atomics_in_flight()
     }

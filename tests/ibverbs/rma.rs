@@ -6,7 +6,7 @@ use crate::common::*;
 use crate::device;
 use crate::kfi::{
     kfi_sys as sys,
-    ulp::{Cq, CqError},
+    ulp::{Cq, CqError, Domain, Endpoint},
 };
 use kernel::prelude::*;
 
@@ -302,6 +302,88 @@ pub(crate) fn delivery_completion_waits_for_placement() -> Result {
         drop(mr);
         Ok(())
     })
+}
+
+/// Writes for delivery completion while the target is busy sending: the
+/// flushing read after each arrives while the target's transmitter has
+/// frames of a long message to send, so the device queues it before
+/// answering (siw answers an empty read so with stale bytes, see
+/// ibverbs.rst). Every write completes without error with its bytes in
+/// place, and the message arrives whole. The active side writes, then
+/// the passive one: each reads the flush region the other named in its
+/// private data.
+pub(crate) fn flushed_writes_while_the_target_sends() -> Result {
+    // Frames for all the writes' time: as long a message as the device
+    // takes, up to 1 MiB.
+    let len = max_msg()?.min(1 << 20);
+    with_pair_domain(c"7639", |d, cep, sep, ccq, scq| {
+        writes_while_receiving(d, (cep, ccq), (sep, scq), len)?;
+        writes_while_receiving(d, (sep, scq), (cep, ccq), len)
+    })
+}
+
+/// [`flushed_writes_while_the_target_sends`] one way: `(w, wcq)` writes
+/// into a region of the domain `d` while it receives a `len`-byte
+/// message that `(t, tcq)` sends.
+fn writes_while_receiving(
+    d: &Domain<'_>,
+    (w, wcq): (&Endpoint<'_>, &Cq<'_>),
+    (t, tcq): (&Endpoint<'_>, &Cq<'_>),
+    len: usize,
+) -> Result {
+    const WRITES: usize = 32;
+    const LEN: usize = 4096;
+    let msg = pattern(len, 7)?;
+    let mut got = zeroed(len)?;
+    let mut wo = zeroed(WRITES * LEN)?;
+    let at = addr_of(&wo, 0);
+    let mr = step("register", d.register(&mut wo, sys::KFI_REMOTE_WRITE, 0))?;
+    let src = pattern(WRITES * LEN, 8)?;
+    // SAFETY: `got` and `msg` outlive the completions read below.
+    step("message", unsafe {
+        w.recv(&mut got, 1).and_then(|()| t.send(&msg, 2, 0))
+    })?;
+    let mut received = false;
+    for (i, piece) in src.chunks(LEN).enumerate() {
+        // SAFETY: `src` outlives the completion.
+        step("write", unsafe {
+            w.write(
+                piece,
+                at + (i * LEN) as u64,
+                mr.key(),
+                10 + i,
+                sys::KFI_DELIVERY_COMPLETE,
+            )
+        })?;
+        loop {
+            let c = wcq.sread(WAIT_MS).map_err(|e| {
+                pr_err!("kfi_ibverbs test: write {i}: {e:?}\n");
+                e.errno()
+            })?;
+            if c.context == 1 && !received {
+                received = true;
+                continue;
+            }
+            if c.context != 10 + i {
+                pr_err!("kfi_ibverbs test: write {i}: {c:?}\n");
+                return Err(EPROTO);
+            }
+            break;
+        }
+    }
+    if !received {
+        let c = step(
+            "message received",
+            wcq.sread(WAIT_MS).map_err(|e| e.errno()),
+        )?;
+        assert_eq!(c.context, 1);
+    }
+    let c = step("message sent", tcq.sread(WAIT_MS).map_err(|e| e.errno()))?;
+    assert_eq!(c.context, 2);
+    drop(mr);
+    assert!(got[..] == msg[..]);
+    assert!(wo[..] == src[..]);
+    Ok(())
 }
 
 /// Many reads (and, where the device has them, atomics) outstanding
