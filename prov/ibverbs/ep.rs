@@ -99,6 +99,22 @@ impl IbEndpoint {
         if ep_type != ksys::KFI_EP_MSG && ep_type != ksys::KFI_EP_UNSPEC {
             return Err(EOPNOTSUPP);
         }
+        // Registered before a request is taken out of the table (this may
+        // wait up to 5 s), where a device removal still finds it.
+        // Without one, the peer's flushing reads are empty (as an older
+        // provider's are): the endpoint still works, but siw may end its
+        // connection at a write for delivery.
+        let flush = if dom.dd.dev.link == Link::Iwarp {
+            FlushRegion::new(&dom)
+                .inspect_err(|e| {
+                    kernel::pr_warn_once!(
+                        "kfi_ibverbs: an endpoint without a flush region ({e:?})\n"
+                    )
+                })
+                .ok()
+        } else {
+            None
+        };
         let (request, dest) = if !info.handle.is_null() {
             (Some(pep::take_request(info.handle)?), None)
         } else if !info.dest_addr.is_null() {
@@ -111,15 +127,6 @@ impl IbEndpoint {
             (None, None)
         };
         let dp = DataPath::new(data::max_msg(&dom.dd.dev.limits))?;
-        // Without one, the peer's flushing reads are empty (as an older
-        // provider's are): the endpoint still works.
-        let flush = if dom.dd.dev.link == Link::Iwarp {
-            FlushRegion::new(&dom)
-                .inspect_err(|e| pr_debug!("kfi_ibverbs: no flush region: {e:?}\n"))
-                .ok()
-        } else {
-            None
-        };
         let own = flush.as_ref().map(FlushRegion::at);
         let conn = Conn::new(dom.dd.clone(), dp, request, dest, own)?;
         Ok(Self {

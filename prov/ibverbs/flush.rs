@@ -28,8 +28,9 @@ pub(crate) const FLUSH_LEN: usize = 8;
 /// Bytes of the trailer in private data.
 pub(crate) const TRAILER_LEN: usize = 16;
 
-/// Bytes of the memory behind an endpoint's flush region: a cache line of
-/// its own (kmalloc aligns it so), which the device may read.
+/// Bytes of the memory behind an endpoint's flush region: an allocation
+/// of its own, of which the device reads the first [`FLUSH_LEN`] (zeros
+/// that nothing writes).
 const MEM_LEN: usize = 64;
 
 /// What a trailer starts with.

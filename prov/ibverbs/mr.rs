@@ -105,13 +105,15 @@ pub(crate) fn register(dom: &Arc<DomShared>, attr: &ksys::kfi_mr_attr) -> Result
     };
     // SAFETY: The ULP keeps registered memory valid until it closes the
     // region (kfi_mr_reg's contract), which frees the MR first.
-    unsafe { register_segments(dom, segs, attr.access, None) }
+    unsafe { register_segments(dom, segs, attr.access, None, false) }
 }
 
 /// Registers `len` bytes of kernel memory at `addr` on `dom` for the
 /// provider's own use, with kfi access bits `access`; peers name its
 /// first byte by its offset in its page (see [`kernel_iova`]), not by
-/// its kernel address. Process context.
+/// its kernel address. Only over the domain's registration link
+/// (`ENOTCONN` without one): a registration the ULP did not ask for
+/// never waits behind, or ends, one of its connections. Process context.
 ///
 /// # Safety
 ///
@@ -124,20 +126,21 @@ pub(crate) unsafe fn register_kernel(
 ) -> Result<(MrHandle, u64)> {
     let segs = || Ok(core::iter::once(Ok(Segment::Addr { addr, len })));
     // SAFETY: The caller's contract.
-    unsafe { register_segments(dom, segs, access, Some(kernel_iova(addr))) }
+    unsafe { register_segments(dom, segs, access, Some(kernel_iova(addr)), true) }
 }
 
 /// The address peers name the first byte of [`register_kernel`]'s memory
 /// at `addr` by: its offset in its page (a region's first byte keeps its
 /// offset).
 pub(crate) fn kernel_iova(addr: usize) -> u64 {
-    (addr % 4096) as u64
+    (addr % kernel::page::PAGE_SIZE) as u64
 }
 
 /// Registers the segments `segs` gives (each time it is called, the
 /// same) on `dom`, with kfi access bits `access`, peers naming the first
 /// byte `iova` (`None`: its kernel address): the region and its key.
-/// Process context. The domain's teardown lock is held while the MR is
+/// Over the registration link, or, unless `link_only`, a connection of
+/// the domain. Process context. The domain's teardown lock is held while the MR is
 /// built and posted, not while the request is waited for (a stalled QP
 /// must not hold up the closes and the device removal that would flush
 /// it); the registration is counted meanwhile, and a device removal
@@ -151,9 +154,13 @@ unsafe fn register_segments<I: Iterator<Item = Result<Segment>>>(
     segs: impl Fn() -> Result<I>,
     access_bits: u64,
     iova: Option<u64>,
+    link_only: bool,
 ) -> Result<(MrHandle, u64)> {
     // Built (if need be) before the teardown lock: that takes a while.
     let link = dom.reg_link()?;
+    if link_only && link.is_none() {
+        return Err(ENOTCONN);
+    }
     // One registration at a time on the link, post to completion.
     let _serial = link.as_ref().map(|k| k.serial());
     let t = dom.dd.teardown();
@@ -190,6 +197,7 @@ unsafe fn register_segments<I: Iterator<Item = Result<Segment>>>(
     let rights = access(access_bits, dom.dd.dev.limits.atomics);
     let on = match link.as_ref() {
         Some(k) if k.post(&mut fr, rights).is_ok() => PostedOn::Link(k),
+        _ if link_only => return Err(ENOTCONN),
         _ => PostedOn::Conn(dom.post_reg(&mut fr, rights)?),
     };
     dom.reg_busy(true);

@@ -201,11 +201,17 @@ fn private<'a>(ev: &'a sys::rdma_cm_event) -> Private<'a> {
     unframe(raw)
 }
 
+/// Most bytes of private data that carry the provider's extra bytes
+/// (only sent over iWARP): what siw takes. An MPA v2 request or reply,
+/// siw's default, has 4 bytes of its own in front of them, and siw puts
+/// the sum in 8 bits (`siw_send_mpareqrep`): 252 bytes would wrap.
+const EXTRA_TOTAL_MAX: usize = 251;
+
 /// Private data as the provider sends it: a length byte, the ULP's
-/// bytes, then the provider's `extra` bytes if they fit (a peer that
-/// knows none ignores them). The IB CM (InfiniBand, RoCE) pads private
-/// data to a fixed size, so the length has to travel with it; iWARP sends
-/// it as is.
+/// bytes, then the provider's `extra` bytes if the total stays within
+/// [`EXTRA_TOTAL_MAX`] (a peer that knows none ignores them). The IB CM
+/// (InfiniBand, RoCE) pads private data to a fixed size, so the length
+/// has to travel with it; iWARP sends it as is.
 struct Framed {
     buf: [u8; 256],
     len: u8,
@@ -221,12 +227,8 @@ impl Framed {
         buf[0] = n;
         buf[1..=data.len()].copy_from_slice(data);
         let mut len = usize::from(n) + 1;
-        // The provider's bytes only where the total still fits its field.
         let end = len + extra.len();
-        if let Some(to) = buf
-            .get_mut(len..end)
-            .filter(|_| end <= usize::from(u8::MAX))
-        {
+        if let Some(to) = buf.get_mut(len..end).filter(|_| end <= EXTRA_TOTAL_MAX) {
             to.copy_from_slice(extra);
             len = end;
         }
