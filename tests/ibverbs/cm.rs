@@ -28,6 +28,69 @@ pub(crate) fn getinfo_names_the_device() -> Result {
     Ok(())
 }
 
+/// Private data as long as the transport takes reaches the peer exactly:
+/// on iWARP (siw: 251 bytes with the provider's length byte) 234 bytes
+/// (room for the provider's flush-region trailer, see `flush.rs`), 235
+/// (none: it is left out) and 250; on RoCE the 55 the IB CM's request
+/// takes.
+pub(crate) fn long_private_data_arrives_exactly() -> Result {
+    let sizes: &[(usize, &CStr)] = if device().1 == c"iWARP" {
+        &[(234, c"7640"), (235, c"7641"), (250, c"7642")]
+    } else {
+        &[(55, c"7640")]
+    };
+    for &(n, port) in sizes {
+        private_data_of(n, port).inspect_err(|e| {
+            pr_err!("kfi_ibverbs test: {n} bytes of private data: {e:?}\n");
+        })?;
+    }
+    Ok(())
+}
+
+/// Connects and accepts with `n` bytes of private data each way, on
+/// `port`, and checks what each side got.
+fn private_data_of(n: usize, port: &CStr) -> Result {
+    let s = step("side", side(port))?;
+    let d = step("domain", s.fabric.domain(s.src.entry()))?;
+    let eq = step("eq", s.fabric.eq(16))?;
+    let _pep = step("listen", s.fabric.listen(s.src.entry(), &eq))?;
+    let (ccq, scq) = (d.cq(16)?, d.cq(16)?);
+    let (ask, answer) = (pattern(n, 1)?, pattern(n, 2)?);
+    let cep = step("client endpoint", endpoint(&d, s.dst.entry(), &ccq, &eq))?;
+    step("connect", cep.connect(&ask))?;
+    let (req, data) = match step("connreq", eq.sread(WAIT_MS))? {
+        CmEvent::ConnReq { req, data } => (req, data),
+        other => return Err(unexpected("connreq", &other)),
+    };
+    assert!(data.as_bytes() == &ask[..]);
+    let sep = endpoint(&d, req.info(), &scq, &eq)?;
+    drop(req);
+    step("accept", sep.accept(&answer))?;
+    let mut got = 0;
+    for _ in 0..2 {
+        let (fid, data) = match step("connected", eq.sread(WAIT_MS))? {
+            CmEvent::Connected { fid, data } => (fid, data),
+            other => return Err(unexpected("connected", &other)),
+        };
+        if cep.is(fid) {
+            assert!(data.as_bytes() == &answer[..]);
+        }
+        got += 1;
+    }
+    assert_eq!(got, 2);
+    Ok(())
+}
+
+/// Says what came instead of the event `want`: `EPROTO`.
+fn unexpected(want: &str, got: &CmEvent) -> Error {
+    match got {
+        CmEvent::Failed { err, .. } => pr_err!("kfi_ibverbs test: {want}: failed: {err:?}\n"),
+        CmEvent::Shutdown { .. } => pr_err!("kfi_ibverbs test: {want}: shutdown\n"),
+        _ => pr_err!("kfi_ibverbs test: {want}: another event\n"),
+    }
+    EPROTO
+}
+
 pub(crate) fn connect_accept_with_private_data() -> Result {
     let s = step("side", side(c"7611"))?;
     let d = step("domain", s.fabric.domain(s.src.entry()))?;

@@ -99,6 +99,11 @@ mod tests {
     }
 
     #[test]
+    fn long_private_data_arrives_exactly() -> Result {
+        super::cm::long_private_data_arrives_exactly()
+    }
+
+    #[test]
     fn reject_carries_private_data() -> Result {
         super::cm::reject_carries_private_data()
     }
