@@ -21,7 +21,7 @@ use crate::{
     frame::{self, Buffers},
     ib::{
         addr::Addr,
-        cm::CmId,
+        cm::{self, CmId},
         device::{Limits, Link},
     },
     kfi::{
@@ -215,6 +215,7 @@ impl IbEndpoint {
     /// `kfi_connect` to `addr` (a `sockaddr_in`/`sockaddr_in6`), or to
     /// the entry's destination when NULL, with private `data`.
     pub(crate) fn connect(&self, addr: *const c_void, data: &[u8]) -> Result {
+        self.data_fits(data)?;
         let explicit = if addr.is_null() {
             None
         } else {
@@ -238,8 +239,21 @@ impl IbEndpoint {
         Ok(())
     }
 
+    /// `EINVAL` unless private `data` fits what the endpoint's link
+    /// takes (see `cm::ulp_data_fits`): said at once, not by the peer's
+    /// refusal.
+    fn data_fits(&self, data: &[u8]) -> Result {
+        let iwarp = self.conn.dom.dev.link == Link::Iwarp;
+        if cm::ulp_data_fits(data.len(), iwarp) {
+            Ok(())
+        } else {
+            Err(EINVAL)
+        }
+    }
+
     /// `kfi_accept`, with private `data`.
     pub(crate) fn accept(&self, data: &[u8]) -> Result {
+        self.data_fits(data)?;
         // rdma_accept takes the identifier's handler lock, which an event
         // callback waiting for our state lock may hold: the identifier is
         // taken out for the call and put back. Its events only need the

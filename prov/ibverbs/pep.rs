@@ -16,6 +16,7 @@ use crate::{
     ib::{
         addr::Addr,
         cm::{self, CmId, RdDepth},
+        device::Link,
     },
     ib_sys as sys,
     kfi::{
@@ -250,6 +251,12 @@ impl IbPep {
     /// Refuses the request `handle` names, with private `data`.
     pub(crate) fn reject(&self, handle: *mut ksys::kfid, data: &[u8]) -> Result {
         let (id, ..) = take_request(handle)?;
+        let iwarp = devices::by_ptr(id.device()).is_some_and(|d| d.link == Link::Iwarp);
+        if !cm::ulp_data_fits(data.len(), iwarp) {
+            // The request is refused all the same, without the data.
+            let _ = id.reject(&[]);
+            return Err(EINVAL);
+        }
         id.reject(data)
     }
 

@@ -32,13 +32,40 @@ pub(crate) fn getinfo_names_the_device() -> Result {
 /// on iWARP (siw: 251 bytes with the provider's length byte) 234 bytes
 /// (room for the provider's flush-region trailer, see `flush.rs`), 235
 /// (none: it is left out) and 250; on RoCE the 55 the IB CM's request
-/// takes.
+/// takes. One byte more than the provider's framing takes (251 on iWARP,
+/// 255 on RoCE) is `EINVAL` at the connect itself, and at a reject, which
+/// still refuses the request (without the data).
 pub(crate) fn long_private_data_arrives_exactly() -> Result {
-    let sizes: &[(usize, &CStr)] = if device().1 == c"iWARP" {
+    let iwarp = device().1 == c"iWARP";
+    let sizes: &[(usize, &CStr)] = if iwarp {
         &[(234, c"7640"), (235, c"7641"), (250, c"7642")]
     } else {
         &[(55, c"7640")]
     };
+    {
+        let s = step("side", side(c"7643"))?;
+        let d = step("domain", s.fabric.domain(s.src.entry()))?;
+        let eq = step("eq", s.fabric.eq(16))?;
+        let pep = step("listen", s.fabric.listen(s.src.entry(), &eq))?;
+        let cq = d.cq(16)?;
+        let cep = step("endpoint", endpoint(&d, s.dst.entry(), &cq, &eq))?;
+        let long = zeroed(if iwarp { 251 } else { 255 })?;
+        assert_eq!(cep.connect(&long), Err(EINVAL));
+        step("connect", cep.connect(b"short"))?;
+        let req = match step("connreq", eq.sread(WAIT_MS))? {
+            CmEvent::ConnReq { req, .. } => req,
+            other => return Err(unexpected("connreq", &other)),
+        };
+        assert_eq!(pep.reject(&req, &long), Err(EINVAL));
+        match step("refused", eq.sread(WAIT_MS))? {
+            CmEvent::Failed { fid, err, data } => {
+                assert!(cep.is(fid));
+                assert_eq!(err, ECONNREFUSED);
+                assert!(data.as_bytes().is_empty());
+            }
+            other => return Err(unexpected("refused", &other)),
+        }
+    }
     for &(n, port) in sizes {
         private_data_of(n, port).inspect_err(|e| {
             pr_err!("kfi_ibverbs test: {n} bytes of private data: {e:?}\n");

@@ -201,15 +201,29 @@ fn private<'a>(ev: &'a sys::rdma_cm_event) -> Private<'a> {
     unframe(raw)
 }
 
-/// Most bytes of private data that carry the provider's extra bytes
-/// (only sent over iWARP): what siw takes. An MPA v2 request or reply,
-/// siw's default, has 4 bytes of its own in front of them, and siw puts
-/// the sum in 8 bits (`siw_send_mpareqrep`): 252 bytes would wrap.
-const EXTRA_TOTAL_MAX: usize = 251;
+/// Most bytes of private data, framing included, over iWARP: what siw
+/// takes. An MPA v2 request, reply or reject, siw's default, has 4 bytes
+/// of its own in front of them, and siw puts the sum in 8 bits
+/// (`siw_send_mpareqrep`): 252 bytes would wrap. The provider's extra
+/// bytes are only sent over iWARP, so they stay within it too.
+const IWARP_TOTAL_MAX: usize = 251;
+
+/// Whether `n` bytes of the ULP's private data fit a connect, accept or
+/// reject over iWARP (`iwarp`) or the IB CM (where rdma_cm checks the
+/// limit of each message).
+pub(crate) fn ulp_data_fits(n: usize, iwarp: bool) -> bool {
+    let max = if iwarp {
+        IWARP_TOTAL_MAX
+    } else {
+        usize::from(u8::MAX)
+    };
+    // Framed: one byte of length in front.
+    n < max
+}
 
 /// Private data as the provider sends it: a length byte, the ULP's
 /// bytes, then the provider's `extra` bytes if the total stays within
-/// [`EXTRA_TOTAL_MAX`] (a peer that knows none ignores them). The IB CM
+/// [`IWARP_TOTAL_MAX`] (a peer that knows none ignores them). The IB CM
 /// (InfiniBand, RoCE) pads private data to a fixed size, so the length
 /// has to travel with it; iWARP sends it as is.
 struct Framed {
@@ -228,7 +242,7 @@ impl Framed {
         buf[1..=data.len()].copy_from_slice(data);
         let mut len = usize::from(n) + 1;
         let end = len + extra.len();
-        if let Some(to) = buf.get_mut(len..end).filter(|_| end <= EXTRA_TOTAL_MAX) {
+        if let Some(to) = buf.get_mut(len..end).filter(|_| end <= IWARP_TOTAL_MAX) {
             to.copy_from_slice(extra);
             len = end;
         }
