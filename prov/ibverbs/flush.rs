@@ -14,6 +14,7 @@
 //! that sends none (an older one, or an InfiniBand or RoCE device, whose
 //! private data is short and whose empty reads work) gets empty reads.
 
+use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::{prelude::*, sync::Arc};
 
 use crate::{
@@ -43,15 +44,28 @@ pub(crate) struct FlushAt {
     pub(crate) key: u32,
 }
 
+/// What the test-only path flips in the key of the next trailer sent.
+static KEY_TAMPER: AtomicU32 = AtomicU32::new(0);
+
+/// Test-only path (exported for `kfi_test_ibverbs`, which plays a peer
+/// that names a wrong flush region with it): the key of the next trailer
+/// any endpoint of this provider sends has the bits of `xor` flipped; 0
+/// stops it.
+#[no_mangle]
+pub(crate) extern "C" fn kfi_ibverbs_test_flush_key(xor: u32) {
+    KEY_TAMPER.store(xor, Ordering::SeqCst);
+}
+
 /// The trailer's bytes: [`MAGIC`], the key and the address, little
 /// endian.
 pub(crate) struct Trailer([u8; TRAILER_LEN]);
 
 impl Trailer {
     pub(crate) fn of(at: FlushAt) -> Self {
+        let key = at.key ^ KEY_TAMPER.swap(0, Ordering::SeqCst);
         let mut b = [0u8; TRAILER_LEN];
         b[..4].copy_from_slice(&MAGIC);
-        b[4..8].copy_from_slice(&at.key.to_le_bytes());
+        b[4..8].copy_from_slice(&key.to_le_bytes());
         b[8..].copy_from_slice(&at.addr.to_le_bytes());
         Self(b)
     }

@@ -8,8 +8,52 @@ use crate::kfi::{
     kfi_sys as sys,
     ulp::{CmEvent, CqError},
 };
-use crate::tamper;
+use crate::{tamper, tamper_flush_key};
 use kernel::prelude::*;
+
+/// A peer that names a wrong flush region (`flush.rs`: its trailer's key
+/// flipped) fails only the writes for delivery that flush into it, with an
+/// error, in time: the other side's writes go on. On RoCE no trailer is
+/// sent, so the tampering finds none and every write succeeds.
+pub(crate) fn wrong_flush_key_fails_only_its_writes() -> Result {
+    let iwarp = crate::device().1 == c"iWARP";
+    // The client's connect carries the next trailer.
+    tamper_flush_key(0x5a5a_5a5a);
+    let r = with_pair_domain(c"7644", |d, cep, sep, ccq, scq| {
+        let src = pattern(4096, 3)?;
+        let (mut cbuf, mut sbuf) = (zeroed(4096)?, zeroed(4096)?);
+        let (cat, sat) = (addr_of(&cbuf, 0), addr_of(&sbuf, 0));
+        let cmr = step("register", d.register(&mut cbuf, sys::KFI_REMOTE_WRITE, 0))?;
+        let smr = step("register", d.register(&mut sbuf, sys::KFI_REMOTE_WRITE, 0))?;
+        // The server named its region right: the client's write flushes.
+        // SAFETY: `src` outlives the completion.
+        step("client write", unsafe {
+            cep.write(&src, sat, smr.key(), 1, sys::KFI_DELIVERY_COMPLETE)
+        })?;
+        assert_eq!(
+            step("client done", ccq.sread(WAIT_MS).map_err(|e| e.errno()))?.context,
+            1
+        );
+        // The client's key is wrong: the server's flushing read fails.
+        // SAFETY: `src` outlives the completion.
+        step("server write", unsafe {
+            sep.write(&src, cat, cmr.key(), 2, sys::KFI_DELIVERY_COMPLETE)
+        })?;
+        let done = scq.sread(WAIT_MS);
+        match (iwarp, &done) {
+            (true, Err(CqError::Failed { context: 2, .. })) | (false, Ok(_)) => {}
+            _ => {
+                pr_err!("kfi_ibverbs test: server write: {done:?}\n");
+                return Err(EPROTO);
+            }
+        }
+        drop((cmr, smr));
+        assert!(sbuf[..] == src[..]);
+        Ok(())
+    });
+    tamper_flush_key(0);
+    r
+}
 
 /// Acknowledgement flags on a data frame: a protocol error.
 pub(crate) fn acknowledgement_on_a_data_frame_ends_the_connection() -> Result {

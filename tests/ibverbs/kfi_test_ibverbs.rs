@@ -69,6 +69,9 @@ extern "C" {
     /// `frames` data frames its endpoints send get header flags `set`
     /// added and `clear` removed, and magic `magic` unless 0.
     fn kfi_ibverbs_test_tamper(set: u32, clear: u32, magic: u32, frames: u32);
+    /// flush.rs' test-only path: the key of the next flush-region trailer
+    /// an endpoint sends gets the bits of `xor` flipped (0: none).
+    fn kfi_ibverbs_test_flush_key(xor: u32);
 }
 
 /// Makes the next `frames` data frames of kfi_ibverbs' endpoints a
@@ -76,6 +79,13 @@ extern "C" {
 fn tamper(set: u32, magic: u32, frames: u32) {
     // SAFETY: Only stores the values; any values are valid.
     unsafe { kfi_ibverbs_test_tamper(set, 0, magic, frames) }
+}
+
+/// Makes the next flush-region trailer a peer's that names a wrong key
+/// (see [`kfi_ibverbs_test_flush_key`]); 0 stops it.
+fn tamper_flush_key(xor: u32) {
+    // SAFETY: Only stores the value; any value is valid.
+    unsafe { kfi_ibverbs_test_flush_key(xor) }
 }
 
 impl kernel::Module for KfiTestIbverbs {
@@ -211,6 +221,11 @@ mod tests {
     #[test]
     fn malformed_frame_ends_the_connection() -> Result {
         super::hostile::malformed_frame_ends_the_connection()
+    }
+
+    #[test]
+    fn wrong_flush_key_fails_only_its_writes() -> Result {
+        super::hostile::wrong_flush_key_fails_only_its_writes()
     }
 
     #[test]
