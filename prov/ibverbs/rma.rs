@@ -369,10 +369,9 @@ impl Rma {
             None => (op.remote[0].addr, op.remote[0].key, 0),
         };
         let mut sge = [link.results.sge_at(wi * ELEM, len, link.lkey)];
-        // SAFETY: A live QP (the link exists only while it does); the
-        // entry is at most one slot of the ring's mapped result slots,
-        // this request's only (`wi` came from the free list); `cqe` lives
-        // in the ring, which outlives the QP's drain.
+        // SAFETY: A live QP (the link exists only while it does); the entry
+        // is request `wi`'s own mapped result slot (`wi` came from the free
+        // list); `cqe` lives in the ring, which outlives the QP's drain.
         unsafe { dma::post_rdma(link.qp, true, &mut sge, addr, key, cqe) }?;
         let wr = Wr::new(oi, true);
         op.flush_posted = true;
