@@ -12,10 +12,14 @@ use crate::{
     spawn::{join_both, spawn},
 };
 
-/// Two-thread ping-pong: the client posts a receive into operation `i` of
-/// the destination and sends operation `i` of the source; the server
-/// echoes it from one of two receive slots. Round-trip times per
-/// operation, from posting the receive to its completion.
+/// Two-thread ping-pong: the client sends operation `i` of the source and
+/// posts a receive for the echo into operation `i` of the destination;
+/// the server echoes it from one of two receive slots, then posts its next
+/// receive. Both sides make their calls in the raw row's order (send,
+/// then receive), so that posting a receive is on the round trip's path
+/// no more than a raw `recvmsg` call is (a message that came first would
+/// wait for its receive). Round-trip times per operation, from the send
+/// to the receive's completion.
 pub(crate) fn pingpong(
     p: &Arc<Pair>,
     sh: Shape,
@@ -74,15 +78,15 @@ fn ping(
             crate::pattern::before_recv(sh, i, sh.op(&b.dst, i)?.as_ptr(), true)?;
         }
         let t = Time::now();
-        // SAFETY: Operation `i` of the destination is used by nothing else
-        // until this receive completes; the side keeps its buffers while
-        // operations are in flight (`side`, `Grave`).
-        unsafe { post_recv(&p.cep, sh.op_mut(&mut b.dst, i)?, Kind::Recv.context(i)) }?;
-        recv.posted();
         // SAFETY: The source is not written while a send of it is in
-        // flight (above); kept as above.
+        // flight (above); the side keeps its buffers while operations are
+        // in flight (`side`, `Grave`).
         unsafe { post_send(&p.cep, sh.op(&b.src, i)?, Kind::Send.context(i), flags) }?;
         send.posted();
+        // SAFETY: Operation `i` of the destination is used by nothing else
+        // until this receive completes; kept as above.
+        unsafe { post_recv(&p.cep, sh.op_mut(&mut b.dst, i)?, Kind::Recv.context(i)) }?;
+        recv.posted();
         while recv.done <= i {
             reap(&p.ccq, &mut [&mut *recv, &mut *send])?;
         }
@@ -202,7 +206,8 @@ fn reap_any(p: &Pair, t: [&mut Track; 4]) -> Result {
 }
 
 /// The server of [`pingpong`]: receives into slot `i % 2` of `slots`,
-/// posts the next receive into the other slot, echoes.
+/// echoes, then posts the next receive into the other slot (the client
+/// sends the next message only once it has the echo).
 fn echo(p: &Pair, sh: Shape, slots: &mut [u8], recv: &mut Track, send: &mut Track) -> Result {
     let flags = send_flags(p, sh.size);
     let slot = Shape { iters: 2, ..sh };
@@ -214,6 +219,10 @@ fn echo(p: &Pair, sh: Shape, slots: &mut [u8], recv: &mut Track, send: &mut Trac
         while recv.done <= i {
             reap(&p.scq, &mut [&mut *recv, &mut *send])?;
         }
+        // SAFETY: The slot is not written again before this send completes
+        // (checked below before the next receive into it).
+        unsafe { post_send(&p.sep, slot.op(slots, i % 2)?, Kind::Send.context(i), flags) }?;
+        send.posted();
         if i + 1 < sh.iters {
             // The other slot held echo `i - 1`: it must be sent.
             while send.done < i {
@@ -230,10 +239,6 @@ fn echo(p: &Pair, sh: Shape, slots: &mut [u8], recv: &mut Track, send: &mut Trac
             }?;
             recv.posted();
         }
-        // SAFETY: The slot is not written again before this send completes
-        // (checked above before the next receive into it).
-        unsafe { post_send(&p.sep, slot.op(slots, i % 2)?, Kind::Send.context(i), flags) }?;
-        send.posted();
     }
     while send.in_flight() > 0 {
         reap(&p.scq, &mut [&mut *recv, &mut *send])?;
