@@ -299,33 +299,133 @@ pub(crate) struct Unexpected {
     pub(crate) payload: KVVec<u8>,
 }
 
-/// A response for the transmitter to send.
-pub(crate) struct Resp {
-    /// `Ack`, `ReadResp` or `AtomicResp`.
-    pub(crate) op: Op,
-    pub(crate) id: u64,
-    /// 0 or a positive errno.
-    pub(crate) status: u64,
-    /// A read's data: checked ranges of registered regions.
-    pub(crate) reads: KVec<Access>,
-    /// An atomic's old values (wire order).
-    pub(crate) old: [u8; ATOMIC_MAX],
-    pub(crate) old_len: usize,
+/// Old values of an atomic kept inside its response: one element of any
+/// datatype (the largest, a long double complex, has 32 bytes).
+const OLD_INLINE: usize = 32;
+
+/// An atomic's old values, as its response carries them (wire order):
+/// inside the response up to [`OLD_INLINE`] bytes, so that queueing an
+/// answer copies a few words; a longer array of elements gets an
+/// allocation of its own, made by the receive work (process context).
+pub(crate) enum OldValues {
+    Inline { bytes: [u8; OLD_INLINE], len: usize },
+    Heap(KVec<u8>),
+}
+
+impl OldValues {
+    /// None (a refused atomic, or one that does not fetch).
+    pub(crate) fn none() -> Self {
+        Self::Inline {
+            bytes: [0; OLD_INLINE],
+            len: 0,
+        }
+    }
+
+    /// Room for `len` bytes of old values, zeroed. Process context.
+    pub(crate) fn zeroed(len: usize) -> Result<Self> {
+        if len <= OLD_INLINE {
+            return Ok(Self::Inline {
+                bytes: [0; OLD_INLINE],
+                len,
+            });
+        }
+        let mut v = KVec::with_capacity(len, GFP_KERNEL)?;
+        v.resize(len, 0, GFP_KERNEL)?;
+        Ok(Self::Heap(v))
+    }
+
+    /// The values, to fill in.
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
+        match self {
+            Self::Inline { bytes, len } => bytes.get_mut(..*len).unwrap_or(&mut []),
+            Self::Heap(v) => v,
+        }
+    }
+
+    /// The values.
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        match self {
+            Self::Inline { bytes, len } => bytes.get(..*len).unwrap_or(&[]),
+            Self::Heap(v) => v,
+        }
+    }
+}
+
+/// A response for the transmitter to send, per kind (the receiver queues
+/// them in `State::resp`): the common one, an `Ack`, is a few words to
+/// queue and to take.
+pub(crate) enum Resp {
+    /// An `Ack` of a message or write.
+    Ack { id: u64, status: u64 },
+    /// A `ReadResp`, with the checked ranges of registered regions its
+    /// data comes from (none if the read was refused).
+    Read {
+        id: u64,
+        status: u64,
+        reads: KVec<Access>,
+    },
+    /// An `AtomicResp`, with the old values for a fetch (else none).
+    Atomic {
+        id: u64,
+        status: u64,
+        old: OldValues,
+    },
+}
+
+/// A result as a response's status word: 0, or a positive errno.
+fn status_word<T>(r: &Result<T>) -> u64 {
+    match r {
+        Ok(_) => 0,
+        Err(e) => (-e.to_errno()) as u64,
+    }
 }
 
 impl Resp {
-    /// A response without data.
-    pub(crate) fn status(op: Op, id: u64, r: Result) -> Self {
-        Self {
-            op,
+    /// The `Ack` of the peer's operation `id`, with outcome `r`.
+    pub(crate) fn ack(id: u64, r: Result) -> Self {
+        Self::Ack {
             id,
-            status: match r {
-                Ok(()) => 0,
-                Err(e) => (-e.to_errno()) as u64,
-            },
-            reads: KVec::new(),
-            old: [0; ATOMIC_MAX],
-            old_len: 0,
+            status: status_word(&r),
+        }
+    }
+
+    /// The `ReadResp` of the peer's read `id`: its data from `r`'s ranges,
+    /// or its error.
+    pub(crate) fn read(id: u64, r: Result<KVec<Access>>) -> Self {
+        let status = status_word(&r);
+        Self::Read {
+            id,
+            status,
+            reads: r.unwrap_or_default(),
+        }
+    }
+
+    /// The `AtomicResp` of the peer's atomic `id`: its old values from
+    /// `r`, or its error.
+    pub(crate) fn atomic(id: u64, r: Result<OldValues>) -> Self {
+        let status = status_word(&r);
+        Self::Atomic {
+            id,
+            status,
+            old: r.unwrap_or_else(|_| OldValues::none()),
+        }
+    }
+
+    /// The frame's opcode.
+    pub(crate) fn op(&self) -> Op {
+        match self {
+            Self::Ack { .. } => Op::Ack,
+            Self::Read { .. } => Op::ReadResp,
+            Self::Atomic { .. } => Op::AtomicResp,
+        }
+    }
+
+    /// The peer's operation it answers, and its status word.
+    pub(crate) fn id_status(&self) -> (u64, u64) {
+        match *self {
+            Self::Ack { id, status }
+            | Self::Read { id, status, .. }
+            | Self::Atomic { id, status, .. } => (id, status),
         }
     }
 }
@@ -374,7 +474,11 @@ impl TxOp {
 impl Resp {
     /// Bytes of payload the response's frame carries.
     pub(crate) fn payload_len(&self) -> u64 {
-        self.reads.iter().map(|a| a.len() as u64).sum()
+        match self {
+            Self::Ack { .. } => 0,
+            Self::Read { reads, .. } => reads.iter().map(|a| a.len() as u64).sum(),
+            Self::Atomic { old, .. } => old.as_slice().len() as u64,
+        }
     }
 }
 

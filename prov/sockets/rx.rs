@@ -332,7 +332,7 @@ impl Rx<'_> {
     /// Acknowledges `h` if its sender asked for it.
     fn ack_if_asked(&self, h: &Hdr) -> Result {
         if h.flags & (flags::DELIVERY_COMPLETE | flags::COMMIT_COMPLETE) != 0 {
-            self.respond(Resp::status(Op::Ack, h.id, Ok(())))?;
+            self.respond(Resp::ack(h.id, Ok(())))?;
         }
         Ok(())
     }

@@ -232,7 +232,7 @@ fn step_resp(
         Ok(Sent::Whole) => Ok(()),
         Err(e) => Err(e),
     };
-    if res.is_ok() && r.op == Op::ReadResp && r.status == 0 {
+    if res.is_ok() && matches!(r, Resp::Read { status: 0, .. }) {
         // The peer's read is done with our region.
         sh.rxq.cq().count_only(sys::KFI_RMA | sys::KFI_REMOTE_READ);
     }
@@ -556,13 +556,16 @@ fn send_atomic(sock: &Socket, op: &TxOp, mut h: Hdr, at: usize, wait: Wait) -> R
 /// Sends a response the receiver queued, from byte `at` on; one without
 /// data held for the next if `more`.
 fn send_resp(sock: &Socket, r: &Resp, more: bool, at: usize, wait: Wait) -> Result<Sent> {
-    let mut h = Hdr::new(r.op, r.id, 0);
-    h.data = r.status;
-    match r.op {
-        Op::AtomicResp => frame::send_frame_from(sock, &h, &[], &[&r.old[..r.old_len]], at, wait),
-        Op::ReadResp => {
+    let (id, status) = r.id_status();
+    let mut h = Hdr::new(r.op(), id, 0);
+    h.data = status;
+    match r {
+        Resp::Atomic { old, .. } => {
+            frame::send_frame_from(sock, &h, &[], &[old.as_slice()], at, wait)
+        }
+        Resp::Read { reads, .. } => {
             let mut parts: KVec<&[u8]> = KVec::new();
-            for a in r.reads.iter() {
+            for a in reads.iter() {
                 for b in a.bufs() {
                     // SAFETY: A checked range of a registered region, held
                     // by `a` until the response is sent.
@@ -571,6 +574,6 @@ fn send_resp(sock: &Socket, r: &Resp, more: bool, at: usize, wait: Wait) -> Resu
             }
             frame::send_frame_from(sock, &h, &[], &parts, at, wait)
         }
-        _ => frame::send_hdr_from(sock, &h, at, wait, more),
+        Resp::Ack { .. } => frame::send_hdr_from(sock, &h, at, wait, more),
     }
 }

@@ -480,7 +480,7 @@ impl Parser<'_> {
             c.dropped,
         );
         if c.h.flags & (flags::DELIVERY_COMPLETE | flags::COMMIT_COMPLETE) != 0 {
-            respond_now(self.sh, Resp::status(Op::Ack, c.h.id, Ok(())))?;
+            respond_now(self.sh, Resp::ack(c.h.id, Ok(())))?;
         }
         Ok(())
     }

@@ -17,8 +17,8 @@ use crate::{
     frame,
     kfi::{kfi_sys as sys, toolkit::completion::CqEntry},
     mr::Access,
-    op::Resp,
-    wire::{flags, Hdr, Op, RmaDesc, PAYLOAD_MAX},
+    op::{OldValues, Resp},
+    wire::{flags, Hdr, RmaDesc, PAYLOAD_MAX, RMA_IOV_MAX},
 };
 
 /// The rights a peer's atomic `op` needs on the target region, and
@@ -62,19 +62,24 @@ pub(super) fn written(sh: &Shared, h: &Hdr) -> Result {
     }
 }
 
+/// The checked ranges of a peer's access, in the frame's order (held on
+/// the stack: a write allocates nothing).
+type Ranges = [Option<Access>; RMA_IOV_MAX];
+
 impl Rx<'_> {
     /// Checks every descriptor of a peer's access; all or nothing.
-    fn check(&mut self, h: &Hdr, need: u64) -> Result<(Result<KVec<Access>>, u64)> {
+    fn check(&mut self, h: &Hdr, need: u64) -> Result<(Result<Ranges>, u64)> {
         let descs = self.descs(h)?;
         let descs = descs.as_slice();
         let mut total = 0u64;
         for d in descs {
             total = total.checked_add(d.len).ok_or(EPROTO)?;
         }
-        let mut acc = KVec::with_capacity(descs.len(), GFP_KERNEL)?;
-        for d in descs {
+        // A frame has at most `RMA_IOV_MAX` descriptors (`RmaDescs`).
+        let mut acc: Ranges = [const { None }; RMA_IOV_MAX];
+        for (slot, d) in acc.iter_mut().zip(descs) {
             match self.sh.mrs.access(d.key, d.addr, d.len, need, self.sock) {
-                Ok(a) => acc.push(a, GFP_KERNEL)?,
+                Ok(a) => *slot = Some(a),
                 Err(e) => return Ok((Err(e), total)),
             }
         }
@@ -100,15 +105,15 @@ impl Rx<'_> {
             }
             Err(e) => {
                 self.discard(h.len as usize)?;
-                return self.respond(Resp::status(Op::Ack, h.id, Err(e)));
+                return self.respond(Resp::ack(h.id, Err(e)));
             }
         };
-        for a in acc.iter() {
+        for a in acc.iter().flatten() {
             // SAFETY: Checked ranges of registered regions, held by `a`.
             unsafe { self.place(a.bufs(), a.len()) }?;
         }
         if h.flags & flags::COMMIT_COMPLETE != 0 {
-            for a in acc.iter() {
+            for a in acc.iter().flatten() {
                 a.commit();
             }
         }
@@ -117,22 +122,25 @@ impl Rx<'_> {
         if !answered {
             return Ok(());
         }
-        self.respond(Resp::status(Op::Ack, h.id, Ok(())))
+        self.respond(Resp::ack(h.id, Ok(())))
     }
 
     /// A peer's RMA read: the transmitter sends the checked ranges.
     pub(super) fn read_req(&mut self, h: &Hdr) -> Result {
         let (acc, total) = self.check(h, sys::KFI_REMOTE_READ)?;
-        let r = match acc {
-            Ok(_) if total > PAYLOAD_MAX => Resp::status(Op::ReadResp, h.id, Err(EMSGSIZE)),
+        let reads = match acc {
+            Ok(_) if total > PAYLOAD_MAX => Err(EMSGSIZE),
             Ok(acc) => {
-                let mut r = Resp::status(Op::ReadResp, h.id, Ok(()));
-                r.reads = acc;
-                r
+                // The transmitter sends from them after we return.
+                let mut reads = KVec::with_capacity(RMA_IOV_MAX, GFP_KERNEL)?;
+                for a in acc.into_iter().flatten() {
+                    reads.push(a, GFP_KERNEL)?;
+                }
+                Ok(reads)
             }
-            Err(e) => Resp::status(Op::ReadResp, h.id, Err(e)),
+            Err(e) => Err(e),
         };
-        self.respond(r)
+        self.respond(Resp::read(h.id, reads))
     }
 
     /// A peer's atomic: one descriptor, operands (and compare values) in
@@ -162,25 +170,21 @@ impl Rx<'_> {
         let mut operands = [0u8; 2 * ATOMIC_MAX];
         frame::recv_exact(self.sock, &mut operands[..want])?;
         let (src, cmp) = operands[..want].split_at(len);
-        let mut r = Resp::status(Op::AtomicResp, h.id, Ok(()));
+        let mut old = [0u8; ATOMIC_MAX];
         let fetch = h.flags & flags::FETCH != 0;
         let (need, writes) = atomic_rights(op, fetch);
-        let outcome = (|| -> Result {
+        let outcome = (|| -> Result<OldValues> {
             atomics::elem_size(datatype).ok_or(EOPNOTSUPP)?;
+            // Old values only to whom may read them; their room is made
+            // before the atomic changes anything.
+            let mut back = OldValues::zeroed(if fetch { len } else { 0 })?;
             let a = self.sh.mrs.access(d.key, d.addr, d.len, need, self.sock)?;
             let mut target = [0u8; ATOMIC_MAX];
             self.sh.mrs.atomically(|| {
                 // SAFETY: A checked range of a registered region, held by
                 // `a`; atomics on it are serialized by the lock we hold.
                 unsafe { bufs::gather(a.bufs(), &mut target[..len]) };
-                atomics::apply(
-                    datatype,
-                    op,
-                    &mut target[..len],
-                    src,
-                    cmp,
-                    &mut r.old[..len],
-                )?;
+                atomics::apply(datatype, op, &mut target[..len], src, cmp, &mut old[..len])?;
                 if writes {
                     // SAFETY: The same checked range, still held by `a`; the lock we
                     // hold serializes atomics on it and `gather`'s slice has ended.
@@ -191,19 +195,18 @@ impl Rx<'_> {
             if writes && h.flags & flags::COMMIT_COMPLETE != 0 {
                 a.commit();
             }
-            // Old values only to whom may read them.
-            r.old_len = if fetch { len } else { 0 };
-            Ok(())
+            let to = back.as_mut_slice();
+            to.copy_from_slice(old.get(..to.len()).ok_or(EINVAL)?);
+            Ok(back)
         })();
-        match outcome {
+        if outcome.is_ok() {
             // Done with our region: counted as a write if it wrote.
-            Ok(()) => self.sh.rxq.cq().count_only(if writes {
+            self.sh.rxq.cq().count_only(if writes {
                 sys::KFI_ATOMIC | sys::KFI_REMOTE_WRITE
             } else {
                 sys::KFI_ATOMIC | sys::KFI_REMOTE_READ
-            }),
-            Err(e) => r = Resp::status(Op::AtomicResp, h.id, Err(e)),
+            });
         }
-        self.respond(r)
+        self.respond(Resp::atomic(h.id, outcome))
     }
 }

@@ -17,7 +17,7 @@ use crate::{
     mr::Access,
     op::Resp,
     rx::{respond_now, target::written},
-    wire::{flags, Hdr, Op, RmaDescs, RMA_IOV_MAX},
+    wire::{flags, Hdr, RmaDescs, RMA_IOV_MAX},
 };
 
 /// A peer's write being placed.
@@ -130,7 +130,7 @@ impl Parser<'_> {
         self.hand = InHand::Nothing;
         written(self.sh, &h)?;
         if h.flags & flags::UNANSWERED == 0 {
-            respond_now(self.sh, Resp::status(Op::Ack, h.id, Ok(())))?;
+            respond_now(self.sh, Resp::ack(h.id, Ok(())))?;
         }
         Ok(())
     }
