@@ -596,6 +596,31 @@ impl Socket {
         Self::timed(n, timed)
     }
 
+    /// Receives into `first`, then `then`, in one call: what is there,
+    /// waiting (until the receive deadline) only while nothing is. Returns
+    /// the bytes received, `first`'s before `then`'s (0: the stream ended).
+    pub(crate) fn recv_pair(&self, first: &mut [u8], then: &mut [u8]) -> Result<usize> {
+        let total = first.len().checked_add(then.len()).ok_or(EINVAL)?;
+        let timed = self.arm(Dir::Rx)?;
+        let mut iov = [
+            bindings::kvec {
+                iov_base: first.as_mut_ptr().cast(),
+                iov_len: first.len(),
+            },
+            bindings::kvec {
+                iov_base: then.as_mut_ptr().cast(),
+                iov_len: then.len(),
+            },
+        ];
+        let mut msg = bindings::msghdr::default();
+        // SAFETY: A live socket; `iov` describes `first` and `then`, both
+        // borrowed mutably, `total` bytes together.
+        let n = unsafe {
+            bindings::kernel_recvmsg(self.sock.as_ptr(), &mut msg, iov.as_mut_ptr(), 2, total, 0)
+        };
+        Self::timed(n, timed)
+    }
+
     /// Whether a receive would not block: bytes are queued or the stream
     /// ended (or failed). Never sleeps.
     pub(crate) fn readable(&self) -> bool {

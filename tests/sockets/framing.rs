@@ -546,4 +546,61 @@ mod cases {
     fn held_answers_do_not_wait_for_a_frame_not_whole() -> Result {
         answers_before_the_rest(c"7522", 7522, flags::COMMIT_COMPLETE)
     }
+
+    /// A burst of writes that the receive work places (they ask for
+    /// commit completion), all in one piece: it reads the next header
+    /// with the last bytes of a write, never with the last bytes of a
+    /// range that is not the write's last. Writes of one to three ranges,
+    /// empty ones among them, land exactly where their descriptors say,
+    /// each answered once, in order.
+    #[test]
+    fn committed_writes_in_one_piece_land_whole() -> Result {
+        let mut buf = KVec::new();
+        buf.resize(REGION_LEN, 0u8, GFP_KERNEL)?;
+        let n = net(c"7523")?;
+        let pep = listen(&n)?;
+        let c = cq(&n)?;
+        let mr = region(&n, &mut buf, sys::KFI_REMOTE_WRITE, 0)?;
+        let k = key(&mr);
+        let (raw, sep) = raw_client(&n, 7523, &c)?;
+        let outcome = (|| -> Result {
+            let desc = |addr: u64, len: u64| RmaDesc { addr, len, key: k };
+            let mut cases = KVec::new();
+            let mut add = |descs: &[RmaDesc]| -> Result {
+                let mut v = KVec::new();
+                v.extend_from_slice(descs, GFP_KERNEL)?;
+                cases.push(
+                    WriteCase {
+                        descs: v,
+                        status: 0,
+                    },
+                    GFP_KERNEL,
+                )?;
+                Ok(())
+            };
+            add(&[desc(0, 300), desc(400, 100)])?;
+            add(&[desc(600, 40)])?;
+            add(&[desc(700, 10), desc(720, 0), desc(800, 333)])?;
+            add(&[desc(1200, 1), desc(1250, 0)])?;
+            add(&[desc(1300, 64), desc(1400, 32)])?;
+            add(&[desc(2000, 1000)])?;
+            let mut stream = KVec::new();
+            for (w, cs) in cases.iter().enumerate() {
+                push_write_with(&mut stream, w, &cs.descs, flags::COMMIT_COMPLETE)?;
+            }
+            let sent = raw.send(&[&stream])?;
+            ensure!(sent == stream.len(), "sent {} of {}", sent, stream.len());
+            check_write_acks(&raw, &cases, 0)?;
+            let want = expected_region(&cases)?;
+            let bad = buf.iter().zip(want.iter()).position(|(a, b)| a != b);
+            ensure!(bad.is_none(), "region byte {:?} differs", bad);
+            Ok(())
+        })();
+        drop(sep);
+        drop(raw);
+        drop(mr);
+        drop(pep);
+        drop(buf);
+        outcome
+    }
 }

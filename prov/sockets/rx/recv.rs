@@ -193,7 +193,7 @@ impl Rx<'_> {
         };
         self.recv_found(h);
         // SAFETY: A posted receive's buffers, valid until it completes.
-        let placing = unsafe { self.place(&op.bufs, h.len as usize) };
+        let placing = unsafe { self.place(&op.bufs, h.len as usize, true) };
         let (placed, dropped) = fail_recv_on_err(cq, &op, sys::KFI_MSG, placing)?;
         finish_recv(cq, &op, sys::KFI_MSG, 0, Self::cq_data(h), placed, dropped);
         self.ack_if_asked(h)?;
@@ -282,7 +282,7 @@ impl Rx<'_> {
                 self.recv_found(h);
                 // SAFETY: A posted receive's buffers, valid until it
                 // completes.
-                let placing = unsafe { self.place(&op.bufs, len) };
+                let placing = unsafe { self.place(&op.bufs, len, true) };
                 let (placed, dropped) = fail_recv_on_err(cq, &op, sys::KFI_TAGGED, placing)?;
                 finish_recv(
                     cq,

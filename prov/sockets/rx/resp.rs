@@ -254,7 +254,7 @@ impl Rx<'_> {
         let (a, st) = data_response(self.sh, h, Kind::Read, usize::MAX)?;
         if st.is_ok() {
             // SAFETY: The buffers of our read, valid until it completes.
-            if let Err(e) = unsafe { self.place(&a.p.bufs, a.p.expect) } {
+            if let Err(e) = unsafe { self.place(&a.p.bufs, a.p.expect, true) } {
                 return Err(fail_answered(self.sh, &a, e));
             }
         }

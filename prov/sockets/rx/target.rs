@@ -108,9 +108,10 @@ impl Rx<'_> {
                 return self.respond(Resp::ack(h.id, Err(e)));
             }
         };
-        for a in acc.iter().flatten() {
+        let count = acc.iter().flatten().count();
+        for (i, a) in acc.iter().flatten().enumerate() {
             // SAFETY: Checked ranges of registered regions, held by `a`.
-            unsafe { self.place(a.bufs(), a.len()) }?;
+            unsafe { self.place(a.bufs(), a.len(), i + 1 == count) }?;
         }
         if h.flags & flags::COMMIT_COMPLETE != 0 {
             for a in acc.iter().flatten() {
