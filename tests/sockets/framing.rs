@@ -203,12 +203,15 @@ fn expected_region(cases: &[WriteCase]) -> Result<KVec<u8>> {
     Ok(want)
 }
 
-/// The body of `answers_do_not_wait_for_a_frame_not_whole` and its
-/// commit twin, on `port` (`portnum`), the writes' headers with flags
-/// `fl`.
-fn answers_before_the_rest(port: &core::ffi::CStr, portnum: u16, fl: u16) -> Result {
-    const WRITES: usize = 5;
-    const LEN: u64 = 200;
+/// Runs `body` against a server endpoint on `port` (`portnum`) with a
+/// zeroed region of [`REGION_LEN`] bytes open for remote writes: `body`
+/// gets the raw client, the region's key and its bytes (to check with
+/// [`check_region`] once the writes are answered). Closes everything.
+fn with_write_target(
+    port: &core::ffi::CStr,
+    portnum: u16,
+    body: impl FnOnce(&Socket, u64, &[u8]) -> Result,
+) -> Result {
     let mut buf = KVec::new();
     buf.resize(REGION_LEN, 0u8, GFP_KERNEL)?;
     let n = net(port)?;
@@ -217,7 +220,31 @@ fn answers_before_the_rest(port: &core::ffi::CStr, portnum: u16, fl: u16) -> Res
     let mr = region(&n, &mut buf, sys::KFI_REMOTE_WRITE, 0)?;
     let k = key(&mr);
     let (raw, sep) = raw_client(&n, portnum, &c)?;
-    let outcome = (|| -> Result {
+    let outcome = body(&raw, k, &buf);
+    drop(sep);
+    drop(raw);
+    drop(mr);
+    drop(pep);
+    drop(buf);
+    outcome
+}
+
+/// Fails unless `region` holds what `cases` wrote into it (it was all
+/// zeros).
+fn check_region(region: &[u8], cases: &[WriteCase]) -> Result {
+    let want = expected_region(cases)?;
+    let bad = region.iter().zip(want.iter()).position(|(a, b)| a != b);
+    ensure!(bad.is_none(), "region byte {:?} differs", bad);
+    Ok(())
+}
+
+/// The body of `answers_do_not_wait_for_a_frame_not_whole` and its
+/// commit twin, on `port` (`portnum`), the writes' headers with flags
+/// `fl`.
+fn answers_before_the_rest(port: &core::ffi::CStr, portnum: u16, fl: u16) -> Result {
+    const WRITES: usize = 5;
+    const LEN: u64 = 200;
+    with_write_target(port, portnum, |raw, k, bytes| {
         let mut cases = KVec::new();
         let mut stream = KVec::new();
         for w in 0..WRITES {
@@ -234,21 +261,12 @@ fn answers_before_the_rest(port: &core::ffi::CStr, portnum: u16, fl: u16) -> Res
         let cut = stream.len() - LEN as usize / 2;
         let sent = raw.send(&[&stream[..cut]])?;
         ensure!(sent == cut, "sent {} of {}", sent, cut);
-        check_write_acks(&raw, &cases[..WRITES - 1], 0)?;
+        check_write_acks(raw, &cases[..WRITES - 1], 0)?;
         let sent = raw.send(&[&stream[cut..]])?;
         ensure!(sent == stream.len() - cut, "sent {} of the rest", sent);
-        check_write_acks(&raw, &cases[WRITES - 1..], WRITES - 1)?;
-        let want = expected_region(&cases)?;
-        let bad = buf.iter().zip(want.iter()).position(|(a, b)| a != b);
-        ensure!(bad.is_none(), "region byte {:?} differs", bad);
-        Ok(())
-    })();
-    drop(sep);
-    drop(raw);
-    drop(mr);
-    drop(pep);
-    drop(buf);
-    outcome
+        check_write_acks(raw, &cases[WRITES - 1..], WRITES - 1)?;
+        check_region(bytes, &cases)
+    })
 }
 
 /// Reads the answers to `cases` from the raw peer: one `Ack` each, in
@@ -555,15 +573,7 @@ mod cases {
     /// each answered once, in order.
     #[test]
     fn committed_writes_in_one_piece_land_whole() -> Result {
-        let mut buf = KVec::new();
-        buf.resize(REGION_LEN, 0u8, GFP_KERNEL)?;
-        let n = net(c"7523")?;
-        let pep = listen(&n)?;
-        let c = cq(&n)?;
-        let mr = region(&n, &mut buf, sys::KFI_REMOTE_WRITE, 0)?;
-        let k = key(&mr);
-        let (raw, sep) = raw_client(&n, 7523, &c)?;
-        let outcome = (|| -> Result {
+        with_write_target(c"7523", 7523, |raw, k, bytes| {
             let desc = |addr: u64, len: u64| RmaDesc { addr, len, key: k };
             let mut cases = KVec::new();
             let mut add = |descs: &[RmaDesc]| -> Result {
@@ -590,17 +600,8 @@ mod cases {
             }
             let sent = raw.send(&[&stream])?;
             ensure!(sent == stream.len(), "sent {} of {}", sent, stream.len());
-            check_write_acks(&raw, &cases, 0)?;
-            let want = expected_region(&cases)?;
-            let bad = buf.iter().zip(want.iter()).position(|(a, b)| a != b);
-            ensure!(bad.is_none(), "region byte {:?} differs", bad);
-            Ok(())
-        })();
-        drop(sep);
-        drop(raw);
-        drop(mr);
-        drop(pep);
-        drop(buf);
-        outcome
+            check_write_acks(raw, &cases, 0)?;
+            check_region(bytes, &cases)
+        })
     }
 }
