@@ -166,6 +166,8 @@ impl Rx<'_> {
             let parked = {
                 let mut s = self.sh.state.lock();
                 if s.closing || s.draining {
+                    // A header read ahead is dropped with the connection:
+                    // a drain always ends in its close.
                     return Ok(());
                 }
                 self.rma = s.parked_rma.take();

@@ -176,10 +176,10 @@ impl Rx<'_> {
         let (need, writes) = atomic_rights(op, fetch);
         let outcome = (|| -> Result<OldValues> {
             atomics::elem_size(datatype).ok_or(EOPNOTSUPP)?;
+            let a = self.sh.mrs.access(d.key, d.addr, d.len, need, self.sock)?;
             // Old values only to whom may read them; their room is made
             // before the atomic changes anything.
             let mut back = OldValues::zeroed(if fetch { len } else { 0 })?;
-            let a = self.sh.mrs.access(d.key, d.addr, d.len, need, self.sock)?;
             let mut target = [0u8; ATOMIC_MAX];
             self.sh.mrs.atomically(|| {
                 // SAFETY: A checked range of a registered region, held by
