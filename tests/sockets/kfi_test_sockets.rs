@@ -342,9 +342,10 @@ mod ksock_tests {
                 c.send(&[&big]).map_err(|e| e.to_errno()),
                 Err(ETIMEDOUT.to_errno())
             );
-            // Room for a part of the next send.
+            // Room for a part of the next send: whatever the failed send
+            // got into the socket (under TCG a few ms may not be 256 KiB).
             s.set_rx_deadline(Some(Deadline::after_ms(1000)));
-            assert_eq!(s.recv(&mut chunk, true)?, chunk.len());
+            assert!(s.recv(&mut chunk, false)? > 0);
         }
         Ok(())
     }
