@@ -239,10 +239,8 @@ impl Rx<'_> {
     /// seems to hold all of it (a hint: the call never waits for it):
     /// one socket call less per frame of a burst.
     fn recv_last(&mut self, buf: &mut [u8]) -> Result {
-        // SAFETY: A live socket; the call only reads two sequence numbers.
-        let ready = unsafe { kfi_sockets_inq_hint(self.sock.as_raw()) };
         let want = buf.len().saturating_add(HDR_LEN);
-        if self.ahead_len != 0 || usize::try_from(ready).unwrap_or(0) < want {
+        if self.ahead_len != 0 || self.inq_hint() < want {
             return frame::recv_exact(self.sock, buf);
         }
         let n = self.sock.recv_pair(buf, &mut self.ahead)?;
@@ -378,15 +376,19 @@ impl Rx<'_> {
         if self.unsent.get() == 0 {
             return;
         }
-        // SAFETY: A live socket; the call only reads two sequence numbers.
-        let ready = unsafe { kfi_sockets_inq_hint(self.sock.as_raw()) };
         // The next header's first bytes may be in hand already.
-        let ready = usize::try_from(ready)
-            .unwrap_or(0)
-            .saturating_add(self.ahead_len);
-        if ready < want {
+        if self.inq_hint().saturating_add(self.ahead_len) < want {
             self.push_responses();
         }
+    }
+
+    /// About the bytes the socket holds, read without its lock: it may be
+    /// stale when used, but as we are its only reader it never counts
+    /// bytes that are not there.
+    fn inq_hint(&self) -> usize {
+        // SAFETY: A live socket; the call only reads two sequence numbers.
+        let ready = unsafe { kfi_sockets_inq_hint(self.sock.as_raw()) };
+        usize::try_from(ready).unwrap_or(0)
     }
 
     /// Acknowledges `h` if its sender asked for it.
