@@ -18,6 +18,8 @@
 //! window. Its runs reuse `window + 1` operation slots (see
 //! `pattern.rs`), sizes up to the provider's largest message.
 //!
+//! `rows` (`kfi_bench_param.c`) runs some rows only, by name.
+//!
 //! After the kfi_sockets rows come the fan-out rows (`fanout.rs`): one RDM
 //! endpoint talking to 1, 64 and 1024 peer RDM endpoints, the memory each
 //! connection takes and the aggregate message rate.
@@ -69,6 +71,8 @@ use run::{Bufs, Grave, Sample, Shape, Time};
 extern "C" {
     /// `kfi_bench_param.c`: the `ib_node` parameter (empty: unset).
     fn kfi_bench_ib_node() -> *const u8;
+    /// `kfi_bench_param.c`: the `rows` parameter (empty: unset).
+    fn kfi_bench_rows() -> *const u8;
 }
 
 /// The `ib_node` parameter: the address of the RDMA device to bench
@@ -78,6 +82,16 @@ fn ib_node() -> Option<&'static CStr> {
     // module and is read-only (0444).
     let s = unsafe { CStr::from_char_ptr(kfi_bench_ib_node()) };
     (!s.is_empty()).then_some(s)
+}
+
+/// Whether the `rows` parameter (comma-separated row names; empty: all)
+/// asks for the row named `name`.
+fn wanted(name: &str) -> bool {
+    // SAFETY: As for `ib_node`: a NUL-terminated, read-only module
+    // parameter that lives as long as the module.
+    let s = unsafe { CStr::from_char_ptr(kfi_bench_rows()) };
+    let list = s.to_bytes();
+    list.is_empty() || list.split(|&c| c == b',').any(|r| r == name.as_bytes())
 }
 
 module! {
@@ -351,6 +365,14 @@ impl Bench {
     /// Warm-up, then `reps` rounds of `rows`, in reverse order every other
     /// round so that no row always runs first.
     fn rows(&mut self, rows: &[Row], sh: Shape, reps: usize) -> Result {
+        let mut picked = KVec::with_capacity(rows.len(), GFP_KERNEL)?;
+        for &r in rows.iter().filter(|r| wanted(r.name())) {
+            picked.push(r, GFP_KERNEL)?;
+        }
+        let rows = &picked[..];
+        if rows.is_empty() {
+            return Ok(());
+        }
         // Room for the row with the most slots.
         let mut len = 0;
         for r in rows {
@@ -554,7 +576,9 @@ fn bw_rows(kinds: &[Kind], raw: Option<fn(Kind, usize) -> Row>) -> Result<KVec<R
 
 /// kfi_sockets against kernel TCP over loopback, and the memcpy bound.
 fn bench_sockets(plan: &Plan) -> Result<usize> {
-    memcpy_bound(plan.reps)?;
+    if wanted(Row::Memcpy.name()) {
+        memcpy_bound(plan.reps)?;
+    }
     let grave = Grave::new();
     let raw = raw::pair(7490)?;
     let kfi = kfi_runs::pair(c"sockets", c"127.0.0.1", c"7492")?;
@@ -595,7 +619,8 @@ fn bench_sockets(plan: &Plan) -> Result<usize> {
     // The pair and the baseline close before the fan-out rows.
     drop(b);
     let fan = fanout::FanPlan {
-        max_peers: plan.fan_peers,
+        // The fan-out rows go by one name in `rows`.
+        max_peers: if wanted("fanout") { plan.fan_peers } else { 0 },
         msgs: plan.fan_msgs,
         reps: plan.reps,
     };
