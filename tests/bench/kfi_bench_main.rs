@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! kfi_bench.ko: the benchmark of `make bench` (`Documentation/testing.rst`).
+//! kfi_bench.ko: the benchmark of `make bench` (`Documentation/bench.rst`).
 //!
 //! At load it measures, in one boot and over loopback, kfi_sockets through
 //! kfabric.ko against plain kernel TCP driven with the same threading (each
