@@ -85,10 +85,32 @@ fn run_frames(sh: &Arc<Shared>, sock: &Arc<Socket>) {
         ahead_len: 0,
     };
     match rx.run() {
-        Ok(()) => rx.push_responses(),
+        Ok(Ran::Idle) => rx.push_responses(),
+        Ok(Ran::Budget) => {
+            rx.push_responses();
+            // Behind the work items queued meanwhile.
+            progress::kick_rx(sh);
+        }
         Err(e) => teardown(sh, sock, e),
     }
 }
+
+/// How a run of the receive work ended.
+enum Ran {
+    /// Nothing more to do for now (no more bytes, a message parked, or
+    /// the connection closing).
+    Idle,
+    /// Its budget ran out with frames left: it must be queued again.
+    Budget,
+}
+
+/// Frames one run of the receive work handles at most: a peer that keeps
+/// its socket full does not keep a worker, and the CPU, for as long as it
+/// likes; the run is queued again behind the other work.
+const RUN_FRAMES: usize = 64;
+
+/// Payload bytes after which a run ends the same way.
+const RUN_BYTES: u64 = 1 << 20;
 
 /// Bytes of payload a frame may take `frame_timeout_ms` more for.
 const FRAME_TIMEOUT_UNIT: u64 = 1 << 20;
@@ -159,16 +181,19 @@ const RESP_BATCH: usize = 16;
 
 impl Rx<'_> {
     /// Handles frames until the socket has no more bytes, a message
-    /// waits for a receive or the connection is closing (a close that
-    /// drains it takes no new frame).
-    fn run(&mut self) -> Result {
+    /// waits for a receive, the connection is closing (a close that
+    /// drains it takes no new frame) or the run's budget is spent
+    /// ([`RUN_FRAMES`], [`RUN_BYTES`]).
+    fn run(&mut self) -> Result<Ran> {
+        let mut frames = 0usize;
+        let mut bytes = 0u64;
         loop {
             let parked = {
                 let mut s = self.sh.state.lock();
                 if s.closing || s.draining {
                     // A header read ahead is dropped with the connection:
                     // a drain always ends in its close.
-                    return Ok(());
+                    return Ok(Ran::Idle);
                 }
                 self.rma = s.parked_rma.take();
                 s.parked.take()
@@ -190,7 +215,7 @@ impl Rx<'_> {
                         self.push_unless_ready(HDR_LEN);
                     })?
                     else {
-                        return Ok(());
+                        return Ok(Ran::Idle);
                     };
                     self.sock.set_rx_deadline(frame_deadline(start, h.len));
                     h
@@ -215,9 +240,27 @@ impl Rx<'_> {
                 Op::ConnReq | Op::Accept | Op::Reject => return Err(EPROTO),
             };
             if let Step::Parked = step {
-                return Ok(());
+                return Ok(Ran::Idle);
+            }
+            frames += 1;
+            bytes = bytes.saturating_add(h.len);
+            if frames >= RUN_FRAMES || bytes >= RUN_BYTES {
+                return self.pause();
             }
         }
+    }
+
+    /// Ends a run whose budget is spent between two frames. A header read
+    /// ahead is completed and left parked for the next run, as the data
+    /// callback leaves a frame to this work: nothing read from the socket
+    /// is lost, and the callback leaves the socket alone while a header is
+    /// parked.
+    fn pause(&mut self) -> Result<Ran> {
+        if self.ahead_len > 0 {
+            let h = self.ahead_hdr()?;
+            self.sh.state.lock().parked = Some(h);
+        }
+        Ok(Ran::Budget)
     }
 
     /// The header of the frame whose first bytes came with the last

@@ -52,10 +52,21 @@ const PARTS_ON_STACK: usize = 4;
 /// transmit work: a poster's call stays short.
 const INLINE_BUDGET: usize = 8;
 
+/// Frames one run of the transmit work sends at most before it is queued
+/// again behind the other work: a connection that always has something
+/// to send (a peer that keeps asking for answers) does not keep a worker.
+/// Fewer than its queues hold (`conn::QUEUE` operations and as many
+/// responses).
+const RUN_FRAMES: usize = 32;
+
+/// Payload bytes after which a run ends the same way.
+const RUN_BYTES: u64 = 1 << 20;
+
 /// The transmit work (`progress.rs`): sends responses and queued
-/// operations until there is nothing it may send, first the rest of a
-/// frame an inline sender began. Nothing if an inline sender has the
-/// socket: it queues this work again when it lets go.
+/// operations until there is nothing it may send or its budget is spent
+/// ([`RUN_FRAMES`], [`RUN_BYTES`]: then it queues itself again), first
+/// the rest of a frame an inline sender began. Nothing if an inline
+/// sender has the socket: it queues this work again when it lets go.
 pub(crate) fn run(sh: &Arc<Shared>) {
     let (sock, begun, dead) = {
         let mut s = sh.state.lock();
@@ -67,6 +78,7 @@ pub(crate) fn run(sh: &Arc<Shared>) {
         let begun = if s.dead { None } else { s.tx_begun.take() };
         (s.sock.clone(), begun, s.dead)
     };
+    let mut again = false;
     if dead {
         // Torn down: nothing is being sent any more, so the operations
         // can fail now.
@@ -79,16 +91,34 @@ pub(crate) fn run(sh: &Arc<Shared>) {
         };
         // Queued again by whoever makes more work for us.
         if go_on {
-            while let Some(job) = next_job(sh) {
+            let (mut frames, mut bytes) = (0usize, 0u64);
+            while frames < RUN_FRAMES && bytes < RUN_BYTES {
+                let Some(job) = next_job(sh) else { break };
                 sent = true;
+                frames += 1;
+                bytes = bytes.saturating_add(job_len(&job));
                 if !step(sh, &sock, job, 0, Deadline::now(), Wait::Deadline) {
                     break;
                 }
             }
+            again = frames >= RUN_FRAMES || bytes >= RUN_BYTES;
             conn::note_idle(sh, &sock, sent);
         }
     }
     sh.state.lock().tx_busy = false;
+    if again {
+        // Behind the work items queued meanwhile; a run that finds
+        // nothing to send returns at once.
+        progress::kick_tx(sh);
+    }
+}
+
+/// The payload bytes of `job`'s frame.
+fn job_len(job: &Job) -> u64 {
+    match job {
+        Job::Resp(r, _) => r.payload_len(),
+        Job::Op(op, ..) => op.payload_len(),
+    }
 }
 
 /// Sends what is queued from the calling thread, without ever waiting for

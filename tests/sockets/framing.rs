@@ -604,4 +604,37 @@ mod cases {
             check_region(bytes, &cases)
         })
     }
+
+    /// More frames in one piece than one run of the receive work takes
+    /// (committed writes: the work places them, not the data callback):
+    /// the run stops at its budget with the next header read ahead, and
+    /// the next run goes on from that header. Every write lands where it
+    /// says and is answered once, in order.
+    #[test]
+    fn writes_beyond_a_run_s_budget_resume_where_it_stopped() -> Result {
+        // Over three runs' worth (64 frames each), 20 bytes apart.
+        const WRITES: usize = 200;
+        const LEN: u64 = 20;
+        with_write_target(c"7524", 7524, |raw, k, bytes| {
+            let mut cases = KVec::new();
+            let mut stream = KVec::new();
+            for w in 0..WRITES {
+                let mut descs = KVec::new();
+                descs.push(
+                    RmaDesc {
+                        addr: w as u64 * LEN,
+                        len: LEN,
+                        key: k,
+                    },
+                    GFP_KERNEL,
+                )?;
+                push_write_with(&mut stream, w, &descs, flags::COMMIT_COMPLETE)?;
+                cases.push(WriteCase { descs, status: 0 }, GFP_KERNEL)?;
+            }
+            let sent = raw.send(&[&stream])?;
+            ensure!(sent == stream.len(), "sent {} of {}", sent, stream.len());
+            check_write_acks(raw, &cases, 0)?;
+            check_region(bytes, &cases)
+        })
+    }
 }

@@ -560,10 +560,13 @@ mod msg_tests {
     fn sends_behind_a_begun_frame_keep_their_order() -> Result {
         const BIG: usize = 4 << 20;
         const SMALL: usize = 8;
-        const SMALLS: usize = 3;
+        // More than one run of the transmit work sends (32 frames): the
+        // run that takes them over stops at its budget and is queued
+        // again.
+        const SMALLS: usize = 48;
         let n = net(c"7483")?;
         let pep = listen(&n)?;
-        let (ccq, scq) = (cq(&n)?, cq(&n)?);
+        let (ccq, scq) = (cq_sized(&n, 2 * SMALLS)?, cq_sized(&n, 2 * SMALLS)?);
         let (cep, sep) = connected_pair(&n, &ccq, &scq)?;
         let mut src = KVVec::with_capacity(BIG, GFP_KERNEL)?;
         for i in 0..BIG {
@@ -571,7 +574,7 @@ mod msg_tests {
         }
         let mut dst = KVVec::with_capacity(BIG, GFP_KERNEL)?;
         dst.resize(BIG, 0, GFP_KERNEL)?;
-        let small_src: [[u8; SMALL]; SMALLS] = [[1; SMALL], [2; SMALL], [3; SMALL]];
+        let small_src: [[u8; SMALL]; SMALLS] = core::array::from_fn(|i| [i as u8 + 1; SMALL]);
         let mut small_dst = [[0u8; SMALL]; SMALLS];
         let r = kvec_mut(&mut dst);
         // SAFETY: Open endpoint; the buffers outlive the completions read
