@@ -185,8 +185,13 @@ impl Rx<'_> {
                 // SAFETY: A checked range of a registered region, held by
                 // `a`; atomics on it are serialized by the lock we hold.
                 unsafe { bufs::gather(a.bufs(), &mut target[..len]) };
+                let before = target;
                 atomics::apply(datatype, op, &mut target[..len], src, cmp, &mut old[..len])?;
-                if writes {
+                // Only what changed is written back: a compare that fails
+                // (or a minimum that keeps the target) writes nothing, so
+                // it cannot undo an RMA write that landed meanwhile (RMA
+                // writes do not take the atomic lock).
+                if writes && target[..len] != before[..len] {
                     // SAFETY: The same checked range, still held by `a`; the lock we
                     // hold serializes atomics on it and `gather`'s slice has ended.
                     unsafe { bufs::scatter(a.bufs(), &target[..len]) };
