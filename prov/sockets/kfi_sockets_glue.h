@@ -69,8 +69,9 @@ int kfi_sockets_read_sock(struct sock *sk, void *parser);
 int kfi_sockets_inq(struct sock *sk);
 
 /*
- * About the bytes @sock holds for reading, without its lock: a hint that
- * may be stale by the time it is used (rx.rs). Any context.
+ * About the bytes a read can take from @sock, without its lock (a FIN and
+ * an urgent byte left out): a hint that may be stale by the time it is
+ * used (rx.rs). Any context.
  */
 int kfi_sockets_inq_hint(struct socket *sock);
 

@@ -121,11 +121,28 @@ int kfi_sockets_inq(struct sock *sk)
 	return tcp_inq(sk);
 }
 
+/*
+ * About the bytes a read can take now, without the socket's lock (so it may
+ * be stale): tcp_inq()'s count, which leaves out the FIN's sequence number
+ * and stops at an urgent byte that a read does not return. For a moment
+ * around a FIN's arrival it may still count the FIN.
+ */
 int kfi_sockets_inq_hint(struct socket *sock)
 {
-	const struct tcp_sock *tp = tcp_sk(sock->sk);
-	int n = READ_ONCE(tp->rcv_nxt) - READ_ONCE(tp->copied_seq);
+	struct sock *sk = sock->sk;
+	const struct tcp_sock *tp = tcp_sk(sk);
+	u32 copied = READ_ONCE(tp->copied_seq);
+	u32 nxt = READ_ONCE(tp->rcv_nxt);
+	u32 urg = READ_ONCE(tp->urg_seq);
+	int n = nxt - copied;
 
+	if (n <= 0)
+		return 0;
+	if (!sock_flag(sk, SOCK_URGINLINE) && READ_ONCE(tp->urg_data) &&
+	    !before(urg, copied) && before(urg, nxt))
+		n = urg - copied;
+	else if (sock_flag(sk, SOCK_DONE))
+		n--;
 	return max(n, 0);
 }
 

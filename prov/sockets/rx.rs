@@ -425,11 +425,14 @@ impl Rx<'_> {
         }
     }
 
-    /// About the bytes the socket holds, read without its lock: it may be
-    /// stale when used, but as we are its only reader it never counts
-    /// bytes that are not there.
+    /// About the bytes a read can take from the socket, read without its
+    /// lock: it may be stale when used, but as we are its only reader it
+    /// counts no bytes that are not there (a FIN that just arrived may
+    /// count as one for a moment: a header then waits for a byte that
+    /// does not come, and the connection ends at the FIN as it would).
     fn inq_hint(&self) -> usize {
-        // SAFETY: A live socket; the call only reads two sequence numbers.
+        // SAFETY: A live socket; the call only reads sequence numbers and
+        // flags.
         let ready = unsafe { kfi_sockets_inq_hint(self.sock.as_raw()) };
         usize::try_from(ready).unwrap_or(0)
     }
