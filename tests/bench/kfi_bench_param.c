@@ -11,22 +11,18 @@
 #include <linux/module.h>
 #include <linux/moduleparam.h>
 
-static char ib_node[64];
-module_param_string(ib_node, ib_node, sizeof(ib_node), 0444);
-MODULE_PARM_DESC(ib_node, "address of an RDMA device: bench kfi_ibverbs on it (default: kfi_sockets)");
+/* A read-only string parameter @name of @size bytes, and kfi_bench_@name()
+ * that returns it to the Rust side. */
+#define KFI_BENCH_STRING(name, size, desc)				\
+	static char name[size];						\
+	const char *kfi_bench_##name(void);				\
+	const char *kfi_bench_##name(void)				\
+	{								\
+		return name;						\
+	}								\
+	module_param_string(name, name, sizeof(name), 0444);		\
+	MODULE_PARM_DESC(name, desc)
 
-const char *kfi_bench_ib_node(void);
-const char *kfi_bench_ib_node(void)
-{
-	return ib_node;
-}
-
-static char rows[256];
-module_param_string(rows, rows, sizeof(rows), 0444);
-MODULE_PARM_DESC(rows, "rows to run, comma-separated names (default: all)");
-
-const char *kfi_bench_rows(void);
-const char *kfi_bench_rows(void)
-{
-	return rows;
-}
+KFI_BENCH_STRING(ib_node, 64,
+		 "address of an RDMA device: bench kfi_ibverbs on it (default: kfi_sockets)");
+KFI_BENCH_STRING(rows, 256, "rows to run, comma-separated names (default: all)");
