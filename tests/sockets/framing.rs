@@ -605,6 +605,41 @@ mod cases {
         })
     }
 
+    /// A write the receive work places, then all but one byte of a next
+    /// header, then the end of the stream (FIN): the write lands and its
+    /// answer reaches the peer, although the connection ends at the
+    /// header that never completes.
+    #[test]
+    fn a_fin_behind_part_of_a_header_does_not_lose_the_answer() -> Result {
+        with_write_target(c"7525", 7525, |raw, k, bytes| {
+            let mut descs = KVec::new();
+            descs.push(
+                RmaDesc {
+                    addr: 0,
+                    len: 100,
+                    key: k,
+                },
+                GFP_KERNEL,
+            )?;
+            let mut stream = KVec::new();
+            push_write_with(&mut stream, 0, &descs, flags::COMMIT_COMPLETE)?;
+            let next = Hdr::new(Op::Msg, 1, 0).encode();
+            stream.extend_from_slice(&next[..HDR_LEN - 1], GFP_KERNEL)?;
+            let cases = [WriteCase { descs, status: 0 }];
+            let sent = raw.send(&[&stream])?;
+            ensure!(sent == stream.len(), "sent {} of {}", sent, stream.len());
+            // SAFETY: A live socket; only its sending side is shut.
+            unsafe {
+                kernel::bindings::kernel_sock_shutdown(
+                    raw.as_raw(),
+                    kernel::bindings::sock_shutdown_cmd_SHUT_WR,
+                )
+            };
+            check_write_acks(raw, &cases, 0)?;
+            check_region(bytes, &cases)
+        })
+    }
+
     /// More frames in one piece than one run of the receive work takes
     /// (committed writes: the work places them, not the data callback):
     /// the run stops at its budget with the next header read ahead, and
