@@ -13,7 +13,9 @@
 //! socket has no more bytes or a message waits for a receive to be posted
 //! with no room to be held (posting one queues the work again); the transmit work (`tx::run`)
 //! sends queued responses and operations and returns when there is
-//! nothing it may send. A work item may still sleep inside one frame (the
+//! nothing it may send. A run of either ends early at its budget (frames,
+//! payload bytes) and queues its work again, behind the other work items.
+//! A work item may still sleep inside one frame (the
 //! rest of a payload, room in the socket), never between frames; the
 //! receive work only until the frame's deadline (`frame_timeout_ms`).
 //!
