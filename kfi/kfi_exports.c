@@ -97,6 +97,7 @@ EXPORT_SYMBOL_GPL(kfi_cntr_wait);
 EXPORT_SYMBOL_GPL(kfi_util_cq_open);
 EXPORT_SYMBOL_GPL(kfi_util_cq_write);
 EXPORT_SYMBOL_GPL(kfi_util_cq_write_err);
+EXPORT_SYMBOL_GPL(kfi_util_cq_expect);
 EXPORT_SYMBOL_GPL(kfi_util_eq_open);
 EXPORT_SYMBOL_GPL(kfi_util_eq_write_err);
 EXPORT_SYMBOL_GPL(kfi_util_eq_write_cm);

@@ -13,7 +13,10 @@ use core::{pin::Pin, ptr::NonNull};
 use kernel::{
     new_condvar, new_spinlock_irq,
     prelude::*,
-    sync::{CondVar, SpinLockIrq},
+    sync::{
+        atomic::{Atomic, Relaxed},
+        CondVar, SpinLockIrq,
+    },
 };
 
 use crate::{
@@ -78,6 +81,11 @@ struct UtilCq {
     ring: SpinLockIrq<Ring>,
     #[pin]
     wait: CondVar,
+    /// `Ring::waiters`, stored under the ring's lock whenever it changes,
+    /// for [`kfi_util_cq_expect`] to read without taking the lock (a stale
+    /// value costs a wakeup call on an empty queue, or an early wakeup
+    /// missed: the write still wakes).
+    sleepers: Atomic<u32>,
 }
 
 // SAFETY: The raw pointers in `cq` are the ops tables (statics) and the
@@ -280,8 +288,12 @@ unsafe extern "C" fn cq_sread(
                 return Err(ECANCELED);
             }
             ring.waiters += 1;
+            u.sleepers.store(ring.waiters, Relaxed);
+            // A wakeup with nothing to read (`kfi_util_cq_expect` came
+            // before its completion) loops back here.
             let woken = deadline.wait(&u.wait, &mut ring);
             ring.waiters -= 1;
+            u.sleepers.store(ring.waiters, Relaxed);
             woken?;
         }
     })())
@@ -372,6 +384,7 @@ pub(crate) unsafe extern "C" fn kfi_util_cq_open(
                 handler: a.comp_handler,
                 ring <- new_spinlock_irq!(Ring { slots, overflow: false, signaled: false, waiters: 0 }),
                 wait <- new_condvar!(),
+                sleepers: Atomic::new(0),
             }),
             GFP_KERNEL,
         )?;
@@ -419,6 +432,24 @@ pub(crate) unsafe extern "C" fn kfi_util_cq_write(
         let entry = unsafe { *entry };
         post(u, Slot { entry, err: None })
     })())
+}
+
+/// `kfi_util_cq_expect`: a provider is about to write a completion to `cq`
+/// (see kfi_provider.h); wakes its waiters now. Any context but hard
+/// interrupt.
+///
+/// # Safety
+///
+/// The C contract: `cq` NULL or a valid CQ.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn kfi_util_cq_expect(cq: *mut sys::kfid_cq) {
+    // SAFETY: The C contract.
+    let Ok(u) = (unsafe { util(cq) }) else {
+        return;
+    };
+    if u.sleepers.load(Relaxed) > 0 {
+        u.wait.notify_all();
+    }
 }
 
 /// `kfi_util_cq_write_err`: a provider reports a failed operation.

@@ -402,6 +402,21 @@ int kfi_util_av_open(struct kfid_domain *domain, struct kfi_av_attr *attr,
 int kfi_util_cq_write(struct kfid_cq *cq, const struct kfi_cq_tagged_entry *entry);
 
 /**
+ * kfi_util_cq_expect() - a completion for a util CQ is about to be written
+ * @cq: a CQ from kfi_util_cq_open(); anything else is ignored
+ *
+ * Wakes the threads waiting in kfi_cq_sread() on @cq now, before the
+ * provider places the data of a small operation and writes its completion,
+ * so that their wakeup overlaps that work instead of following it. A
+ * waiter that finds the queue still empty waits again, and the write wakes
+ * it. Call it only when a completion follows at once (a small message
+ * whose receive is taken): each call on a CQ that has waiters costs them a
+ * wakeup. A CQ nobody waits on costs one read. Any context but hard
+ * interrupt.
+ */
+void kfi_util_cq_expect(struct kfid_cq *cq);
+
+/**
  * kfi_util_cq_write_err() - report a failed operation to a util CQ
  * @cq: a CQ from kfi_util_cq_open()
  * @err: the error entry; @err->err_data is copied (at most

@@ -9,12 +9,17 @@ use kernel::prelude::*;
 #[kunit_tests(kfi_queues)]
 mod tests {
     use crate::{
-        kfi::{kfabric::*, kfi_sys as sys},
+        kfi::{kfabric::*, kfi_sys as sys, toolkit::task},
         tree::{cq_attr, Tree},
         KfiTestCore,
     };
     use core::sync::atomic::{AtomicUsize, Ordering};
-    use kernel::{error::code::*, prelude::*, ModuleMetadata};
+    use kernel::{
+        error::code::*,
+        prelude::*,
+        time::{delay::fsleep, Delta},
+        workqueue, ModuleMetadata,
+    };
 
     const THIS_MODULE: &ThisModule = &KfiTestCore::THIS_MODULE;
     const EAVAIL: isize = -(sys::KFI_EAVAIL as isize);
@@ -176,6 +181,64 @@ mod tests {
         assert_eq!(write(&cq, &entry(9, 9)), 0);
         assert_eq!(sread(&mut out, -1), 1);
         assert_eq!(out[0].op_context as usize, 9);
+        Ok(())
+    }
+
+    /// Set by the writer of `cq_expect_wakes_waiters_early` when it is
+    /// done with the CQ.
+    static EXPECT_WRITER_DONE: AtomicUsize = AtomicUsize::new(0);
+
+    #[test]
+    fn cq_expect_wakes_waiters_early() -> Result {
+        let t = Tree::new(THIS_MODULE)?;
+        let cq = open_cq(
+            &t,
+            &mut cq_attr(4, sys::KFI_CQ_FORMAT_DATA),
+            core::ptr::null_mut(),
+        )?;
+        let mut out = [sys::kfi_cq_data_entry::default(); 1];
+        // Nobody waits: nothing happens, and no entry or signal is left
+        // behind for the next reader.
+        // SAFETY: An open util CQ; NULL and an endpoint are ignored.
+        unsafe {
+            sys::kfi_util_cq_expect(cq.as_ptr());
+            sys::kfi_util_cq_expect(core::ptr::null_mut());
+            sys::kfi_util_cq_expect(t.tx.as_ptr().cast());
+        }
+        assert_eq!(read(&cq, &mut out), neg(EAGAIN));
+        // A waiter woken before the completion is written waits on for it.
+        EXPECT_WRITER_DONE.store(0, Ordering::SeqCst);
+        let raw = cq.as_ptr() as usize;
+        task::spawn(workqueue::system_unbound(), move || {
+            let cq = raw as *mut sys::kfid_cq;
+            fsleep(Delta::from_millis(50));
+            // SAFETY: The test keeps the CQ open until this task is done.
+            unsafe { sys::kfi_util_cq_expect(cq) };
+            fsleep(Delta::from_millis(50));
+            // SAFETY: As above; a valid entry.
+            let r = unsafe { sys::kfi_util_cq_write(cq, &entry(7, 7)) };
+            EXPECT_WRITER_DONE.store(if r == 0 { 1 } else { 2 }, Ordering::SeqCst);
+        })?;
+        // SAFETY: Open CQ; `out` holds one entry.
+        let n = unsafe {
+            sys::kfi_cq_sread(
+                cq.as_ptr(),
+                out.as_mut_ptr().cast(),
+                1,
+                core::ptr::null(),
+                5000,
+            )
+        };
+        // The CQ stays open until the writer has left it (at most 5 s).
+        let mut waited = 0;
+        while EXPECT_WRITER_DONE.load(Ordering::SeqCst) == 0 && waited < 5000 {
+            fsleep(Delta::from_millis(1));
+            waited += 1;
+        }
+        assert_eq!(EXPECT_WRITER_DONE.load(Ordering::SeqCst), 1);
+        assert_eq!(n, 1);
+        assert_eq!(out[0].op_context as usize, 7);
+        assert_eq!(read(&cq, &mut out), neg(EAGAIN));
         Ok(())
     }
 

@@ -73,6 +73,14 @@ impl CqRef {
         to_result(unsafe { sys::kfi_util_cq_write(self.0.as_ptr(), e) })
     }
 
+    /// A completion follows at once (a small operation being placed now):
+    /// wakes the CQ's waiters so that their wakeup overlaps the placement.
+    /// Any context but hard interrupt.
+    pub(crate) fn expect(&self) {
+        // SAFETY: An open util CQ (type invariant).
+        unsafe { sys::kfi_util_cq_expect(self.0.as_ptr()) }
+    }
+
     /// Reports a failed operation. Any context but hard interrupt.
     pub(crate) fn complete_err(&self, e: &sys::kfi_cq_err_entry) -> Result {
         // SAFETY: An open util CQ (type invariant); `e` is valid.

@@ -139,6 +139,10 @@ const FRAME_BUDGET: usize = 64;
 /// rest.
 const BYTE_BUDGET: usize = 256 << 10;
 
+/// Messages up to this size wake their CQ's waiters before they are
+/// copied (`kfi_util_cq_expect`).
+const EXPECT_MAX: usize = 4096;
+
 /// The socket `sk` of connection `sh` has new bytes (its data callback,
 /// with the socket locked): handles the whole frames it can, then queues
 /// the receive work if anything is left for it. Softirq or process
@@ -422,10 +426,20 @@ impl Parser<'_> {
         let Ok(op) = s.rx.remove(0) else {
             return false;
         };
+        let cq = s.cq;
+        drop(s);
+        // Its completion follows the copy: a thread waiting for it starts
+        // waking now, in parallel with the copy (a wakeup of an idle CPU
+        // takes longer than copying this much).
+        if len <= EXPECT_MAX && (op.asked || !cq.selective) {
+            if let Some(c) = cq.cq {
+                c.expect();
+            }
+        }
         self.hand = InHand::Msg(Placing {
             h: *h,
             op,
-            cq: s.cq,
+            cq,
             placed: 0,
             dropped: 0,
             left: len,
