@@ -69,6 +69,13 @@ int kfi_sockets_read_sock(struct sock *sk, void *parser);
 int kfi_sockets_inq(struct sock *sk);
 
 /*
+ * Copies the first @len bytes @sk holds for reading to @to without taking
+ * them, if they lie in its first buffer: 0, else -EAGAIN. Its lock held
+ * (rx/soft.rs).
+ */
+int kfi_sockets_peek(struct sock *sk, void *to, unsigned int len);
+
+/*
  * About the bytes a read can take from @sock, without its lock (a FIN and
  * an urgent byte left out): a hint that may be stale by the time it is
  * used (rx.rs). Any context.

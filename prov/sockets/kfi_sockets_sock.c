@@ -122,6 +122,24 @@ int kfi_sockets_inq(struct sock *sk)
 }
 
 /*
+ * The first bytes the socket holds for reading, left there: only from the
+ * first buffer (where tcp_read_sock() would start), else -EAGAIN. Its lock
+ * held.
+ */
+int kfi_sockets_peek(struct sock *sk, void *to, unsigned int len)
+{
+	struct sk_buff *skb = skb_peek(&sk->sk_receive_queue);
+	u32 off;
+
+	if (!skb || TCP_SKB_CB(skb)->tcp_flags & TCPHDR_SYN)
+		return -EAGAIN;
+	off = tcp_sk(sk)->copied_seq - TCP_SKB_CB(skb)->seq;
+	if (off >= skb->len || skb->len - off < len)
+		return -EAGAIN;
+	return skb_copy_bits(skb, off, to, len);
+}
+
+/*
  * About the bytes a read can take now, without the socket's lock (so it may
  * be stale): tcp_inq()'s count, which leaves out the FIN's sequence number
  * and stops at an urgent byte that a read does not return. For a moment

@@ -195,6 +195,14 @@ impl Hdr {
         b
     }
 
+    /// The payload length of the message whose header `b` looks like one
+    /// (magic, version and kind only): a hint for the data callback's early
+    /// wakeup, not a check ([`Self::decode`] checks).
+    pub(crate) fn msg_len_hint(b: &[u8; HDR_LEN]) -> Option<u64> {
+        let magic = u16::from_le_bytes([b[0], b[1]]);
+        (magic == MAGIC && b[2] == VERSION && b[3] == Op::Msg as u8).then(|| get_u64(b, 16))
+    }
+
     /// Decodes and checks a received header. Anything it refuses
     /// (`EPROTO`) ends the connection: the stream cannot be trusted after.
     pub(crate) fn decode(b: &[u8; HDR_LEN]) -> Result<Self> {

@@ -299,6 +299,30 @@ mod cases {
     /// Messages cut at odd places (inside headers, across the boundary
     /// between header and payload, inside payloads) all arrive whole and
     /// in order; the acknowledgements asked for come back in order.
+    /// The data callback's early wakeup looks at a header's magic,
+    /// version and kind only; anything else it leaves to the full check.
+    #[test]
+    fn a_header_s_message_hint_is_its_length_or_nothing() -> Result {
+        let msg = Hdr::new(Op::Msg, 1, 64).encode();
+        assert_eq!(Hdr::msg_len_hint(&msg), Some(64));
+        assert_eq!(
+            Hdr::msg_len_hint(&Hdr::new(Op::Write, 1, 64).encode()),
+            None
+        );
+        assert_eq!(Hdr::msg_len_hint(&Hdr::new(Op::Ack, 1, 0).encode()), None);
+        for at in 0..4 {
+            let mut bad = msg;
+            bad[at] ^= 0x80;
+            assert_eq!(Hdr::msg_len_hint(&bad), None);
+        }
+        // A length the full check refuses is still passed on: a hint.
+        let mut long = msg;
+        long[16..24].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert_eq!(Hdr::msg_len_hint(&long), Some(u64::MAX));
+        assert!(Hdr::decode(&long).is_err());
+        Ok(())
+    }
+
     #[test]
     fn messages_cut_anywhere_arrive_whole() -> Result {
         let mut bufs = KVec::new();

@@ -34,7 +34,10 @@ use crate::{
     kfi::{kfi_sys as sys, toolkit::completion::Reports},
     op::{Resp, RxOp},
     progress,
-    sock_sys::{self, c_callback, kfi_sockets_inq, kfi_sockets_read_sock, kfi_sockets_skb_copy},
+    sock_sys::{
+        self, c_callback, kfi_sockets_inq, kfi_sockets_peek, kfi_sockets_read_sock,
+        kfi_sockets_skb_copy,
+    },
     wire::{flags, Hdr, Op, RmaDescs, HDR_LEN, RMA_DESC_LEN, RMA_IOV_MAX},
 };
 
@@ -126,6 +129,9 @@ struct Parser<'a> {
     budget: usize,
     /// Bytes this pass may still take before it begins no more frames.
     bytes_left: usize,
+    /// The waiters of the first receive's CQ were woken for the message at
+    /// the head of the socket ([`expect_early`]).
+    expected: bool,
 }
 
 /// Frames one pass of the callback handles at most: a peer that sends a
@@ -140,8 +146,44 @@ const FRAME_BUDGET: usize = 64;
 const BYTE_BUDGET: usize = 256 << 10;
 
 /// Messages up to this size wake their CQ's waiters before they are
-/// copied (`kfi_util_cq_expect`).
+/// parsed and copied (`kfi_util_cq_expect`).
 const EXPECT_MAX: usize = 4096;
+
+/// Wakes the threads waiting on the CQ of the first posted receive if the
+/// frame at the head of the socket (`avail` bytes, `sk` locked) looks like
+/// a whole message of at most [`EXPECT_MAX`] bytes that it will report:
+/// their wakeup, the longest part of such a message's way to a waiting
+/// thread, then overlaps this pass instead of following it. A header that
+/// only looks right costs a waiter an early wakeup (it waits again),
+/// nothing more: the pass checks the frame as usual. True if it tried.
+fn expect_early(sh: &Shared, sk: *mut bindings::sock, avail: usize) -> bool {
+    let mut b = [0u8; HDR_LEN];
+    // SAFETY: The data callback's socket, locked by the caller; `b` is
+    // `HDR_LEN` writable bytes.
+    if unsafe { kfi_sockets_peek(sk, b.as_mut_ptr().cast(), HDR_LEN as u32) } != 0 {
+        return false;
+    }
+    let whole = |n: u64| {
+        usize::try_from(n).is_ok_and(|n| n <= EXPECT_MAX && n <= avail.saturating_sub(HDR_LEN))
+    };
+    if !Hdr::msg_len_hint(&b).is_some_and(whole) {
+        return false;
+    }
+    let (cq, asked) = {
+        let s = sh.rxq.state.lock();
+        match s.rx.first() {
+            Some(op) if !s.closing => (s.cq, op.asked),
+            _ => return false,
+        }
+    };
+    match cq.cq {
+        Some(c) if asked || !cq.selective => {
+            c.expect();
+            true
+        }
+        _ => false,
+    }
+}
 
 /// The socket `sk` of connection `sh` has new bytes (its data callback,
 /// with the socket locked): handles the whole frames it can, then queues
@@ -168,8 +210,10 @@ pub(crate) fn receive(sh: &Arc<Shared>, sk: *mut bindings::sock) {
         failed: None,
         budget: FRAME_BUDGET,
         bytes_left: BYTE_BUDGET,
+        expected: false,
     };
     if p.avail >= HDR_LEN {
+        p.expected = expect_early(sh, sk, p.avail);
         // SAFETY: As above for `sk`; `p` outlives the call, which hands it
         // to `kfi_sockets_rx_skb` only.
         unsafe { kfi_sockets_read_sock(sk, (&raw mut p).cast()) };
@@ -431,7 +475,8 @@ impl Parser<'_> {
         // Its completion follows the copy: a thread waiting for it starts
         // waking now, in parallel with the copy (a wakeup of an idle CPU
         // takes longer than copying this much).
-        if len <= EXPECT_MAX && (op.asked || !cq.selective) {
+        if !core::mem::take(&mut self.expected) && len <= EXPECT_MAX && (op.asked || !cq.selective)
+        {
             if let Some(c) = cq.cq {
                 c.expect();
             }
