@@ -732,7 +732,7 @@ def plot(rows, facts, path):
     size_fmt = FuncFormatter(lambda v, _: human(int(v)) if v >= 1 else "")
     styles = {1: "--", 8: "-"}
     colors = {"raw_stream": "black", "kfi_send": "tab:blue", "kfi_tagged": "tab:purple", "kfi_write": "tab:orange",
-              "kfi_read": "tab:green"}
+              "kfi_write_ic": "tab:red", "kfi_read": "tab:green"}
 
     def series(op, win):
         sel = sorted((r for r in rows if r["op"] == op and r["window"] == win), key=lambda r: r["bytes"])
@@ -778,7 +778,7 @@ def plot(rows, facts, path):
     ra.legend(fontsize=7, loc="upper left")
     ra.grid(True, which="both", alpha=0.3)
     pp_sizes = sorted({r["bytes"] for r in rows if r["op"] == "raw_pingpong"})
-    pp_colors = ["black", "grey", "tab:blue"]
+    pp_colors = ["black", "grey", "tab:blue", "tab:cyan"]
     for i, (op, label) in enumerate(PP_ROWS):
         sel = sorted((r for r in rows if r["op"] == op), key=lambda r: r["bytes"])
         if not sel:
