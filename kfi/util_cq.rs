@@ -440,7 +440,8 @@ pub(crate) unsafe extern "C" fn kfi_util_cq_write(
 ///
 /// # Safety
 ///
-/// The C contract: `cq` NULL or a valid CQ.
+/// The C contract: `cq` NULL or a valid kfabric object (anything but a
+/// util CQ is ignored).
 #[no_mangle]
 pub(crate) unsafe extern "C" fn kfi_util_cq_expect(cq: *mut sys::kfid_cq) {
     // SAFETY: The C contract.

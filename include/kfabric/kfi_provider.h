@@ -403,7 +403,8 @@ int kfi_util_cq_write(struct kfid_cq *cq, const struct kfi_cq_tagged_entry *entr
 
 /**
  * kfi_util_cq_expect() - a completion for a util CQ is about to be written
- * @cq: a CQ from kfi_util_cq_open(); anything else is ignored
+ * @cq: a CQ from kfi_util_cq_open(); NULL or another kfabric object is
+ *	ignored
  *
  * Wakes the threads waiting in kfi_cq_sread() on @cq now, before the
  * provider places the data of a small operation and writes its completion,

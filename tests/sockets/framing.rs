@@ -296,9 +296,6 @@ mod cases {
     /// the receive's size and beyond it (cut).
     const LENS: [usize; 12] = [0, 1, 39, 40, 41, 100, 255, 256, 257, 300, 17, 128];
 
-    /// Messages cut at odd places (inside headers, across the boundary
-    /// between header and payload, inside payloads) all arrive whole and
-    /// in order; the acknowledgements asked for come back in order.
     /// The data callback's early wakeup looks at a header's magic,
     /// version and kind only; anything else it leaves to the full check.
     #[test]
@@ -323,6 +320,9 @@ mod cases {
         Ok(())
     }
 
+    /// Messages cut at odd places (inside headers, across the boundary
+    /// between header and payload, inside payloads) all arrive whole and
+    /// in order; the acknowledgements asked for come back in order.
     #[test]
     fn messages_cut_anywhere_arrive_whole() -> Result {
         let mut bufs = KVec::new();
