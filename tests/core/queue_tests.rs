@@ -37,6 +37,15 @@ mod tests {
         Owned::open(|o| unsafe { sys::kfi_cq_open(t.domain.as_ptr(), attr, o, ctx) })
     }
 
+    /// A CQ of the DATA format holding `size` entries, with no context.
+    fn data_cq(t: &Tree, size: usize) -> Result<Owned<sys::kfid_cq>> {
+        open_cq(
+            t,
+            &mut cq_attr(size, sys::KFI_CQ_FORMAT_DATA),
+            core::ptr::null_mut(),
+        )
+    }
+
     fn entry(ctx: usize, len: usize) -> sys::kfi_cq_tagged_entry {
         sys::kfi_cq_tagged_entry {
             op_context: ctx as *mut c_void,
@@ -65,11 +74,7 @@ mod tests {
     #[test]
     fn cq_orders_entries_and_errors() -> Result {
         let t = Tree::new(THIS_MODULE)?;
-        let cq = open_cq(
-            &t,
-            &mut cq_attr(8, sys::KFI_CQ_FORMAT_DATA),
-            core::ptr::null_mut(),
-        )?;
+        let cq = data_cq(&t, 8)?;
         let mut out = [sys::kfi_cq_data_entry::default(); 4];
         assert_eq!(read(&cq, &mut out), neg(EAGAIN));
         assert_eq!(write(&cq, &entry(1, 10)), 0);
@@ -107,11 +112,7 @@ mod tests {
     #[test]
     fn cq_overflow_is_reported() -> Result {
         let t = Tree::new(THIS_MODULE)?;
-        let cq = open_cq(
-            &t,
-            &mut cq_attr(2, sys::KFI_CQ_FORMAT_DATA),
-            core::ptr::null_mut(),
-        )?;
+        let cq = data_cq(&t, 2)?;
         assert_eq!(write(&cq, &entry(1, 1)), 0);
         assert_eq!(write(&cq, &entry(2, 2)), 0);
         assert_eq!(write(&cq, &entry(3, 3)), ENOSPC.to_errno());
@@ -156,11 +157,7 @@ mod tests {
     #[test]
     fn cq_sread_timeout_signal_and_wakeup() -> Result {
         let t = Tree::new(THIS_MODULE)?;
-        let cq = open_cq(
-            &t,
-            &mut cq_attr(4, sys::KFI_CQ_FORMAT_DATA),
-            core::ptr::null_mut(),
-        )?;
+        let cq = data_cq(&t, 4)?;
         let mut out = [sys::kfi_cq_data_entry::default(); 1];
         let sread = |out: &mut [sys::kfi_cq_data_entry], ms| {
             // SAFETY: Open CQ; `out` holds one entry.
@@ -194,11 +191,7 @@ mod tests {
     #[test]
     fn cq_expect_wakes_waiters_early() -> Result {
         let t = Tree::new(THIS_MODULE)?;
-        let cq = open_cq(
-            &t,
-            &mut cq_attr(4, sys::KFI_CQ_FORMAT_DATA),
-            core::ptr::null_mut(),
-        )?;
+        let cq = data_cq(&t, 4)?;
         let mut out = [sys::kfi_cq_data_entry::default(); 1];
         // Nobody waits: nothing happens, and no entry or signal is left
         // behind for the next reader.
