@@ -76,7 +76,7 @@ impl CqRef {
     /// A completion follows at once (a small operation being placed now):
     /// wakes the CQ's waiters so that their wakeup overlaps the placement.
     /// Any context but hard interrupt.
-    pub(crate) fn expect(&self) {
+    pub(crate) fn wake_early(&self) {
         // SAFETY: An open util CQ (type invariant).
         unsafe { sys::kfi_util_cq_expect(self.0.as_ptr()) }
     }

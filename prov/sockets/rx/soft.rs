@@ -178,7 +178,7 @@ fn expect_early(sh: &Shared, sk: *mut bindings::sock, avail: usize) -> bool {
     };
     match cq.cq {
         Some(c) if asked || !cq.selective => {
-            c.expect();
+            c.wake_early();
             true
         }
         _ => false,
@@ -478,7 +478,7 @@ impl Parser<'_> {
         if !core::mem::take(&mut self.expected) && len <= EXPECT_MAX && (op.asked || !cq.selective)
         {
             if let Some(c) = cq.cq {
-                c.expect();
+                c.wake_early();
             }
         }
         self.hand = InHand::Msg(Placing {
