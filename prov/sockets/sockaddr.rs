@@ -140,6 +140,27 @@ impl SockAddr {
         }
     }
 
+    /// The address with only what names it: family, IP, port and, for
+    /// IPv6, the scope. The bytes a peer may fill as it likes
+    /// (the padding, `sin_zero`, and the flow label) are zero, so that two spellings of one
+    /// address compare equal byte for byte, as RDM peers are filed and
+    /// looked up.
+    pub(crate) fn canonical(&self) -> Self {
+        match self {
+            Self::V4(a) => Self::v4(a.sin_addr.s_addr.to_ne_bytes(), self.port()),
+            Self::V6(a) => {
+                let mut c = bindings::sockaddr_in6 {
+                    sin6_family: bindings::AF_INET6 as u16,
+                    sin6_port: a.sin6_port,
+                    sin6_scope_id: a.sin6_scope_id,
+                    ..Default::default()
+                };
+                c.sin6_addr = a.sin6_addr;
+                Self::V6(c)
+            }
+        }
+    }
+
     /// Whether both addresses name the same IP (ports aside).
     pub(crate) fn same_ip(&self, other: &SockAddr) -> bool {
         self.ip6() == other.ip6()

@@ -244,7 +244,8 @@ mod cases {
 
     /// Issue 10, bug 3: an RDM peer's claimed address must be its own (the
     /// IP it connects from), and a second live connection claiming an
-    /// address that already has one is refused.
+    /// address that already has one is refused, however the claim fills
+    /// the bytes that do not name the address.
     #[test]
     fn rdm_refuses_spoofed_and_duplicate_peers() -> Result {
         let r = rdm_side(c"7482")?;
@@ -260,6 +261,16 @@ mod cases {
             !accepted,
             "a second connection took over a live peer's address"
         );
+        let mut respelled = victim;
+        if let SockAddr::V4(a) = &mut respelled {
+            a.__pad = [0x5a; 8];
+        }
+        let (accepted, third) = rdm_claim([127, 0, 0, 1], 7482, &respelled)?;
+        ensure!(
+            !accepted,
+            "a claim with other padding bytes took a live peer's address"
+        );
+        drop(third);
         drop(second);
         drop(first);
         drop(spoof);

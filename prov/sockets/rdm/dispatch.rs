@@ -27,11 +27,12 @@ use crate::{
 };
 
 /// The socket address behind `fi_addr` in `av` (the util AV of the
-/// domain holds socket addresses).
+/// domain holds socket addresses), in the form peers are filed under
+/// (`SockAddr::canonical`).
 fn peer_of(av: AvRef, fi_addr: u64) -> Result<SockAddr> {
     let mut b = [0u8; 32];
     let len = av.lookup(fi_addr, &mut b).map_err(|_| EHOSTUNREACH)?;
-    SockAddr::from_bytes(b.get(..len).ok_or(EINVAL)?)
+    Ok(SockAddr::from_bytes(b.get(..len).ok_or(EINVAL)?)?.canonical())
 }
 
 /// How soon the dispatch work looks again at a peer whose ring was full

@@ -164,7 +164,9 @@ fn end_reading(r: &Rdm) {
 /// against the socket: the IP must be the one the peer connects from (a
 /// wildcard claim is filed under that IP), and no live connection that the
 /// peer opened may have it already, nor a request being accepted (`EACCES`
-/// or `EADDRINUSE` otherwise). Taken for this request in the same step
+/// or `EADDRINUSE` otherwise). Filed in its canonical form: a peer that
+/// varies the bytes that do not name an address (`sin_zero`, the flow
+/// label) still claims the same one. Taken for this request in the same step
 /// (`State::claimed`): the caller releases it with [`unclaim`] once the
 /// connection is filed or has failed.
 fn claim_peer(r: &Rdm, sock: &Socket, data: &[u8]) -> Result<SockAddr> {
@@ -176,7 +178,8 @@ fn claim_peer(r: &Rdm, sock: &Socket, data: &[u8]) -> Result<SockAddr> {
         claim
     } else {
         return Err(EACCES);
-    };
+    }
+    .canonical();
     let mut s = r.state.lock();
     if has_incoming(&s.conns, &peer) || s.claimed.iter().any(|c| c.as_bytes() == peer.as_bytes()) {
         return Err(EADDRINUSE);
