@@ -249,14 +249,15 @@ impl Drop for RdmEp {
         for c in conns.iter() {
             c.conn.close_by(by);
         }
-        r.workers.wait_idle();
         // The dispatch work queues no more; a poll still planned runs
-        // within `FULL_RING_POLL_MS`.
+        // within `FULL_RING_POLL_MS`. Before the workers: a run that began
+        // before `closing` may still start an opener.
         let mut t = r.txq.lock();
         while t.active > 0 {
             r.idle.wait(&mut t);
         }
         drop(t);
+        r.workers.wait_idle();
         // Operations never handed to a connection.
         let cq = r.state.lock().tx_cq;
         let left = core::mem::take(&mut r.txq.lock().ops);

@@ -143,6 +143,11 @@ fn hand_over(r: &Arc<Rdm>, op: &mut TxOp, dest: u64, failed: &[(SockAddr, Error)
         Err(e) => return Handed::Done(Err(e)),
     };
     let mut s = r.state.lock();
+    if s.closing {
+        // The endpoint's close takes no new opener (it waits for those
+        // that run).
+        return Handed::Done(Err(ECANCELED));
+    }
     let found = s
         .conns
         .iter()
