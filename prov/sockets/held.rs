@@ -8,8 +8,10 @@
 //! The same bounds as the tagged messages held by the tag matcher: at
 //! most `UNEXP_MAX` messages and `unexpected_bytes_max` payload bytes per
 //! endpoint, room reserved before the payload is read (so several
-//! connections reading at once cannot exceed them). A message that finds
-//! no room parks its connection until a receive is posted, as before.
+//! connections reading at once cannot exceed them), and on an RDM
+//! endpoint a share of them per connection, so that one peer's messages
+//! cannot take the room of the others. A message that finds no room
+//! parks its connection until a receive is posted, as before.
 //!
 //! No locking of its own: kept under the lock of the receive queues. No
 //! method sleeps or allocates but `new` (process context). Held payloads
@@ -19,62 +21,89 @@ use kernel::prelude::*;
 
 use crate::op::Unexpected;
 
-/// Room for one message of `bytes` payload bytes, promised by
-/// [`HeldMsgs::reserve`]; given back by [`HeldMsgs::hold`] or
-/// [`HeldMsgs::release`].
+/// Room for one message of `bytes` payload bytes from source `src`,
+/// promised by [`HeldMsgs::reserve_from`]; given back by
+/// [`HeldMsgs::hold`] or [`HeldMsgs::release`].
 #[must_use = "a reservation that is neither held nor released shrinks the queue for good"]
 pub(crate) struct MsgRoom {
     bytes: usize,
+    src: usize,
 }
 
-/// Held messages, oldest first.
+/// Held messages, oldest first, with the source each came from.
 ///
 /// # Invariants
 ///
-/// `msgs.len() + reserved <= max` and `bytes + reserved_bytes <=
-/// max_bytes`, where `bytes` is the sum of the held payloads' lengths.
+/// `msgs.len() + open.len() <= max` and `bytes + reserved_bytes <=
+/// max_bytes`, where `bytes` is the sum of the held payloads' lengths and
+/// `reserved_bytes` that of the open reservations; a source holds and has
+/// reserved at most `share` messages and `share_bytes` bytes of them.
 pub(crate) struct HeldMsgs {
-    msgs: KVec<Unexpected>,
+    msgs: KVec<(usize, Unexpected)>,
     bytes: usize,
-    reserved: usize,
+    /// Open reservations: (source, bytes).
+    open: KVec<(usize, usize)>,
     reserved_bytes: usize,
     max: usize,
     max_bytes: usize,
+    share: usize,
+    share_bytes: usize,
 }
 
 impl HeldMsgs {
     /// An empty queue for at most `max` messages of `max_bytes` payload
-    /// bytes in all, allocated now. Process context.
-    pub(crate) fn new(max: usize, max_bytes: usize) -> Result<Self> {
+    /// bytes in all, a source at most `1 / div` of each (at least one
+    /// message), allocated now. Process context.
+    pub(crate) fn new(max: usize, max_bytes: usize, div: usize) -> Result<Self> {
+        let div = div.max(1);
         Ok(Self {
             msgs: KVec::with_capacity(max, GFP_KERNEL)?,
             bytes: 0,
-            reserved: 0,
+            open: KVec::with_capacity(max, GFP_KERNEL)?,
             reserved_bytes: 0,
             max,
             max_bytes,
+            share: (max / div).max(1),
+            share_bytes: max_bytes / div,
         })
     }
 
-    /// Reserves room for a message of `bytes` payload bytes; `None` when
-    /// there is none now.
-    pub(crate) fn reserve(&mut self, bytes: usize) -> Option<MsgRoom> {
-        let count = self.msgs.len().saturating_add(self.reserved);
+    /// What source `src` holds and has reserved: (messages, bytes).
+    fn used_by(&self, src: usize) -> (usize, usize) {
+        let held = self
+            .msgs
+            .iter()
+            .filter(|m| m.0 == src)
+            .map(|m| m.1.payload.len());
+        let open = self.open.iter().filter(|o| o.0 == src).map(|o| o.1);
+        Iterator::chain(held, open).fold((0, 0), |(n, b), len| (n + 1, b.saturating_add(len)))
+    }
+
+    /// Reserves room for a message of `bytes` payload bytes from source
+    /// `src` (any number naming it, such as its connection's address);
+    /// `None` when there is none now, for it or for anyone.
+    pub(crate) fn reserve_from(&mut self, bytes: usize, src: usize) -> Option<MsgRoom> {
+        let count = self.msgs.len().saturating_add(self.open.len());
         let total = self
             .bytes
             .saturating_add(self.reserved_bytes)
             .saturating_add(bytes);
-        if count >= self.max || total > self.max_bytes {
+        let (n, b) = self.used_by(src);
+        let within_share = n < self.share && b.saturating_add(bytes) <= self.share_bytes;
+        if !within_share || count >= self.max || total > self.max_bytes {
             return None;
         }
-        self.reserved += 1;
+        // Within the capacity allocated at `new` (`count < max`).
+        self.open.push_within_capacity((src, bytes)).ok()?;
         self.reserved_bytes += bytes;
-        Some(MsgRoom { bytes })
+        Some(MsgRoom { bytes, src })
     }
 
     /// Gives back the room `r` reserved (the message was not read).
     pub(crate) fn release(&mut self, r: MsgRoom) {
-        self.reserved = self.reserved.saturating_sub(1);
+        if let Some(i) = self.open.iter().position(|o| *o == (r.src, r.bytes)) {
+            let _ = self.open.remove(i);
+        }
         self.reserved_bytes = self.reserved_bytes.saturating_sub(r.bytes);
     }
 
@@ -82,9 +111,11 @@ impl HeldMsgs {
     /// `new` allocated, so it neither allocates nor fails while the room
     /// is kept; `msg` is given back if it does anyway.
     pub(crate) fn hold(&mut self, r: MsgRoom, msg: Unexpected) -> Result<(), Unexpected> {
-        let bytes = r.bytes;
+        let (bytes, src) = (r.bytes, r.src);
         self.release(r);
-        self.msgs.push_within_capacity(msg).map_err(|e| e.0)?;
+        self.msgs
+            .push_within_capacity((src, msg))
+            .map_err(|e| e.0 .1)?;
         self.bytes = self.bytes.saturating_add(bytes);
         Ok(())
     }
@@ -94,14 +125,14 @@ impl HeldMsgs {
         if self.msgs.is_empty() {
             return None;
         }
-        let m = self.msgs.remove(0).ok()?;
+        let (_, m) = self.msgs.remove(0).ok()?;
         self.bytes = self.bytes.saturating_sub(m.payload.len());
         Some(m)
     }
 
     /// Takes every held message (the queues close), for the caller to
     /// drop outside its lock.
-    pub(crate) fn take_all(&mut self) -> KVec<Unexpected> {
+    pub(crate) fn take_all(&mut self) -> KVec<(usize, Unexpected)> {
         self.bytes = 0;
         core::mem::take(&mut self.msgs)
     }

@@ -48,10 +48,11 @@ pub(crate) struct RxState {
     pub(crate) stalled: KVec<Arc<Shared>>,
 }
 
-/// The share of the tagged unexpected queue's bounds one connection of an
-/// RDM endpoint may use: a quarter (16 messages, a quarter of
-/// `unexpected_bytes_max` unless it holds nothing yet), so one peer's
-/// unmatched tags park that peer only.
+/// The share of the unexpected queues' bounds one connection of an RDM
+/// endpoint may use: a quarter (16 messages, a quarter of
+/// `unexpected_bytes_max`; for tagged messages more bytes if it holds
+/// nothing yet), so one peer's unreceived messages or unmatched tags park
+/// that peer only.
 const PEER_SHARE_DIV: usize = 4;
 
 /// The receive queues of one endpoint.
@@ -84,7 +85,7 @@ impl RxQueues {
                     cq: Reports::default(),
                     closing: false,
                     rx: KVec::with_capacity(QUEUE, GFP_KERNEL)?,
-                    held: HeldMsgs::new(UNEXP_MAX, bytes)?,
+                    held: HeldMsgs::new(UNEXP_MAX, bytes, div)?,
                     tagged: TagMatcher::new(Limits {
                         posted: QUEUE,
                         held: UNEXP_MAX,

@@ -304,6 +304,45 @@ mod cases {
         Ok(())
     }
 
+    /// Issue 10, bug 8, for plain messages: with no receive posted, an RDM
+    /// peer's unreceived messages take at most its share of the
+    /// endpoint's held queue. Peer A sends as many as the whole queue
+    /// holds (64); peer B's message, sent after them with delivery
+    /// completion, is still held, and answered.
+    #[test]
+    fn rdm_held_messages_are_shared() -> Result {
+        const QUEUE_MSGS: usize = 64;
+        let r = rdm_side(c"7526")?;
+        let (ok_a, a) = rdm_claim([127, 0, 0, 1], 7526, &SockAddr::v4([127, 0, 0, 1], 7527))?;
+        let (ok_b, b) = rdm_claim([127, 0, 0, 1], 7526, &SockAddr::v4([127, 0, 0, 1], 7528))?;
+        ensure!(ok_a && ok_b, "peers refused: {} {}", ok_a, ok_b);
+        let one = [0x11u8; 8];
+        for _ in 0..QUEUE_MSGS {
+            frame::send_frame(&a, &Hdr::new(Op::Msg, 0, 0), &[], &[&one])?;
+        }
+        // Peer A's messages are all in before peer B's.
+        fsleep(Delta::from_millis(200));
+        let mut h = Hdr::new(Op::Msg, 77, 0);
+        h.flags = flags::DELIVERY_COMPLETE;
+        frame::send_frame(&b, &h, &[], &[&one])?;
+        ensure!(
+            wait_readable(&b, 5000),
+            "peer B's message was not held: no answer in 5 s"
+        );
+        let ack = frame::recv_hdr(&b)?;
+        ensure!(
+            ack.op == Op::Ack && ack.id == 77 && ack.data == 0,
+            "answer {:?} for {} with status {}",
+            ack.op,
+            ack.id,
+            ack.data
+        );
+        drop(a);
+        drop(b);
+        drop(r);
+        Ok(())
+    }
+
     /// Issue 10, bug 9: a peer floods zero-length writes with remote CQ data.
     /// The target's CQ (8 entries, never read) fills; the next such write ends
     /// the connection with an EPROTO error instead of dropping completions

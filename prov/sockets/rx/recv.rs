@@ -181,7 +181,12 @@ impl Rx<'_> {
                     progress::arm_timer(self.sock, ms);
                     return step;
                 }
-                return match s.held.reserve(h.len as usize) {
+                // The connection's share: it alone parks when that is
+                // used.
+                return match s
+                    .held
+                    .reserve_from(h.len as usize, Arc::as_ptr(self.sh) as usize)
+                {
                     Some(room) => {
                         drop(s);
                         self.hold_msg(h, room)
