@@ -236,8 +236,9 @@ mod tests {
     }
 
     /// Sources sharing a matcher get a share each: one source that used
-    /// its share waits while another still finds room; a first message
-    /// larger than the share is held when the queue has room.
+    /// its share waits while another still finds room; a message larger
+    /// than a share waits even in an empty queue, and only one larger
+    /// than the whole queue is never held.
     #[test]
     fn tags_share_per_source() -> Result {
         let mut m = TagMatcher::<u32, u32>::new(Limits {
@@ -247,12 +248,14 @@ mod tests {
             source_held: 2,
             source_bytes: 25,
         })?;
-        let a1 = match m.reserve_from(40, 1) {
+        assert!(matches!(m.reserve_from(40, 1), Room::Full));
+        assert!(matches!(m.reserve_from(101, 1), Room::Never));
+        let a1 = match m.reserve_from(20, 1) {
             Room::Reserved(r) => r,
             _ => return Err(ENOSPC),
         };
-        // Source 1 holds more than its bytes: no more for it.
-        assert!(matches!(m.reserve_from(1, 1), Room::Full));
+        // Source 1 would hold more than its bytes: no more for it.
+        assert!(matches!(m.reserve_from(6, 1), Room::Full));
         let b1 = match m.reserve_from(10, 2) {
             Room::Reserved(r) => r,
             _ => return Err(ENOSPC),

@@ -18,10 +18,9 @@
 //! Several sources (an RDM endpoint's connections) may share one matcher:
 //! each gets a share of the bounds ([`Limits::source_held`],
 //! [`Limits::source_bytes`]), so one source's unmatched messages cannot
-//! take all the room and park the others. A source's first message is
-//! always within its share (a message larger than the share alone is
-//! held if the whole queue has room), later ones only while the share
-//! lasts.
+//! take all the room and park the others. A message larger than a share
+//! is never held for a source that shares (it waits for its receive; only
+//! one larger than the whole queue cannot be held at all).
 //!
 //! The matcher does no locking: the provider keeps it under the lock of
 //! its receive queues. No method sleeps or allocates beyond what
@@ -192,7 +191,10 @@ impl<R, U> TagMatcher<R, U> {
 
     /// As [`Self::reserve`], for a message from source `src` (any number
     /// naming it, such as its connection's address): `Full` also when
-    /// `src` has used its share, though the queue has room for others.
+    /// `src` has used its share, though the queue has room for others, or
+    /// when the message alone is larger than a share (a first message
+    /// too: one peer's single large message must not take the room of
+    /// every other).
     pub(crate) fn reserve_from(&mut self, bytes: usize, src: usize) -> Room {
         let count = self.held.len() + self.reserved;
         let total = self
@@ -200,8 +202,8 @@ impl<R, U> TagMatcher<R, U> {
             .saturating_add(self.reserved_bytes)
             .saturating_add(bytes);
         let (n, b) = self.used_by(src);
-        let within_share = n == 0
-            || (n < self.limits.source_held && b.saturating_add(bytes) <= self.limits.source_bytes);
+        let within_share =
+            n < self.limits.source_held && b.saturating_add(bytes) <= self.limits.source_bytes;
         if within_share && count < self.limits.held && total <= self.limits.held_bytes {
             // Within the capacity allocated at `new` (`count` < `held`):
             // does not allocate.
@@ -212,7 +214,7 @@ impl<R, U> TagMatcher<R, U> {
             self.reserved_bytes += bytes;
             return Room::Reserved(Reservation { bytes, src });
         }
-        if count == 0 {
+        if count == 0 && bytes > self.limits.held_bytes {
             // Nothing will ever make room for it.
             Room::Never
         } else {
