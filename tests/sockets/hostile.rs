@@ -304,6 +304,37 @@ mod cases {
         Ok(())
     }
 
+    /// An RDM endpoint on 127.0.0.1:`port` (`cport`, the same as a
+    /// string) and two raw peers it accepted, claiming the next two ports.
+    fn two_rdm_peers(cport: &core::ffi::CStr, port: u16) -> Result<(RdmSide, Socket, Socket)> {
+        let r = rdm_side(cport)?;
+        let claim = |i: u16| SockAddr::v4([127, 0, 0, 1], port + i);
+        let (ok_a, a) = rdm_claim([127, 0, 0, 1], port, &claim(1))?;
+        let (ok_b, b) = rdm_claim([127, 0, 0, 1], port, &claim(2))?;
+        ensure!(ok_a && ok_b, "peers refused: {} {}", ok_a, ok_b);
+        Ok((r, a, b))
+    }
+
+    /// Peer `b` sends a small message that nobody receives (tagged `tag`
+    /// if given), with delivery completion: it must be held, and so
+    /// answered, within 3 s; `why` says what it means if not.
+    fn small_message_is_held(b: &Socket, tag: Option<u64>, why: &str) -> Result {
+        let mut h = Hdr::new(if tag.is_some() { Op::Tagged } else { Op::Msg }, 77, 0);
+        h.tag = tag.unwrap_or(0);
+        h.flags = flags::DELIVERY_COMPLETE;
+        frame::send_frame(b, &h, &[], &[&[7u8; 8]])?;
+        ensure!(wait_readable(b, 3000), "{}: no answer in 3 s", why);
+        let ack = frame::recv_hdr(b)?;
+        ensure!(
+            ack.op == Op::Ack && ack.id == 77 && ack.data == 0,
+            "answer {:?} for {} with status {}",
+            ack.op,
+            ack.id,
+            ack.data
+        );
+        Ok(())
+    }
+
     /// Issue 10, bug 8, for plain messages: with no receive posted, an RDM
     /// peer's unreceived messages take at most its share of the
     /// endpoint's held queue. Peer A sends as many as the whole queue
@@ -312,31 +343,14 @@ mod cases {
     #[test]
     fn rdm_held_messages_are_shared() -> Result {
         const QUEUE_MSGS: usize = 64;
-        let r = rdm_side(c"7526")?;
-        let (ok_a, a) = rdm_claim([127, 0, 0, 1], 7526, &SockAddr::v4([127, 0, 0, 1], 7527))?;
-        let (ok_b, b) = rdm_claim([127, 0, 0, 1], 7526, &SockAddr::v4([127, 0, 0, 1], 7528))?;
-        ensure!(ok_a && ok_b, "peers refused: {} {}", ok_a, ok_b);
+        let (r, a, b) = two_rdm_peers(c"7526", 7526)?;
         let one = [0x11u8; 8];
         for _ in 0..QUEUE_MSGS {
             frame::send_frame(&a, &Hdr::new(Op::Msg, 0, 0), &[], &[&one])?;
         }
         // Peer A's messages are all in before peer B's.
         fsleep(Delta::from_millis(200));
-        let mut h = Hdr::new(Op::Msg, 77, 0);
-        h.flags = flags::DELIVERY_COMPLETE;
-        frame::send_frame(&b, &h, &[], &[&one])?;
-        ensure!(
-            wait_readable(&b, 5000),
-            "peer B's message was not held: no answer in 5 s"
-        );
-        let ack = frame::recv_hdr(&b)?;
-        ensure!(
-            ack.op == Op::Ack && ack.id == 77 && ack.data == 0,
-            "answer {:?} for {} with status {}",
-            ack.op,
-            ack.id,
-            ack.data
-        );
+        small_message_is_held(&b, None, "peer A's messages took all the room")?;
         drop(a);
         drop(b);
         drop(r);
@@ -353,10 +367,7 @@ mod cases {
     fn rdm_one_large_message_does_not_take_every_held_byte() -> Result {
         const CHUNK: usize = 64 << 10;
         const CHUNKS: usize = 64;
-        let r = rdm_side(c"7529")?;
-        let (ok_a, a) = rdm_claim([127, 0, 0, 1], 7529, &SockAddr::v4([127, 0, 0, 1], 7530))?;
-        let (ok_b, b) = rdm_claim([127, 0, 0, 1], 7529, &SockAddr::v4([127, 0, 0, 1], 7531))?;
-        ensure!(ok_a && ok_b, "peers refused: {} {}", ok_a, ok_b);
+        let (r, a, b) = two_rdm_peers(c"7529", 7529)?;
         let mut chunk = KVec::new();
         chunk.resize(CHUNK, 0x33u8, GFP_KERNEL)?;
         let mut parts: KVec<&[u8]> = KVec::with_capacity(CHUNKS, GFP_KERNEL)?;
@@ -369,22 +380,7 @@ mod cases {
         frame::send_frame_from(&a, &h, &[], &parts, 0, Wait::No)?;
         // Past the wait in the socket for its receive (`recv_wait_ms`).
         fsleep(Delta::from_millis(500));
-        let mut h = Hdr::new(Op::Tagged, 77, 0);
-        h.tag = 2;
-        h.flags = flags::DELIVERY_COMPLETE;
-        frame::send_frame(&b, &h, &[], &[&[7u8; 8]])?;
-        ensure!(
-            wait_readable(&b, 3000),
-            "peer B's message was not held: peer A's one message took the room"
-        );
-        let ack = frame::recv_hdr(&b)?;
-        ensure!(
-            ack.op == Op::Ack && ack.id == 77 && ack.data == 0,
-            "answer {:?} for {} with status {}",
-            ack.op,
-            ack.id,
-            ack.data
-        );
+        small_message_is_held(&b, Some(2), "peer A's one message took the room")?;
         drop(a);
         drop(b);
         drop(r);
