@@ -50,8 +50,8 @@ pub(crate) struct RxState {
 
 /// The share of the unexpected queues' bounds one connection of an RDM
 /// endpoint may use: a quarter (16 messages, a quarter of
-/// `unexpected_bytes_max`; for tagged messages more bytes if it holds
-/// nothing yet), so one peer's unreceived messages or unmatched tags park
+/// `unexpected_bytes_max`; a larger message waits in the socket for its
+/// receive), so one peer's unreceived messages or unmatched tags park
 /// that peer only.
 const PEER_SHARE_DIV: usize = 4;
 
