@@ -8,7 +8,7 @@
 use core::{
     mem::MaybeUninit,
     ptr::NonNull,
-    sync::atomic::{AtomicI64, Ordering},
+    sync::atomic::{AtomicI64, AtomicUsize, Ordering},
 };
 use kernel::{bindings, error::to_result, prelude::*};
 
@@ -69,17 +69,82 @@ impl Deadline {
     }
 }
 
+/// Bytes received or sent that move a paced deadline once
+/// (`Socket::set_rx_deadline_paced`, `Socket::set_tx_deadline_paced`); no
+/// single call in that direction takes more while one is set.
+pub(crate) const PACE_BYTES: usize = 1 << 20;
+
+/// How a deadline moves with the bytes that go through (see
+/// [`PACE_BYTES`]).
+///
+/// # Invariants
+///
+/// `ns` is 0 (the deadline is fixed) or what it moves by for every
+/// [`PACE_BYTES`]; `done` counts the bytes since it last moved (below
+/// [`PACE_BYTES`]). Each direction has one user at a time.
+struct Pace {
+    ns: AtomicI64,
+    done: AtomicUsize,
+}
+
+impl Pace {
+    const fn new() -> Self {
+        Self {
+            ns: AtomicI64::new(0),
+            done: AtomicUsize::new(0),
+        }
+    }
+
+    /// Moves by `step_ms` per [`PACE_BYTES`] from now on (0: fixed).
+    fn set(&self, step_ms: u64) {
+        let ns = i64::try_from(step_ms.saturating_mul(1_000_000)).unwrap_or(i64::MAX);
+        self.ns.store(ns, Ordering::Relaxed);
+        self.done.store(0, Ordering::Relaxed);
+    }
+
+    /// The most bytes one call may take or give: a paced deadline moves
+    /// between calls only, so a call waits for at most what moves it once.
+    fn limit(&self, len: usize) -> usize {
+        if self.ns.load(Ordering::Relaxed) != 0 {
+            len.min(PACE_BYTES)
+        } else {
+            len
+        }
+    }
+
+    /// Counts `n` bytes that went through, moving `deadline` (nanoseconds,
+    /// 0: none) for each [`PACE_BYTES`] completed.
+    fn went(&self, n: usize, deadline: &AtomicI64) {
+        let step = self.ns.load(Ordering::Relaxed);
+        if step == 0 || n == 0 {
+            return;
+        }
+        let done = self.done.load(Ordering::Relaxed).saturating_add(n);
+        self.done.store(done % PACE_BYTES, Ordering::Relaxed);
+        let units = i64::try_from(done / PACE_BYTES).unwrap_or(i64::MAX);
+        let d = deadline.load(Ordering::Relaxed);
+        if units > 0 && d != 0 {
+            deadline.store(
+                d.saturating_add(step.saturating_mul(units)),
+                Ordering::Relaxed,
+            );
+        }
+    }
+}
+
 /// A kernel TCP socket; released when dropped.
 ///
 /// # Invariants
 ///
 /// `sock` came from `sock_create_kern` or `kernel_accept` and is not
 /// released. `rx_deadline`/`tx_deadline` hold a [`Deadline`]'s
-/// nanoseconds, or 0 for none.
+/// nanoseconds, or 0 for none; `rx_pace`/`tx_pace` say how they move.
 pub(crate) struct Socket {
     sock: NonNull<bindings::socket>,
     rx_deadline: AtomicI64,
     tx_deadline: AtomicI64,
+    rx_pace: Pace,
+    tx_pace: Pace,
 }
 
 /// A send of one buffer by page reference (`MSG_SPLICE_PAGES`) with the
@@ -164,6 +229,8 @@ impl Socket {
             sock,
             rx_deadline: AtomicI64::new(0),
             tx_deadline: AtomicI64::new(0),
+            rx_pace: Pace::new(),
+            tx_pace: Pace::new(),
         }
     }
 
@@ -180,16 +247,38 @@ impl Socket {
         self.set_deadline(Dir::Rx, d);
     }
 
+    /// Bounds the receives from now on by `d`, which moves `step_ms`
+    /// later for every [`PACE_BYTES`] they take: a peer earns time with
+    /// the bytes it sends, not with a length it claims (`None`:
+    /// unbounded).
+    pub(crate) fn set_rx_deadline_paced(&self, d: Option<Deadline>, step_ms: u64) {
+        self.set_deadline(Dir::Rx, d);
+        if d.is_some() {
+            self.rx_pace.set(step_ms);
+        }
+    }
+
+    /// [`Self::set_rx_deadline_paced`] for the sends: the peer earns time
+    /// with the bytes it reads.
+    pub(crate) fn set_tx_deadline_paced(&self, d: Option<Deadline>, step_ms: u64) {
+        self.set_deadline(Dir::Tx, d);
+        if d.is_some() {
+            self.tx_pace.set(step_ms);
+        }
+    }
+
     /// Bounds the sends from now on (`None`: unbounded).
     pub(crate) fn set_tx_deadline(&self, d: Option<Deadline>) {
         self.set_deadline(Dir::Tx, d);
     }
 
     fn set_deadline(&self, dir: Dir, d: Option<Deadline>) {
-        let slot = match dir {
-            Dir::Rx => &self.rx_deadline,
-            Dir::Tx => &self.tx_deadline,
+        // Fixed, unless the caller paces it next.
+        let (slot, pace) = match dir {
+            Dir::Rx => (&self.rx_deadline, &self.rx_pace),
+            Dir::Tx => (&self.tx_deadline, &self.tx_pace),
         };
+        pace.set(0);
         slot.store(d.map_or(0, |d| d.0), Ordering::Relaxed);
         if d.is_none() {
             // 0: no bound.
@@ -422,16 +511,36 @@ impl Socket {
                 skip -= b.len().min(skip);
                 continue;
             };
-            let more = if end < total || more {
+            let rest = rest.get(..self.tx_cap(wait, rest.len())).ok_or(EINVAL)?;
+            let more = if end - b.len() + skip + rest.len() < total || more {
                 bindings::MSG_MORE
             } else {
                 0
             };
             let timed = self.arm_for(wait)?;
             let n = pages(self, rest, Self::flags(wait) | more);
-            return self.took(n, rest.len(), timed, wait);
+            return self.sent(self.took(n, rest.len(), timed, wait));
         }
         Ok((0, 0))
+    }
+
+    /// The most bytes of `len` one send that waits as `wait` says may
+    /// offer: a paced deadline ([`Self::set_tx_deadline_paced`]) moves
+    /// between calls only.
+    fn tx_cap(&self, wait: Wait, len: usize) -> usize {
+        match wait {
+            Wait::Deadline => self.tx_pace.limit(len),
+            Wait::No => len,
+        }
+    }
+
+    /// Counts a send's bytes towards a paced deadline; returns `took` as
+    /// it is.
+    fn sent(&self, took: Result<(usize, usize)>) -> Result<(usize, usize)> {
+        if let Ok((n, _)) = took {
+            self.tx_pace.went(n, &self.tx_deadline);
+        }
+        took
     }
 
     /// The flags of a send that waits as `wait` says.
@@ -492,6 +601,9 @@ impl Socket {
         // The first `count` entries of `iov` are written.
         let mut count = 0;
         let mut total = 0;
+        let cap = self.tx_cap(wait, usize::MAX);
+        // Bytes left out that follow the call's.
+        let mut cut = false;
         for b in bufs {
             let Some(rest) = b.get(skip..) else {
                 skip -= b.len();
@@ -500,6 +612,14 @@ impl Socket {
             skip = 0;
             if rest.is_empty() {
                 continue;
+            }
+            let room = cap - total;
+            if room < rest.len() {
+                cut = true;
+            }
+            let rest = rest.get(..room.min(rest.len())).ok_or(EINVAL)?;
+            if rest.is_empty() {
+                break;
             }
             let Some(v) = iov.get_mut(count) else {
                 return Err(EINVAL);
@@ -510,11 +630,14 @@ impl Socket {
             });
             count += 1;
             total += rest.len();
+            if cut {
+                break;
+            }
         }
         if total == 0 {
             return Ok((0, 0));
         }
-        let more = if more { bindings::MSG_MORE } else { 0 };
+        let more = if more || cut { bindings::MSG_MORE } else { 0 };
         let mut msg = bindings::msghdr {
             msg_flags: Self::flags(wait) | more,
             ..Default::default()
@@ -531,7 +654,7 @@ impl Socket {
                 total,
             )
         };
-        self.took(n, total, timed, wait)
+        self.sent(self.took(n, total, timed, wait))
     }
 
     /// Receives into `buf` what is there now, without waiting: `Ok(None)`
@@ -557,7 +680,7 @@ impl Socket {
             return Ok(None);
         }
         to_result(n.min(0))?;
-        Ok(Some(n as usize))
+        self.received(Ok(n as usize)).map(Some)
     }
 
     /// The deadline set for `dir`, in `Deadline` nanoseconds (0: none).
@@ -579,9 +702,10 @@ impl Socket {
     /// what is there (waiting for some).
     pub(crate) fn recv(&self, buf: &mut [u8], wait_all: bool) -> Result<usize> {
         let timed = self.arm(Dir::Rx)?;
+        let len = self.rx_pace.limit(buf.len());
         let mut iov = bindings::kvec {
             iov_base: buf.as_mut_ptr().cast(),
-            iov_len: buf.len(),
+            iov_len: len,
         };
         let mut msg = bindings::msghdr::default();
         let flags = if wait_all {
@@ -589,11 +713,21 @@ impl Socket {
         } else {
             0
         };
-        // SAFETY: A live socket; `iov` describes `buf`, borrowed mutably.
+        // SAFETY: A live socket; `iov` describes the first `len` bytes
+        // of `buf`, borrowed mutably.
         let n = unsafe {
-            bindings::kernel_recvmsg(self.sock.as_ptr(), &mut msg, &mut iov, 1, buf.len(), flags)
+            bindings::kernel_recvmsg(self.sock.as_ptr(), &mut msg, &mut iov, 1, len, flags)
         };
-        Self::timed(n, timed)
+        self.received(Self::timed(n, timed))
+    }
+
+    /// Counts a receive's bytes towards a paced deadline (see
+    /// [`Self::set_rx_deadline_paced`]); returns `got` as it is.
+    fn received(&self, got: Result<usize>) -> Result<usize> {
+        if let Ok(n) = got {
+            self.rx_pace.went(n, &self.rx_deadline);
+        }
+        got
     }
 
     /// Receives into `first`, then `then`, in one call: what is there,
@@ -618,7 +752,7 @@ impl Socket {
         let n = unsafe {
             bindings::kernel_recvmsg(self.sock.as_ptr(), &mut msg, iov.as_mut_ptr(), 2, total, 0)
         };
-        Self::timed(n, timed)
+        self.received(Self::timed(n, timed))
     }
 
     /// Whether a receive would not block: bytes are queued or the stream

@@ -11,7 +11,7 @@
 //! our registered memory) and `rx/resp.rs` (responses to our own
 //! operations, and their deadline). Anything that breaks the protocol (`EPROTO`)
 //! ends the connection, and so does a frame that does not arrive whole by
-//! its deadline (`ETIMEDOUT`, see [`frame_deadline`]): a peer that stops
+//! its deadline (`ETIMEDOUT`, see [`bound_frame_rx`]): a peer that stops
 //! inside a frame holds a worker for a bounded time only.
 
 use core::{borrow::Borrow, cell::Cell};
@@ -112,20 +112,26 @@ const RUN_FRAMES: usize = 64;
 /// Payload bytes after which a run ends the same way.
 const RUN_BYTES: u64 = 1 << 20;
 
-/// Bytes of payload a frame may take `frame_timeout_ms` more for.
-const FRAME_TIMEOUT_UNIT: u64 = 1 << 20;
-
-/// The deadline of a frame begun at `start` with `len` payload bytes, in
-/// either direction: it must arrive (or, ours, leave) whole within
-/// `frame_timeout_ms`, and as much again for each whole MiB of payload (a
-/// floor of 1 MiB per `frame_timeout_ms` on a slow link); `None` when the
-/// parameter is 0 (unbounded). A deadline for the whole frame, not for
-/// each read or write: a peer that drips bytes, or reads ours a byte at a
-/// time, is cut off too.
-pub(crate) fn frame_deadline(start: Deadline, len: u64) -> Option<Deadline> {
+/// The deadline of a frame (or of its header) begun at `start`, in
+/// either direction: `frame_timeout_ms` later, `None` when the parameter
+/// is 0 (unbounded). The bytes that go through move it ([`bound_frame_rx`],
+/// `tx::begin_frame`). A deadline for the whole frame, not for each read
+/// or write: a peer that drips bytes, or reads ours a byte at a time, is
+/// cut off too.
+pub(crate) fn frame_deadline(start: Deadline) -> Option<Deadline> {
     let ms = u64::from(crate::frame_timeout_ms());
-    let units = (len / FRAME_TIMEOUT_UNIT).saturating_add(1);
-    (ms != 0).then(|| Deadline::after_ms_from(start, ms.saturating_mul(units)))
+    (ms != 0).then(|| Deadline::after_ms_from(start, ms))
+}
+
+/// Bounds the receive of the peer's frame begun at `start`: it gets
+/// `frame_timeout_ms` from there, and as much again for each MiB of it
+/// that has arrived (a floor of 1 MiB per `frame_timeout_ms` on a slow
+/// link), so the length its header claims buys it no time: a header that
+/// claims 64 MiB and stops would otherwise hold the receive work for 65
+/// times the parameter.
+fn bound_frame_rx(sock: &Socket, start: Deadline) {
+    let ms = u64::from(crate::frame_timeout_ms());
+    sock.set_rx_deadline_paced(frame_deadline(start), ms);
 }
 
 /// Queues response `r` for the transmitter without waiting: `ENOSPC` if
@@ -201,8 +207,7 @@ impl Rx<'_> {
             let h = match parked {
                 Some(h) => {
                     // We made it wait, not the peer: its clock starts now.
-                    let d = frame_deadline(Deadline::now(), h.len);
-                    self.sock.set_rx_deadline(d);
+                    bound_frame_rx(self.sock, Deadline::now());
                     h
                 }
                 None if self.ahead_len > 0 => self.ahead_hdr()?,
@@ -211,13 +216,13 @@ impl Rx<'_> {
                     let Some(h) = frame::recv_hdr_begun(self.sock, || {
                         // The frame has begun: its header is due by the
                         // deadline of an empty frame, the rest by its own.
-                        self.sock.set_rx_deadline(frame_deadline(start, 0));
+                        self.sock.set_rx_deadline(frame_deadline(start));
                         self.push_unless_ready(HDR_LEN);
                     })?
                     else {
                         return Ok(Ran::Idle);
                     };
-                    self.sock.set_rx_deadline(frame_deadline(start, h.len));
+                    bound_frame_rx(self.sock, start);
                     h
                 }
             };
@@ -268,12 +273,12 @@ impl Rx<'_> {
     /// empty frame, the frame by its own.
     fn ahead_hdr(&mut self) -> Result<Hdr> {
         let start = Deadline::now();
-        self.sock.set_rx_deadline(frame_deadline(start, 0));
+        self.sock.set_rx_deadline(frame_deadline(start));
         let got = core::mem::take(&mut self.ahead_len);
         self.push_unless_ready(HDR_LEN.saturating_sub(got));
         frame::recv_exact(self.sock, self.ahead.get_mut(got..).ok_or(EIO)?)?;
         let h = Hdr::decode(&self.ahead)?;
-        self.sock.set_rx_deadline(frame_deadline(start, h.len));
+        bound_frame_rx(self.sock, start);
         Ok(h)
     }
 

@@ -25,7 +25,7 @@ use super::{
     kfi::{kfabric::Owned, kfi_sys as sys},
     ksock::{SockAddr, Socket},
     net::*,
-    wire::{flags, Hdr, Op, HDR_LEN},
+    wire::{flags, Hdr, Op, HDR_LEN, PAYLOAD_MAX},
 };
 
 /// Fails the case with a message unless `$c` holds.
@@ -276,6 +276,32 @@ mod cases {
             // The receive was being filled: it fails with the frame.
             expect_frame_timeout(&n, &c, &raw, (6, ETIMEDOUT), drip)?;
             still_serving(&n, 7501, &c)
+        })();
+        drop(sep);
+        drop(raw);
+        drop(pep);
+        outcome
+    }
+
+    /// Issue 10, bug 5: the length a header claims buys no time. A
+    /// message that claims the largest payload (64 MiB, which would have
+    /// bought 65 times `frame_timeout_ms`), of which the peer sends 100
+    /// bytes before it stalls, is cut off after `frame_timeout_ms`.
+    #[test]
+    fn claimed_length_buys_no_time() -> Result {
+        let n = net(c"7509")?;
+        let pep = listen(&n)?;
+        let c = cq(&n)?;
+        let mut rbuf = [0u8; 256];
+        let (raw, sep) = accepted_raw(&n, 7509, &c)?;
+        let outcome = (|| -> Result {
+            post_recv(&sep, &mut rbuf, 7)?;
+            let mut h = Hdr::new(Op::Msg, 0, 0);
+            h.len = PAYLOAD_MAX;
+            raw.send(&[&h.encode(), &[0x5a; 100]])?;
+            // The receive was being filled: it fails with the frame.
+            expect_frame_timeout(&n, &c, &raw, (7, ETIMEDOUT), || Ok(()))?;
+            still_serving(&n, 7509, &c)
         })();
         drop(sep);
         drop(raw);
