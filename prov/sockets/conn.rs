@@ -83,6 +83,9 @@ pub(crate) struct State {
     pub(crate) cm_param: KVec<u8>,
     /// Where `kfi_connect` connects to (explicit, or the info's).
     pub(crate) cm_dest: Option<SockAddr>,
+    /// Made for a connection request that no `kfi_accept` has answered
+    /// yet: the only state an accept may write its answer in.
+    pub(crate) cm_request: bool,
     pub(crate) tx: Ring<TxOp>,
     pub(crate) pending: KVec<Pending>,
     pub(crate) resp: KVec<Resp>,
@@ -251,6 +254,7 @@ impl Shared {
         rxq: Arc<RxQueues>,
         owns_rx: bool,
     ) -> Result<Arc<Self>> {
+        let request = sock.is_some();
         Arc::pin_init(
             try_pin_init!(Shared {
                 state <- new_spinlock_irq!(State {
@@ -263,6 +267,7 @@ impl Shared {
                     closing: false,
                     cm_param: KVec::new(),
                     cm_dest: None,
+                    cm_request: request,
                     tx: Ring::growing(QUEUE_FIRST, QUEUE)?,
                     pending: KVec::with_capacity(QUEUE_FIRST, GFP_KERNEL)?,
                     resp: KVec::with_capacity(QUEUE_FIRST, GFP_KERNEL)?,

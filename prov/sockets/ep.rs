@@ -172,10 +172,17 @@ impl SockEp {
         spawn(&self.0, connector)
     }
 
-    /// `kfi_accept`: the server's half of the handshake.
+    /// `kfi_accept`: the server's half of the handshake. Once, on an
+    /// endpoint made for a connection request (`EINVAL` on any other, or
+    /// again): its answer goes into the stream before the connection's
+    /// transmitter starts, and could only cut into frames after that.
     pub(crate) fn accept(&self, param: &[u8]) -> Result {
         let (sock, eq, fid) = {
-            let s = self.0.state.lock();
+            let mut s = self.0.state.lock();
+            if !s.cm_request || s.eq.is_none() || s.fid.is_none() || s.closing {
+                return Err(EINVAL);
+            }
+            s.cm_request = false;
             (s.sock.clone(), s.eq, s.fid)
         };
         let (Some(sock), Some(eq), Some(fid)) = (sock, eq, fid) else {

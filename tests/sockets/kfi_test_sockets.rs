@@ -21,6 +21,8 @@ use kernel::prelude::*;
 mod answers;
 #[path = "by_ref.rs"]
 mod by_ref;
+#[path = "cm.rs"]
+mod cm;
 // The provider's framing, shared by source: the tests use a part.
 #[allow(dead_code)]
 #[path = "../../prov/sockets/frame.rs"]
