@@ -33,7 +33,7 @@ use crate::{
         provider::{EqRef, FidRef},
         ring::Ring,
         toolkit::{
-            completion::{report_err, CqEntry, Reports},
+            completion::{report_err, Reports},
             workers::Workers,
         },
     },
@@ -454,42 +454,43 @@ pub(crate) fn report_connected(sh: &Shared, eq: EqRef, fid: FidRef, data: &[u8])
 /// responses are dropped. The receive queues close too if they are the
 /// connection's own (MSG). Process context.
 pub(crate) fn flush(sh: &Shared) {
-    let mut ops: KVec<CqEntry> = KVec::new();
     let (tx_cq, resp, pending, begun, sock) = {
         let mut s = sh.state.lock();
+        // Nobody queues or sends any more.
         s.connected = false;
-        // Nobody sends any more: a begun frame's operation fails too (one
-        // that waits for a response is in `pending`).
-        let begun = s.tx_begun.take();
-        if let Some(Begun {
-            job: Job::Op(op, 0, _),
-            ..
-        }) = &begun
-        {
-            let _ = ops.push(op.entry(), GFP_ATOMIC);
-        }
-        while let Some(op) = s.tx.pop_front() {
-            // Injects too: they complete silently only when sent.
-            let _ = ops.push(op.entry(), GFP_ATOMIC);
-        }
         (
             s.tx_cq,
             core::mem::take(&mut s.resp),
             core::mem::take(&mut s.pending),
-            begun,
+            s.tx_begun.take(),
             s.sock.clone(),
         )
     };
     drop(resp);
-    drop(begun);
     if let Some(sock) = sock {
         // No failed operation's pages may go out after it is reported.
         if pending.iter().any(|p| splice::in_flight(&sock, p.by_ref)) {
             splice::abort(&sock);
         }
     }
-    for c in ops.iter() {
-        report_err(tx_cq, c, ECANCELED);
+    // A begun frame's operation fails too (one that waits for a response
+    // is in `pending`).
+    if let Some(Begun {
+        job: Job::Op(op, 0, _),
+        ..
+    }) = &begun
+    {
+        report_err(tx_cq, &op.entry(), ECANCELED);
+    }
+    drop(begun);
+    // The queued ones, injects too (they complete silently only when
+    // sent), one at a time: no list to allocate, so none is lost when
+    // memory is short.
+    loop {
+        let Some(op) = sh.state.lock().tx.pop_front() else {
+            break;
+        };
+        report_err(tx_cq, &op.entry(), ECANCELED);
     }
     // Those whose buffers a response handler is filling are its to report.
     for p in pending.iter().filter(|p| !p.answering) {
