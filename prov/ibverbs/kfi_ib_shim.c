@@ -199,9 +199,9 @@ int kfi_ib_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr)
 	return ib_post_recv(qp, wr, NULL);
 }
 
-int kfi_ib_dma_map(struct ib_device *dev, void *addr, size_t len, int to_device, u64 *dma)
+int kfi_ib_dma_map(struct ib_device *dev, void *addr, size_t len, u64 *dma)
 {
-	u64 a = ib_dma_map_single(dev, addr, len, to_device ? DMA_TO_DEVICE : DMA_FROM_DEVICE);
+	u64 a = ib_dma_map_single(dev, addr, len, DMA_BIDIRECTIONAL);
 
 	if (ib_dma_mapping_error(dev, a))
 		return -ENOMEM;
@@ -209,9 +209,17 @@ int kfi_ib_dma_map(struct ib_device *dev, void *addr, size_t len, int to_device,
 	return 0;
 }
 
-void kfi_ib_dma_unmap(struct ib_device *dev, u64 dma, size_t len, int to_device)
+void kfi_ib_dma_unmap(struct ib_device *dev, u64 dma, size_t len)
 {
-	ib_dma_unmap_single(dev, dma, len, to_device ? DMA_TO_DEVICE : DMA_FROM_DEVICE);
+	ib_dma_unmap_single(dev, dma, len, DMA_BIDIRECTIONAL);
+}
+
+void kfi_ib_dma_sync(struct ib_device *dev, u64 dma, size_t len, int for_cpu)
+{
+	if (for_cpu)
+		ib_dma_sync_single_for_cpu(dev, dma, len, DMA_BIDIRECTIONAL);
+	else
+		ib_dma_sync_single_for_device(dev, dma, len, DMA_BIDIRECTIONAL);
 }
 
 int kfi_ib_dma_map_page(struct ib_device *dev, struct page *page, unsigned long offset,

@@ -60,9 +60,14 @@ void *kfi_ib_cq_context(const struct ib_cq *cq);
 int kfi_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *wr);
 int kfi_ib_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr);
 
-/* DMA mapping of kernel memory for a device (any context). */
-int kfi_ib_dma_map(struct ib_device *dev, void *addr, size_t len, int to_device, u64 *dma);
-void kfi_ib_dma_unmap(struct ib_device *dev, u64 dma, size_t len, int to_device);
+/*
+ * DMA mapping of kernel memory for a device (any context): a buffer both
+ * the CPU and the device write (the ring's slots), synced for the one
+ * about to use it (@for_cpu: the CPU).
+ */
+int kfi_ib_dma_map(struct ib_device *dev, void *addr, size_t len, u64 *dma);
+void kfi_ib_dma_unmap(struct ib_device *dev, u64 dma, size_t len);
+void kfi_ib_dma_sync(struct ib_device *dev, u64 dma, size_t len, int for_cpu);
 int kfi_ib_dma_map_page(struct ib_device *dev, struct page *page, unsigned long offset,
 			size_t len, int to_device, u64 *dma);
 void kfi_ib_dma_unmap_page(struct ib_device *dev, u64 dma, size_t len, int to_device);

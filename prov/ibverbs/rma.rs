@@ -368,6 +368,7 @@ impl Rma {
             Some(f) => (f.addr, f.key, FLUSH_LEN),
             None => (op.remote[0].addr, op.remote[0].key, 0),
         };
+        link.results.sync_for_device(wi * ELEM, len);
         let mut sge = [link.results.sge_at(wi * ELEM, len, link.lkey)];
         // SAFETY: A live QP (the link exists only while it does); the entry
         // is request `wi`'s own mapped result slot (`wi` came from the free
@@ -403,6 +404,7 @@ impl Rma {
         } else {
             AtomicOp::FetchAdd(src)
         };
+        link.results.sync_for_device(wi * ELEM, ELEM);
         let sge = link.results.sge_at(wi * ELEM, ELEM, link.lkey);
         // SAFETY: A live QP (the link exists only while it does); the result slot is the
         // ring's, mapped while it lives, and this request's only (`wi` came from the free
@@ -512,6 +514,7 @@ impl Rma {
             }
             let res = op.atomic.and_then(|a| a.result);
             if let (true, Some(at), Some(res), Some(slots)) = (d.ok, wr.result_at, res, results) {
+                slots.sync_for_cpu(wi * ELEM, ELEM);
                 match slots.bytes().get(wi * ELEM..(wi + 1) * ELEM) {
                     Some(old) => {
                         // SAFETY: The result buffers are valid until the

@@ -174,6 +174,7 @@ impl DataPath {
         }
         // SAFETY: A completion for a slot of the attached ring.
         let ring = unsafe { &*st.ring };
+        ring.bufs[index].sync_for_cpu(0, d.len);
         let Some(h) = read_header(ring.bufs[index].bytes(), d.len) else {
             Self::protocol_error(&mut st, "malformed frame");
             return;
@@ -294,6 +295,7 @@ impl DataPath {
 ///
 /// `qp` is live; the ring stays valid until the request completes.
 pub(super) unsafe fn post_recv_slot(qp: *mut sys::ib_qp, ring: &Ring, index: usize) -> Result {
+    ring.bufs[index].sync_for_device(0, SLOT);
     let sge = ring.bufs[index].sge(SLOT, ring.lkey);
     let cqe = (&raw const ring.slots[index].cqe).cast_mut();
     // SAFETY: The caller's contract.

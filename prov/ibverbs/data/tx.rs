@@ -169,6 +169,7 @@ impl DataPath {
         let mut op = p.op;
         op.seq = st.next_seq;
         st.ops[slot] = if last { Some(op) } else { None };
+        buf.sync_for_device(0, HDR + ext + len);
         let sge = buf.sge(HDR + ext + len, ring.lkey);
         let cqe = (&raw const ring.slots[SLOTS + slot].cqe).cast_mut();
         // SAFETY: `qp` is live (attach's contract); the slot and its
@@ -329,6 +330,7 @@ impl DataPath {
         };
         // SAFETY: A free send slot, ours under the lock.
         unsafe { write_header(buf.addr(), &h) };
+        buf.sync_for_device(0, HDR);
         let sge = buf.sge(HDR, ring.lkey);
         let cqe = (&raw const ring.slots[SLOTS + slot].cqe).cast_mut();
         // SAFETY: As in `post_frame`.

@@ -41,15 +41,48 @@ impl DmaBuf {
         // SAFETY: `dev` is registered (the caller's contract); `buf` is
         // kmalloc memory of `len` bytes that lives until the unmap.
         to_result(unsafe {
-            sys::kfi_ib_dma_map(dev.as_ptr(), buf.as_mut_ptr().cast(), len, 1, &mut dma)
+            sys::kfi_ib_dma_map(dev.as_ptr(), buf.as_mut_ptr().cast(), len, &mut dma)
         })?;
         // INVARIANT: Mapped above.
         Ok(Self { buf, dma, dev })
     }
 
-    /// The bytes, for the CPU (while no work request uses them).
+    /// The bytes, for the CPU (while no work request uses them; what the
+    /// device wrote, once [`Self::sync_for_cpu`]).
     pub(crate) fn bytes(&self) -> &[u8] {
         &self.buf
+    }
+
+    /// Makes what the device wrote into `len` bytes at `at` visible to the
+    /// CPU, before it reads them (a no-op where DMA is coherent and not
+    /// bounced). Any context.
+    pub(crate) fn sync_for_cpu(&self, at: usize, len: usize) {
+        self.sync(at, len, true);
+    }
+
+    /// Hands `len` bytes at `at` to the device before a work request uses
+    /// them (to read what the CPU wrote, or to write them). Any context.
+    pub(crate) fn sync_for_device(&self, at: usize, len: usize) {
+        self.sync(at, len, false);
+    }
+
+    fn sync(&self, at: usize, len: usize, for_cpu: bool) {
+        let at = at.min(self.buf.len());
+        let len = len.min(self.buf.len() - at);
+        if len == 0 {
+            return;
+        }
+        // SAFETY: `dev` is registered while the buffer lives (the
+        // creator's contract) and the range lies in the mapping made at
+        // creation (invariant), clipped above.
+        unsafe {
+            sys::kfi_ib_dma_sync(
+                self.dev.as_ptr(),
+                self.dma + at as u64,
+                len,
+                i32::from(for_cpu),
+            )
+        };
     }
 
     /// The kernel address of the bytes (for a copy done through a shared
@@ -79,7 +112,7 @@ impl Drop for DmaBuf {
     fn drop(&mut self) {
         // SAFETY: Mapped at creation (invariant), no work request uses it
         // any more (its owner drained the QP first).
-        unsafe { sys::kfi_ib_dma_unmap(self.dev.as_ptr(), self.dma, self.buf.len(), 1) };
+        unsafe { sys::kfi_ib_dma_unmap(self.dev.as_ptr(), self.dma, self.buf.len()) };
     }
 }
 
