@@ -293,6 +293,15 @@ impl Rma {
         Ok(())
     }
 
+    /// Writes with remote CQ data whose data is still to be queued (their
+    /// requests are not all posted yet).
+    pub(crate) fn data_to_come(&self) -> usize {
+        self.queue
+            .iter()
+            .filter(|&&oi| matches!(self.ops.get(oi), Some(Some(op)) if op.data.is_some()))
+            .count()
+    }
+
     /// Posts what the free requests allow, oldest operation first, with
     /// `cqe(i)` the completion context of request `i`. `wrote(data)` is
     /// called for a write with remote CQ data once all of it is posted.

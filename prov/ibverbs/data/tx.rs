@@ -18,7 +18,7 @@ use crate::{
         kfi_sys as ksys,
         toolkit::completion::{report, report_err, CqEntry},
     },
-    rma::{Link, RmaOp},
+    rma::{Link, RmaOp, RMA_OPS},
 };
 
 impl DataPath {
@@ -239,6 +239,19 @@ impl DataPath {
             report(st.tx_cq, &op.entry);
             return Ok(());
         }
+        // A write's operation is freed when its requests complete, which
+        // may be before its data frame goes (credits): the data frames
+        // queued and to come stay within the room kept for them.
+        if op.data.is_some() {
+            let queued = st
+                .pending
+                .iter()
+                .filter(|p| p.flags & F_RMA_DATA != 0)
+                .count();
+            if queued + st.rma.data_to_come() >= RMA_OPS {
+                return Err(EAGAIN);
+            }
+        }
         st.rma.submit(op)?;
         Self::pump_rma(&mut st);
         Ok(())
@@ -285,7 +298,8 @@ impl DataPath {
                     data,
                     tag: 0,
                 };
-                // Cannot fail: room for one per RMA operation is kept.
+                // Cannot fail: `rma` keeps the writes' data frames,
+                // queued and to come, within the room kept for them.
                 let _ = pending.push_within_capacity(p);
             },
         );
