@@ -382,11 +382,18 @@ impl cm::Handler for Conn {
                 }
                 self.dp.set_up(false);
                 self.dp.cancel(false);
-                if s.phase == Phase::Connected {
-                    s.phase = Phase::Closed;
-                    if let (Some(eq), Some(fid)) = (s.eq, s.fid) {
-                        let _ = eq.post_shutdown(fid);
+                match s.phase {
+                    Phase::Connected => {
+                        s.phase = Phase::Closed;
+                        if let (Some(eq), Some(fid)) = (s.eq, s.fid) {
+                            let _ = eq.post_shutdown(fid);
+                        }
                     }
+                    // Before it was established (an IB CM peer may send
+                    // its DREQ instead of the RTU): no `KFI_CONNECTED`
+                    // comes, so the ULP hears of it as a failure.
+                    Phase::Connecting => self.fail(&mut s, ECONNRESET, &[]),
+                    Phase::Idle | Phase::Resolving | Phase::Closed => {}
                 }
             }
             cm::Event::DeviceRemoval => {

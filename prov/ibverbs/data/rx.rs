@@ -167,6 +167,13 @@ impl DataPath {
     /// A receive slot's work request completed.
     pub(super) fn received(&self, index: usize, d: &dma::Done) {
         let mut st = self.st.lock();
+        if !d.ok && !d.flushed && !st.qp.is_null() {
+            // Not a flush: the device failed the receive (a peer frame
+            // longer than its slot, ...) and put the QP in the error
+            // state, so nothing arrives any more and no event would say
+            // so: the connection ends as for any broken frame.
+            Self::protocol_error(&mut st, "a receive failed");
+        }
         if !d.ok || st.qp.is_null() || st.broken {
             // A broken peer's frames are dropped, their slots not
             // reposted: it cannot make this side work for ever.
