@@ -14,8 +14,8 @@
 //! failure lasts; the listener keeps serving.
 //!
 //! An endpoint holds no worker while it listens, so any number of them
-//! may (a worker per listener would take one of the ~1,024 items per CPU
-//! the system's long-running queue runs at once).
+//! may (a worker per listener would take one of the ~1,024 items the
+//! provider's long-running queue runs at once, `wq.rs`).
 
 use kernel::{
     new_condvar, new_mutex, new_spinlock_irq,

@@ -104,7 +104,7 @@ impl SockEp {
 
 /// Runs `f` on a worker that close waits for (the connector).
 fn spawn(sh: &Arc<Shared>, f: fn(&Arc<Shared>)) -> Result {
-    Workers::spawn(sh, |sh| &sh.workers, f)
+    Workers::spawn(crate::wq::long_queue(), sh, |sh| &sh.workers, f)
 }
 
 /// Connects: the client's half of the handshake, on a worker.

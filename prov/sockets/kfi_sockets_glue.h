@@ -59,6 +59,9 @@ bool kfi_sockets_may_send_inline(void);
 /* The provider's workqueue (wq.rs), or NULL; process context. */
 struct workqueue_struct *kfi_sockets_alloc_wq(int unbound);
 
+/* The provider's queue for handshake workers (wq.rs), or NULL; process context. */
+struct workqueue_struct *kfi_sockets_alloc_long_wq(void);
+
 /*
  * Runs @sk's received bytes through @parser (kfi_sockets_rx_skb()) with
  * @sk locked (rx/soft.rs); returns what tcp_read_sock() does.

@@ -422,3 +422,16 @@ struct workqueue_struct *kfi_sockets_alloc_wq(int unbound)
 	return alloc_workqueue("kfi_sockets",
 			       WQ_HIGHPRI | WQ_MEM_RECLAIM | (unbound ? WQ_UNBOUND : 0), 0);
 }
+
+/*
+ * The provider's queue for work that waits on a peer by nature (reading a
+ * connection request, opening a connection: until the handshake deadline),
+ * so that it never takes the connections' workers. The provider's own, not
+ * the system's long-running queue, so that unloading the module drains it:
+ * a worker still runs module code after the close that waited for it
+ * (dropping its reference, which may free the endpoint).
+ */
+struct workqueue_struct *kfi_sockets_alloc_long_wq(void)
+{
+	return alloc_workqueue("kfi_sockets_long", WQ_UNBOUND, 0);
+}

@@ -1,17 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The provider's own workqueue (`kfi_sockets_sock.c` makes it): the
-//! connections' receive and transmit work runs there, so a few hundred
-//! connections whose peers stall inside a frame cannot take the system's
-//! shared workers from other kernel users. The listeners' accept work
-//! (`accept.rs`) and the RDM endpoints' dispatch work (`rdm.rs`), which
-//! never wait, run here too. (The workers that read a request or open a
-//! connection, which wait by nature until the handshake deadline, stay on
-//! the system's long-running queue, so they never take the connections'
-//! workers.)
+//! The provider's own workqueues (`kfi_sockets_sock.c` makes them). The
+//! connections' receive and transmit work runs on the first, so a few
+//! hundred connections whose peers stall inside a frame cannot take the
+//! system's shared workers from other kernel users. The listeners' accept
+//! work (`accept.rs`) and the RDM endpoints' dispatch work (`rdm.rs`),
+//! which never wait, run there too. The workers that read a request or
+//! open a connection, which wait by nature until the handshake deadline,
+//! run on the second (`long_queue`), so they never take the connections'
+//! workers.
 //! Made at module load, destroyed at unload (after every object of the
 //! provider is gone, so nothing is queued any more; destroying drains what
-//! still runs).
+//! still runs, such as a worker that has told the close it is done but
+//! still drops its reference to the endpoint).
 
 use core::{
     ptr::null_mut,
@@ -19,17 +20,18 @@ use core::{
 };
 use kernel::{bindings, prelude::*, workqueue::Queue};
 
-use crate::sock_sys::kfi_sockets_alloc_wq;
+use crate::sock_sys::{kfi_sockets_alloc_long_wq, kfi_sockets_alloc_wq};
 
-/// The queue while the module is loaded, else NULL.
+/// The queues while the module is loaded, else NULL.
 static QUEUE: AtomicPtr<bindings::workqueue_struct> = AtomicPtr::new(null_mut());
+static LONG: AtomicPtr<bindings::workqueue_struct> = AtomicPtr::new(null_mut());
 
-/// The provider's queue, owned by the module: destroyed when dropped.
+/// The provider's queues, owned by the module: destroyed when dropped.
 pub(crate) struct OwnQueue(());
 
 impl OwnQueue {
-    /// Makes the queue (`unbound`: not tied to the queuing CPU). Process
-    /// context, once, at module load.
+    /// Makes the queues (`unbound`: the first is not tied to the queuing
+    /// CPU). Process context, once, at module load.
     pub(crate) fn new(unbound: bool) -> Result<Self> {
         // SAFETY: No preconditions; process context (module load).
         let wq = unsafe { kfi_sockets_alloc_wq(c_int::from(unbound)) };
@@ -37,30 +39,56 @@ impl OwnQueue {
             return Err(ENOMEM);
         }
         QUEUE.store(wq, Ordering::Release);
-        Ok(Self(()))
+        // From here on the drop destroys what was made.
+        let own = Self(());
+        // SAFETY: As above.
+        let long = unsafe { kfi_sockets_alloc_long_wq() };
+        if long.is_null() {
+            return Err(ENOMEM);
+        }
+        LONG.store(long, Ordering::Release);
+        Ok(own)
     }
 }
 
 impl Drop for OwnQueue {
     fn drop(&mut self) {
-        let wq = QUEUE.swap(null_mut(), Ordering::AcqRel);
-        if !wq.is_null() {
-            // SAFETY: Made by `kfi_sockets_alloc_wq`, destroyed once; the
-            // module's objects are gone, so nothing queues on it any more.
-            unsafe { bindings::destroy_workqueue(wq) };
+        for q in [&LONG, &QUEUE] {
+            let wq = q.swap(null_mut(), Ordering::AcqRel);
+            if !wq.is_null() {
+                // SAFETY: Made by `kfi_sockets_alloc_wq` or
+                // `kfi_sockets_alloc_long_wq`, destroyed once; the
+                // module's objects are gone, so nothing queues on it any
+                // more.
+                unsafe { bindings::destroy_workqueue(wq) };
+            }
         }
     }
 }
 
-/// The provider's queue.
-pub(crate) fn queue() -> &'static Queue {
-    let wq = QUEUE.load(Ordering::Acquire);
+/// The queue `q` holds, or `fallback` while it holds none.
+fn live(
+    q: &AtomicPtr<bindings::workqueue_struct>,
+    fallback: fn() -> &'static Queue,
+) -> &'static Queue {
+    let wq = q.load(Ordering::Acquire);
     if wq.is_null() {
-        // Not reached while the provider is registered (the queue is made
-        // first and destroyed last); the system's queue keeps it safe.
-        return kernel::workqueue::system_unbound();
+        // Not reached while the provider is registered (the queues are
+        // made first and destroyed last); the system's queue keeps it safe.
+        return fallback();
     }
     // SAFETY: A live workqueue until `OwnQueue` is dropped, after the last
     // object of the module that could queue on it.
     unsafe { Queue::from_raw(wq) }
+}
+
+/// The provider's queue for the connections' work.
+pub(crate) fn queue() -> &'static Queue {
+    live(&QUEUE, kernel::workqueue::system_unbound)
+}
+
+/// The provider's queue for handshake workers, which may wait on a peer
+/// until the handshake deadline.
+pub(crate) fn long_queue() -> &'static Queue {
+    live(&LONG, kernel::workqueue::system_long)
 }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Counted workers on the long-running system workqueue: a provider's
+//! Counted workers on a workqueue of the provider's: a provider's
 //! endpoints and passive endpoints run their blocking work there
 //! (connecting, reading a connection request, resolving an address) and
 //! wait for all of it to end before they are freed.
@@ -8,7 +8,10 @@
 //! Teardown: the owner first makes every worker return (shuts its sockets
 //! down, marks itself closing, wakes what they wait on), then calls
 //! [`Workers::wait_idle`]. A worker holds a reference to its owner, so the
-//! owner's memory outlives it either way.
+//! owner's memory outlives it either way. A worker still runs (drops that
+//! reference, which may free the owner) after it has counted itself out,
+//! so the queue must be the provider's own, which its module's unload
+//! destroys and so drains, not a system queue.
 
 use kernel::{
     new_condvar, new_spinlock,
@@ -37,10 +40,12 @@ impl Workers {
         })
     }
 
-    /// Runs `f(owner)` on a worker, counted in `owner`'s workers (which
-    /// `of` finds); `ENOMEM` if it cannot be queued (`f` is dropped
-    /// unrun). Process context (allocates with `GFP_KERNEL`).
+    /// Runs `f(owner)` on a worker of `queue` (the provider's own, see
+    /// above), counted in `owner`'s workers (which `of` finds); `ENOMEM`
+    /// if it cannot be queued (`f` is dropped unrun). Process context
+    /// (allocates with `GFP_KERNEL`).
     pub(crate) fn spawn<T: Send + Sync + 'static>(
+        queue: &'static workqueue::Queue,
         owner: &Arc<T>,
         of: fn(&T) -> &Workers,
         f: impl FnOnce(&Arc<T>) + Send + 'static,
@@ -48,7 +53,7 @@ impl Workers {
         let w = of(owner);
         *w.count.lock() += 1;
         let mine = owner.clone();
-        let r = task::spawn(workqueue::system_long(), move || {
+        let r = task::spawn(queue, move || {
             f(&mine);
             let w = of(&mine);
             *w.count.lock() -= 1;

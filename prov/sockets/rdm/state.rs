@@ -109,5 +109,5 @@ pub(crate) struct Rdm {
 /// Runs `f` on a worker of the endpoint (`Workers`: closing waits for
 /// it). Process context.
 pub(super) fn spawn(r: &Arc<Rdm>, f: impl FnOnce(&Arc<Rdm>) + Send + 'static) -> Result {
-    Workers::spawn(r, |r| &r.workers, f)
+    Workers::spawn(crate::wq::long_queue(), r, |r| &r.workers, f)
 }
