@@ -98,6 +98,8 @@ EXPORT_SYMBOL_GPL(kfi_util_cq_open);
 EXPORT_SYMBOL_GPL(kfi_util_cq_write);
 EXPORT_SYMBOL_GPL(kfi_util_cq_write_err);
 EXPORT_SYMBOL_GPL(kfi_util_cq_expect);
+EXPORT_SYMBOL_GPL(kfi_util_cq_hold);
+EXPORT_SYMBOL_GPL(kfi_util_cq_release);
 EXPORT_SYMBOL_GPL(kfi_util_eq_open);
 EXPORT_SYMBOL_GPL(kfi_util_eq_write_err);
 EXPORT_SYMBOL_GPL(kfi_util_eq_write_cm);

@@ -14,7 +14,7 @@ use kernel::{
     new_condvar, new_spinlock_irq,
     prelude::*,
     sync::{
-        atomic::{Atomic, Relaxed},
+        atomic::{Acquire, Atomic, Full, Relaxed},
         CondVar, SpinLockIrq,
     },
 };
@@ -86,6 +86,10 @@ struct UtilCq {
     /// value costs a wakeup call on an empty queue, or an early wakeup
     /// missed: the write still wakes).
     sleepers: Atomic<u32>,
+    /// Holds of the handler (`kfi_util_cq_hold`), and whether a
+    /// completion came during one (the last release calls the handler).
+    holds: Atomic<u32>,
+    held_back: Atomic<bool>,
 }
 
 // SAFETY: The raw pointers in `cq` are the ops tables (statics) and the
@@ -385,6 +389,8 @@ pub(crate) unsafe extern "C" fn kfi_util_cq_open(
                 ring <- new_spinlock_irq!(Ring { slots, overflow: false, signaled: false, waiters: 0 }),
                 wait <- new_condvar!(),
                 sleepers: Atomic::new(0),
+                holds: Atomic::new(0),
+                held_back: Atomic::new(false),
             }),
             GFP_KERNEL,
         )?;
@@ -405,11 +411,63 @@ fn post(u: &UtilCq, slot: Slot) -> Result {
     if waited {
         u.wait.notify_all();
     }
+    if u.handler.is_some() {
+        if u.holds.load(Acquire) == 0 {
+            call_handler(u);
+        } else {
+            // The last release calls it; if that release came between the
+            // two loads, it may have missed the mark: then call it here
+            // (the exchange orders the mark before the second load, as the
+            // release's orders its count before its look at the mark).
+            u.held_back.xchg(true, Full);
+            if u.holds.load(Acquire) == 0 && u.held_back.xchg(false, Full) {
+                call_handler(u);
+            }
+        }
+    }
+    r
+}
+
+/// Calls the ULP's handler of `u`, if it gave one.
+fn call_handler(u: &UtilCq) {
     if let Some(h) = u.handler {
         // SAFETY: The ULP's handler for this CQ, given at open.
         unsafe { h((&raw const u.cq).cast_mut(), u.cq.fid.context) };
     }
-    r
+}
+
+/// `kfi_util_cq_hold`: completions written to `cq` do not call its
+/// handler until the matching [`kfi_util_cq_release`] (see
+/// kfi_provider.h). Any context but hard interrupt.
+///
+/// # Safety
+///
+/// The C contract: `cq` NULL or a valid kfabric object (anything but a
+/// util CQ is ignored).
+#[no_mangle]
+pub(crate) unsafe extern "C" fn kfi_util_cq_hold(cq: *mut sys::kfid_cq) {
+    // SAFETY: The C contract.
+    if let Ok(u) = unsafe { util(cq) } {
+        u.holds.fetch_add(1, Full);
+    }
+}
+
+/// `kfi_util_cq_release`: ends a hold; the last one calls the handler if
+/// a completion came meanwhile. Any context but hard interrupt, with no
+/// lock held that the handler's calls may take.
+///
+/// # Safety
+///
+/// The C contract, and a hold of `cq` to end.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn kfi_util_cq_release(cq: *mut sys::kfid_cq) {
+    // SAFETY: The C contract.
+    let Ok(u) = (unsafe { util(cq) }) else {
+        return;
+    };
+    if u.holds.fetch_sub(1, Full) == 1 && u.held_back.xchg(false, Full) {
+        call_handler(u);
+    }
 }
 
 /// `kfi_util_cq_write`: a provider reports a completion.

@@ -418,6 +418,33 @@ int kfi_util_cq_write(struct kfid_cq *cq, const struct kfi_cq_tagged_entry *entr
 void kfi_util_cq_expect(struct kfid_cq *cq);
 
 /**
+ * kfi_util_cq_hold() - hold back a util CQ's completion handler
+ * @cq: a CQ from kfi_util_cq_open(); NULL or another kfabric object is
+ *	ignored
+ *
+ * Until the matching kfi_util_cq_release(), completions written to @cq are
+ * queued (and wake its waiters) as always, but the ULP's comp_handler is
+ * not called for them: kfi_util_cq_release() calls it once for all of
+ * them. A provider that writes completions under a lock its posting paths
+ * take holds its CQs around that lock, so that a handler that posts again
+ * (a receive reposted from its completion) does not find the lock held by
+ * its own caller. Holds nest and may come from several threads at once;
+ * the last release calls the handler if a completion came meanwhile (a
+ * concurrent write may also call it: a handler may be called once more
+ * than needed, never less). Any context but hard interrupt.
+ */
+void kfi_util_cq_hold(struct kfid_cq *cq);
+
+/**
+ * kfi_util_cq_release() - end a kfi_util_cq_hold()
+ * @cq: as given to kfi_util_cq_hold()
+ *
+ * Any context but hard interrupt; call it with no lock held that the
+ * comp_handler's calls into the provider may take.
+ */
+void kfi_util_cq_release(struct kfid_cq *cq);
+
+/**
  * kfi_util_cq_write_err() - report a failed operation to a util CQ
  * @cq: a CQ from kfi_util_cq_open()
  * @err: the error entry; @err->err_data is copied (at most

@@ -57,7 +57,7 @@ impl FidRef {
 /// # Invariants
 ///
 /// See [`Bound`].
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct CqRef(pub(super) NonNull<sys::kfid_cq>);
 
 // SAFETY: The util CQ is locked internally and may be written from any
@@ -79,6 +79,21 @@ impl CqRef {
     pub(crate) fn wake_early(&self) {
         // SAFETY: An open util CQ (type invariant).
         unsafe { sys::kfi_util_cq_expect(self.0.as_ptr()) }
+    }
+
+    /// Holds back the CQ's completion handler until [`Self::release`]
+    /// (see `kfi_util_cq_hold`). Any context but hard interrupt.
+    pub(crate) fn hold(&self) {
+        // SAFETY: An open util CQ (type invariant).
+        unsafe { sys::kfi_util_cq_hold(self.0.as_ptr()) }
+    }
+
+    /// Ends a [`Self::hold`]: the handler runs now if a completion came
+    /// meanwhile. Any context but hard interrupt, with no lock held that
+    /// the handler's calls into the provider may take.
+    pub(crate) fn release(&self) {
+        // SAFETY: An open util CQ (type invariant), held by the caller.
+        unsafe { sys::kfi_util_cq_release(self.0.as_ptr()) }
     }
 
     /// Reports a failed operation. Any context but hard interrupt.
