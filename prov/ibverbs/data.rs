@@ -54,6 +54,7 @@ use crate::{
     tagged::{Broken, Tagged},
 };
 
+mod locked;
 mod rx;
 mod tx;
 
@@ -404,7 +405,7 @@ impl DataPath {
     /// than [`CREDIT_WAIT_MS`] end the connection with `ETIMEDOUT`.
     /// Softirq context.
     fn watch(&self) {
-        let mut st = self.st.lock();
+        let mut st = self.lock();
         let Some(since) = st.stalled_since else {
             return;
         };
@@ -419,7 +420,7 @@ impl DataPath {
     /// Sets where operations complete (at `kfi_enable`): the CQs and
     /// counters bound to the transmit and the receive side.
     pub(crate) fn set_cqs(&self, tx: Reports, rx: Reports) {
-        let mut st = self.st.lock();
+        let mut st = self.lock();
         st.tx_cq = tx;
         st.rx_cq = rx;
     }
@@ -484,7 +485,7 @@ impl DataPath {
             // valid until the drain completes the request.
             unsafe { post_recv_slot(qp, ring, i) }?;
         }
-        let mut st = self.st.lock();
+        let mut st = self.lock();
         st.qp = qp;
         st.ring = ring;
         st.credits = SLOTS;
@@ -506,7 +507,7 @@ impl DataPath {
 
     /// The connection came up (sends may go) or ended.
     pub(crate) fn set_up(&self, up: bool) {
-        let mut st = self.st.lock();
+        let mut st = self.lock();
         st.up = up;
         if up {
             Self::pump(&mut st);
@@ -517,7 +518,7 @@ impl DataPath {
     /// Stops using the QP (before it is drained and destroyed): no more
     /// posting. Any context but hard interrupt.
     pub(crate) fn detach(&self) {
-        let mut st = self.st.lock();
+        let mut st = self.lock();
         st.qp = core::ptr::null_mut();
         st.held.clear();
     }
@@ -527,7 +528,7 @@ impl DataPath {
     /// refuses new operations once `closing`. Sends already on the wire
     /// complete as their work requests flush.
     pub(crate) fn cancel(&self, closing: bool) {
-        let mut st = self.st.lock();
+        let mut st = self.lock();
         st.closed |= closing;
         let cq = st.rx_cq;
         if let Some(f) = st.filling.take() {
@@ -564,7 +565,7 @@ impl DataPath {
     /// `ECANCELED`. `ENOENT` if no such receive waits (one that a message
     /// is arriving into is no longer waiting).
     pub(crate) fn cancel_recv(&self, context: usize) -> Result {
-        let mut st = self.st.lock();
+        let mut st = self.lock();
         let Some(i) = st.posted.iter().position(|p| p.entry.context == context) else {
             let cq = st.rx_cq;
             return st.tagged.cancel_recv(context, cq);
@@ -577,7 +578,7 @@ impl DataPath {
     /// Posts the registration of `fr` with `access` on this connection's
     /// QP; `ENOTCONN` when it is not up. Any context but hard interrupt.
     pub(crate) fn post_reg(&self, fr: &mut FastReg, access: u32) -> Result {
-        let st = self.st.lock();
+        let st = self.lock();
         if st.closed || !st.up || st.qp.is_null() {
             return Err(ENOTCONN);
         }

@@ -33,6 +33,7 @@ mod kfi;
 
 mod cm;
 mod common;
+mod handler;
 mod hostile;
 mod msg;
 mod removal;
@@ -151,6 +152,11 @@ mod tests {
     #[test]
     fn cancel_takes_back_a_receive() -> Result {
         super::msg::cancel_takes_back_a_receive()
+    }
+
+    #[test]
+    fn handler_reposts_its_receive() -> Result {
+        super::handler::handler_reposts_its_receive()
     }
 
     #[test]

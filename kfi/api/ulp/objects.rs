@@ -137,9 +137,21 @@ impl Fabric {
 impl<'f> Domain<'f> {
     /// A completion queue of `size` entries.
     pub(crate) fn cq<'d>(&'d self, size: usize) -> Result<Cq<'d>> {
+        self.cq_notifying(size, None)
+    }
+
+    /// A completion queue of `size` entries that calls `handler` (with a
+    /// NULL context) after new entries, in the provider's completion
+    /// context: it must not sleep (see the API's documentation).
+    pub(crate) fn cq_notifying<'d>(
+        &'d self,
+        size: usize,
+        handler: sys::kfi_comp_handler,
+    ) -> Result<Cq<'d>> {
         let mut a = sys::kfi_cq_attr {
             size,
             format: sys::KFI_CQ_FORMAT_TAGGED,
+            comp_handler: handler,
             ..Default::default()
         };
         // SAFETY: An open domain; valid attributes.

@@ -36,7 +36,7 @@ impl DataPath {
             entry: CqEntry::posted_recv(msg, ksys::KFI_MSG, bufs.first(), flags),
             bufs,
         };
-        let mut st = self.st.lock();
+        let mut st = self.lock();
         if st.closed || st.broken {
             return Err(ENOTCONN);
         }
@@ -66,7 +66,7 @@ impl DataPath {
     pub(crate) unsafe fn trecv(&self, t: &ksys::kfi_msg_tagged, flags: u64) -> Result {
         // SAFETY: The caller's contract.
         let r = unsafe { TRecv::of(&t.msg, flags) }?;
-        let mut st = self.st.lock();
+        let mut st = self.lock();
         if st.closed || st.broken {
             return Err(ENOTCONN);
         }
@@ -166,7 +166,7 @@ impl DataPath {
 
     /// A receive slot's work request completed.
     pub(super) fn received(&self, index: usize, d: &dma::Done) {
-        let mut st = self.st.lock();
+        let mut st = self.lock();
         if !d.ok && !d.flushed && !st.qp.is_null() {
             // Not a flush: the device failed the receive (a peer frame
             // longer than its slot, ...) and put the QP in the error

@@ -67,7 +67,7 @@ impl DataPath {
             data: msg.data,
             tag: tag.unwrap_or(0),
         };
-        let mut st = self.st.lock();
+        let mut st = self.lock();
         if st.closed || !st.up || st.qp.is_null() {
             return Err(ENOTCONN);
         }
@@ -203,7 +203,7 @@ impl DataPath {
 
     /// A send slot's work request completed.
     pub(super) fn sent(&self, slot: usize, d: &dma::Done) {
-        let mut st = self.st.lock();
+        let mut st = self.lock();
         let op = st.ops.get_mut(slot).and_then(Option::take);
         let _ = st.free.push_within_capacity(slot);
         if let Some(op) = op.filter(|o| o.report && o.delivery) {
@@ -231,7 +231,7 @@ impl DataPath {
     /// `kfi_readmsg`/`kfi_writemsg`: queues `op` and posts what the free
     /// requests allow. Any context but hard interrupt.
     pub(crate) fn rma(&self, op: RmaOp) -> Result {
-        let mut st = self.st.lock();
+        let mut st = self.lock();
         if st.closed || !st.up || st.qp.is_null() {
             return Err(ENOTCONN);
         }
@@ -308,7 +308,7 @@ impl DataPath {
 
     /// An RMA request completed.
     pub(super) fn rma_done(&self, index: usize, d: &dma::Done) {
-        let mut st = self.st.lock();
+        let mut st = self.lock();
         // The request's pieces were mapped for the ring's device, which
         // outlives the drain that completes the last request.
         // SAFETY: Set at attach, live until the drain is done.
