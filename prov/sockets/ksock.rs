@@ -8,7 +8,7 @@
 use core::{
     mem::MaybeUninit,
     ptr::NonNull,
-    sync::atomic::{AtomicI64, AtomicUsize, Ordering},
+    sync::atomic::{AtomicI64, Ordering},
 };
 use kernel::{bindings, error::to_result, prelude::*};
 
@@ -21,6 +21,9 @@ use crate::sock_sys::sock_setsockopt;
 #[path = "sockaddr.rs"]
 mod sockaddr;
 pub(crate) use sockaddr::SockAddr;
+#[path = "pace.rs"]
+mod pace;
+use pace::Pace;
 
 /// A point in time after which a socket's waits fail with `ETIMEDOUT`:
 /// one bound for a whole exchange (a handshake, a frame), however its
@@ -66,69 +69,6 @@ impl Deadline {
     fn left_us(self) -> Option<i64> {
         let left = self.0.saturating_sub(now_ns());
         (left > 0).then(|| (left / 1000).saturating_add(1))
-    }
-}
-
-/// Bytes received or sent that move a paced deadline once
-/// (`Socket::set_rx_deadline_paced`, `Socket::set_tx_deadline_paced`); no
-/// single call in that direction takes more while one is set.
-pub(crate) const PACE_BYTES: usize = 1 << 20;
-
-/// How a deadline moves with the bytes that go through (see
-/// [`PACE_BYTES`]).
-///
-/// # Invariants
-///
-/// `ns` is 0 (the deadline is fixed) or what it moves by for every
-/// [`PACE_BYTES`]; `done` counts the bytes since it last moved (below
-/// [`PACE_BYTES`]). Each direction has one user at a time.
-struct Pace {
-    ns: AtomicI64,
-    done: AtomicUsize,
-}
-
-impl Pace {
-    const fn new() -> Self {
-        Self {
-            ns: AtomicI64::new(0),
-            done: AtomicUsize::new(0),
-        }
-    }
-
-    /// Moves by `step_ms` per [`PACE_BYTES`] from now on (0: fixed).
-    fn set(&self, step_ms: u64) {
-        let ns = i64::try_from(step_ms.saturating_mul(1_000_000)).unwrap_or(i64::MAX);
-        self.ns.store(ns, Ordering::Relaxed);
-        self.done.store(0, Ordering::Relaxed);
-    }
-
-    /// The most bytes one call may take or give: a paced deadline moves
-    /// between calls only, so a call waits for at most what moves it once.
-    fn limit(&self, len: usize) -> usize {
-        if self.ns.load(Ordering::Relaxed) != 0 {
-            len.min(PACE_BYTES)
-        } else {
-            len
-        }
-    }
-
-    /// Counts `n` bytes that went through, moving `deadline` (nanoseconds,
-    /// 0: none) for each [`PACE_BYTES`] completed.
-    fn went(&self, n: usize, deadline: &AtomicI64) {
-        let step = self.ns.load(Ordering::Relaxed);
-        if step == 0 || n == 0 {
-            return;
-        }
-        let done = self.done.load(Ordering::Relaxed).saturating_add(n);
-        self.done.store(done % PACE_BYTES, Ordering::Relaxed);
-        let units = i64::try_from(done / PACE_BYTES).unwrap_or(i64::MAX);
-        let d = deadline.load(Ordering::Relaxed);
-        if units > 0 && d != 0 {
-            deadline.store(
-                d.saturating_add(step.saturating_mul(units)),
-                Ordering::Relaxed,
-            );
-        }
     }
 }
 
@@ -248,7 +188,7 @@ impl Socket {
     }
 
     /// Bounds the receives from now on by `d`, which moves `step_ms`
-    /// later for every [`PACE_BYTES`] they take: a peer earns time with
+    /// later for every [`pace::PACE_BYTES`] they take: a peer earns time with
     /// the bytes it sends, not with a length it claims (`None`:
     /// unbounded).
     pub(crate) fn set_rx_deadline_paced(&self, d: Option<Deadline>, step_ms: u64) {
