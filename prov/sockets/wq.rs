@@ -41,7 +41,8 @@ impl OwnQueue {
         QUEUE.store(wq, Ordering::Release);
         // From here on the drop destroys what was made.
         let own = Self(());
-        // SAFETY: As above.
+        // SAFETY: No preconditions; process context (module load), as
+        // for the first queue.
         let long = unsafe { kfi_sockets_alloc_long_wq() };
         if long.is_null() {
             return Err(ENOMEM);

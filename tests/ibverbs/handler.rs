@@ -42,10 +42,10 @@ unsafe extern "C" fn repost(_cq: *mut sys::kfid_cq, _ctx: *mut c_void) {
     let i = POSTED.load(SeqCst);
     if !ep.is_null() && !buf.is_null() && i < MSGS {
         POSTED.store(i + 1, SeqCst);
-        // SAFETY: While `EP` and `BUF` are set the case keeps the endpoint
-        // and the buffer of `MSGS * LEN` bytes alive; it clears them and
-        // waits for `RUNNING` to drop before either goes. Receive `i` has
-        // bytes of its own.
+        // The case keeps the endpoint and the `MSGS * LEN` bytes alive
+        // while `EP` and `BUF` are set, and waits for `RUNNING` to drop
+        // after clearing them.
+        // SAFETY: Both live (above); receive `i` has bytes of its own.
         let r = unsafe {
             let ep = &*ep.cast::<Endpoint<'_>>();
             let b = core::slice::from_raw_parts_mut(buf.add(i * LEN), LEN);
