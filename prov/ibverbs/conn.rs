@@ -6,9 +6,9 @@
 
 use core::sync::atomic::{AtomicUsize, Ordering};
 use kernel::{
-    new_mutex,
+    new_condvar, new_mutex,
     prelude::*,
-    sync::{Arc, Mutex},
+    sync::{Arc, CondVar, Mutex},
     workqueue::{self, impl_has_work, new_work, Work, WorkItem},
 };
 
@@ -80,6 +80,10 @@ pub(crate) struct State {
     pub(crate) rd: RdDepth,
     /// `kfi_enable` was called.
     pub(crate) enabled: bool,
+    /// `kfi_accept` has the identifier out of `id` for its call to
+    /// rdma_cm (see `IbEndpoint::accept`): its QP cannot be torn down
+    /// until it is back.
+    pub(crate) accepting: bool,
     pub(crate) queues: Option<Queues>,
     /// The active side's destination and connect data.
     pub(crate) dest: Option<Addr>,
@@ -105,6 +109,9 @@ pub(crate) struct Conn {
     pub(crate) dp: Arc<DataPath>,
     #[pin]
     pub(crate) state: Mutex<State>,
+    /// Signalled when `State::accepting` ends.
+    #[pin]
+    pub(crate) accepted: CondVar,
     /// Protocol-error workers queued or running (the close waits for
     /// them).
     pub(crate) err_work: AtomicUsize,
@@ -156,11 +163,13 @@ impl Conn {
                     peer_flush: request.as_ref().and_then(|r| r.2),
                     request: request.map(|r| r.0),
                     enabled: false,
+                    accepting: false,
                     queues: None,
                     dest,
                     param: KVec::new(),
                     own_flush: own,
                 }),
+                accepted <- new_condvar!("kfi_ibverbs::accepted"),
                 err_work: AtomicUsize::new(0),
                 err_item <- new_work!("kfi_ibverbs::protocol_error"),
             }),
@@ -283,36 +292,57 @@ impl Conn {
         }
     }
 
-    /// The device is going away: release everything on it now. Process
-    /// context; not under the state lock.
-    pub(crate) fn device_gone(&self) {
-        let _t = self.dom.teardown();
-        // The identifier is taken out while the QP is flushed, as the
-        // state lock is not held then (event handlers take it); the close
-        // waits for the teardown lock, so it cannot run meanwhile.
-        let (id, queues, was) = {
-            let mut s = self.state.lock();
-            let was = s.phase;
-            s.phase = Phase::Closed;
-            (s.id.take(), s.queues.take(), was)
-        };
-        self.dp.detach();
-        if let Some(id) = id.as_ref() {
-            id.destroy_qp();
-        }
-        drop(queues);
-        self.dp.cancel(true);
-        let mut s = self.state.lock();
-        s.id = id;
-        if was != Phase::Closed {
-            if let (Some(eq), Some(fid)) = (s.eq, s.fid) {
-                let _ = if was == Phase::Connected {
-                    eq.post_shutdown(fid)
-                } else {
-                    eq.post_err(fid, ENODEV, &[])
-                };
+    /// The device is going away: release everything on it now, and
+    /// destroy a connection request the endpoint holds (until the close,
+    /// rdma_cm's removal would wait for it). Process context; not under
+    /// the state lock.
+    ///
+    /// From the device's removal (`in_handler` false) it waits for a
+    /// `kfi_accept` under way, which holds the identifier: the QP goes
+    /// only with it. From the identifier's own event handler it cannot
+    /// (rdma_accept waits for that handler) and leaves a connection being
+    /// accepted alone; the removal reaches every such connection first.
+    pub(crate) fn device_gone(&self, in_handler: bool) {
+        let request = {
+            let _t = self.dom.teardown();
+            // The identifier is taken out while the QP is flushed, as the
+            // state lock is not held then (event handlers take it); the
+            // close waits for the teardown lock, so it cannot run
+            // meanwhile.
+            let (id, queues, was, request) = {
+                let mut s = self.state.lock();
+                while s.accepting {
+                    if in_handler {
+                        return;
+                    }
+                    // The accept takes only the state lock to finish.
+                    self.accepted.wait(&mut s);
+                }
+                let was = s.phase;
+                s.phase = Phase::Closed;
+                (s.id.take(), s.queues.take(), was, s.request.take())
+            };
+            self.dp.detach();
+            if let Some(id) = id.as_ref() {
+                id.destroy_qp();
             }
-        }
+            drop(queues);
+            self.dp.cancel(true);
+            let mut s = self.state.lock();
+            s.id = id;
+            if was != Phase::Closed {
+                if let (Some(eq), Some(fid)) = (s.eq, s.fid) {
+                    let _ = if was == Phase::Connected {
+                        eq.post_shutdown(fid)
+                    } else {
+                        eq.post_err(fid, ENODEV, &[])
+                    };
+                }
+            }
+            request
+        };
+        // Destroyed outside the teardown lock, as every identifier is.
+        drop(request);
     }
 }
 
@@ -398,7 +428,7 @@ impl cm::Handler for Conn {
             }
             cm::Event::DeviceRemoval => {
                 drop(s);
-                self.device_gone();
+                self.device_gone(true);
                 // rdma_cm destroys the identifier, unless the close is.
                 return match self.state.lock().id.take() {
                     Some(id) => {

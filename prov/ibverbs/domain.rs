@@ -230,15 +230,17 @@ impl Drop for IbDomain {
 /// operations complete flushed, its EQ gets a shutdown), and every PD on
 /// it goes. Process context (ib_core's client removal).
 pub(crate) fn device_removed(dev: *mut sys::ib_device) {
-    let mut doomed = KVec::new();
-    for d in DOMAINS.lock().iter() {
-        if d.dd.dev.is(dev) {
-            // Without memory the removal cannot be tracked; the endpoints
-            // are still shut down through their rdma_cm identifiers.
-            let _ = doomed.push(d.clone(), GFP_KERNEL);
-        }
-    }
-    for d in doomed.iter() {
+    // One domain at a time, each taken while it still has its PD: no
+    // list to allocate, so no domain can be missed.
+    loop {
+        let Some(d) = DOMAINS
+            .lock()
+            .iter()
+            .find(|d| d.dd.dev.is(dev) && d.dd.present())
+            .cloned()
+        else {
+            break;
+        };
         // No new QP from here on (`pd()` is ENODEV). An endpoint is in the
         // list before it makes its QP, under its state lock, which
         // `device_gone` takes: a QP being made is finished, then
@@ -246,7 +248,7 @@ pub(crate) fn device_removed(dev: *mut sys::ib_device) {
         let pd = d.dd.take_pd();
         let conns = core::mem::take(&mut *d.conns.lock());
         for c in conns.iter() {
-            c.device_gone();
+            c.device_gone(false);
         }
         // Endpoints closing and regions registering meanwhile finish
         // before the MRs and the PD go.

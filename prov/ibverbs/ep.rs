@@ -126,9 +126,26 @@ impl IbEndpoint {
         } else {
             (None, None)
         };
+        if let Some((id, ..)) = request.as_ref() {
+            // Its QP would be refused at `kfi_enable`; said now.
+            if !dom.dd.dev.is(id.device()) {
+                return Err(EINVAL);
+            }
+        }
+        let passive = request.is_some();
         let dp = DataPath::new(data::max_msg(&dom.dd.dev.limits))?;
         let own = flush.as_ref().map(FlushRegion::at);
         let conn = Conn::new(dom.dd.clone(), dp, request, dest, own)?;
+        if passive {
+            // Tracked from now: the device's removal destroys the request
+            // it holds (rdma_cm's removal waits for it). A removal that
+            // took the domain's list before this sees the PD gone.
+            dom.add_conn(conn.clone())?;
+            if !dom.dd.present() {
+                dom.remove_conn(&conn);
+                return Err(ENODEV);
+            }
+        }
         Ok(Self {
             conn,
             dom,
@@ -186,6 +203,11 @@ impl IbEndpoint {
             if s.enabled {
                 return Err(EINVAL);
             }
+            // A request's endpoint whose request the device's removal
+            // destroyed.
+            if s.phase == Phase::Closed || (s.offer.is_some() && s.request.is_none()) {
+                return Err(ENODEV);
+            }
             s.enabled = true;
             self.conn.dp.set_cqs(s.tx_cq, s.rx_cq);
             s.request.take()
@@ -197,8 +219,11 @@ impl IbEndpoint {
             Some(r) => r.set_handler(self.conn.clone()),
             None => CmId::new(self.conn.dom.net.0, self.conn.clone())?,
         };
-        // Tracked before its QP exists, so a device removal cannot miss it.
-        self.dom.add_conn(self.conn.clone())?;
+        // Tracked before its QP exists, so a device removal cannot miss it
+        // (a request's endpoint is, since it was opened).
+        if !accepting {
+            self.dom.add_conn(self.conn.clone())?;
+        }
         // A protocol error of the peer ends the connection (until the close).
         drop(self.conn.dp.set_owner(Some(self.conn.clone())));
         let mut s = self.conn.state.lock();
@@ -256,25 +281,30 @@ impl IbEndpoint {
         self.data_fits(data)?;
         // rdma_accept takes the identifier's handler lock, which an event
         // callback waiting for our state lock may hold: the identifier is
-        // taken out for the call and put back. Its events only need the
-        // state meanwhile.
+        // taken out for the call and put back, with `accepting` set
+        // meanwhile so that the device's removal waits for it before it
+        // tears the QP down. Its events only need the state meanwhile.
         let (id, answer, trailer) = {
             let mut s = self.conn.state.lock();
-            if s.phase != Phase::Idle || s.queues.is_none() {
+            if s.phase != Phase::Idle || s.queues.is_none() || s.accepting {
                 return Err(EINVAL);
             }
             let offer = s.offer.ok_or(EINVAL)?;
             let answer = s.id.as_ref().ok_or(EINVAL)?.rd_limits()?.answer(offer);
+            let id = s.id.take().ok_or(EINVAL)?;
             // Set before the answer goes: Established may come before the
             // lock is taken again.
             s.rd = answer;
             s.phase = Phase::Connecting;
-            (s.id.take().ok_or(EINVAL)?, answer, s.trailer())
+            s.accepting = true;
+            (id, answer, s.trailer())
         };
         let extra = trailer.as_ref().map_or(&[][..], |t| t.bytes());
         let res = id.accept(data, extra, answer);
         let mut s = self.conn.state.lock();
         s.id = Some(id);
+        s.accepting = false;
+        self.conn.accepted.notify_all();
         if res.is_err() {
             s.phase = Phase::Closed;
         }

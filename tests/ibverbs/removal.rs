@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The device's removal in the middle of traffic (the suite's last case).
+//! The device's removal in the middle of traffic, with a connection
+//! request held (the suite's last case).
 
 use crate::common::*;
 use crate::kfi::{
@@ -43,17 +44,31 @@ pub(crate) fn device_removal_mid_traffic() -> Result {
         }
         cep.read(&mut back, at, mr.key(), 312)?;
     }
+    // A second connect, whose request an endpoint holds, not enabled:
+    // the removal must not wait for its close.
+    let c2 = endpoint(&d, s.dst.entry(), &ccq, &eq)?;
+    c2.connect(&[])?;
+    let CmEvent::ConnReq { req, .. } = eq.sread(WAIT_MS)? else {
+        return Err(EPROTO);
+    };
+    let held = d.endpoint(req.info())?;
+    drop(req);
     delete_device()?;
-    // Both endpoints learn that their connection ended.
+    // The three connections learn that they ended.
     let mut ended = 0;
-    while ended < 2 {
+    while ended < 3 {
+        let ours = |fid| cep.is(fid) || sep.is(fid) || c2.is(fid);
         match eq.sread(WAIT_MS)? {
-            CmEvent::Shutdown { fid } => assert!(cep.is(fid) || sep.is(fid)),
-            CmEvent::Failed { fid, .. } => assert!(cep.is(fid) || sep.is(fid)),
+            CmEvent::Shutdown { fid } => assert!(ours(fid)),
+            CmEvent::Failed { fid, .. } => assert!(ours(fid)),
             _ => return Err(EPROTO),
         }
         ended += 1;
     }
+    // The held request went with the device.
+    held.bind_cq(&scq, sys::KFI_TRANSMIT | sys::KFI_RECV)?;
+    held.bind_eq(&eq)?;
+    assert_eq!(held.enable(), Err(ENODEV));
     // Every operation completes exactly once: sends done or canceled,
     // receives filled (the server's) or canceled.
     let mut seen = [0u8; 16];
@@ -73,6 +88,8 @@ pub(crate) fn device_removal_mid_traffic() -> Result {
     };
     // The client's receives (200..) and sends (300..) share its CQ.
     let _ = count(&scq, 100)?;
+    drop(held);
+    drop(c2);
     drop(cep);
     drop(sep);
     drop(pep);
