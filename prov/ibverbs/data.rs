@@ -79,6 +79,13 @@ pub(crate) const TX_MAX: usize = SLOTS;
 /// posts no receive, or it stopped): then the connection ends with
 /// `ETIMEDOUT`.
 pub(crate) const CREDIT_WAIT_MS: i64 = 5000;
+/// How long the oldest work request on the send queue may go without
+/// completing (a RoCE peer that answers every send with "receiver not
+/// ready", which rdma_cm lets it make us retry for ever; an iWARP peer
+/// that stops reading): then the connection ends with `ETIMEDOUT`.
+/// Longer than the transport's own retries take to give up (about 4 s
+/// with rdma_cm's RoCE timeout and 7 retries), so those report first.
+pub(crate) const WR_WAIT_MS: i64 = 10_000;
 /// How often a connection's watchdog looks at its waiting sends.
 const WATCH_MS: i64 = 250;
 /// Most receives the ULP may have posted.
@@ -224,12 +231,25 @@ struct State {
     /// Since when the oldest waiting send has not moved (no credit or
     /// free slot for its next frame).
     stalled_since: Option<Instant<Monotonic>>,
+    /// Since when the oldest work request on the send queue has not
+    /// completed: noted by the watchdog, cleared by every completion
+    /// there (they complete in order).
+    sq_since: Option<Instant<Monotonic>>,
     /// Why the connection is being ended (`broken`): `EPROTO` or
     /// `ETIMEDOUT`.
     end_reason: Error,
     /// The endpoint, to end the connection on a protocol error (set while
     /// it is open; its close takes it back).
     owner: Option<Arc<Conn>>,
+}
+
+impl State {
+    /// Work requests on the send queue not yet completed: the send slots
+    /// and RMA requests in use (each taken just before its post, given
+    /// back at its completion).
+    fn sq_out(&self) -> usize {
+        SLOTS.saturating_sub(self.free.len()) + self.rma.wrs_out()
+    }
 }
 
 /// A connection's message path (shared by the endpoint and its
@@ -333,6 +353,7 @@ impl DataPath {
                     broken: false,
                     max_msg,
                     stalled_since: None,
+                    sq_since: None,
                     end_reason: EPROTO,
                     owner: None,
                 }),
@@ -402,19 +423,37 @@ impl DataPath {
     }
 
     /// The watchdog's look: sends that have waited for credits longer
-    /// than [`CREDIT_WAIT_MS`] end the connection with `ETIMEDOUT`.
-    /// Softirq context.
+    /// than [`CREDIT_WAIT_MS`], or a work request on the send queue that
+    /// has not completed for [`WR_WAIT_MS`], end the connection with
+    /// `ETIMEDOUT`. Softirq context.
     fn watch(&self) {
         let mut st = self.lock();
-        let Some(since) = st.stalled_since else {
-            return;
-        };
-        if st.broken || !st.up || since.elapsed().as_millis() < CREDIT_WAIT_MS {
+        if st.broken || !st.up {
             return;
         }
-        st.stalled_since = None;
-        pr_warn!("the peer returned no credits for {CREDIT_WAIT_MS} ms: connection ended\n");
-        Self::end(&mut st, ETIMEDOUT);
+        if let Some(since) = st.stalled_since {
+            if since.elapsed().as_millis() >= CREDIT_WAIT_MS {
+                st.stalled_since = None;
+                pr_warn!(
+                    "the peer returned no credits for {CREDIT_WAIT_MS} ms: connection ended\n"
+                );
+                Self::end(&mut st, ETIMEDOUT);
+                return;
+            }
+        }
+        if st.sq_out() == 0 {
+            st.sq_since = None;
+            return;
+        }
+        match st.sq_since {
+            None => st.sq_since = Some(Instant::now()),
+            Some(since) if since.elapsed().as_millis() >= WR_WAIT_MS => {
+                st.sq_since = None;
+                pr_warn!("a work request did not complete in {WR_WAIT_MS} ms: connection ended\n");
+                Self::end(&mut st, ETIMEDOUT);
+            }
+            Some(_) => {}
+        }
     }
 
     /// Sets where operations complete (at `kfi_enable`): the CQs and

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The exports of frame.rs' and flush.rs' test-only paths (defined in Rust):
- * kfi_test_ibverbs plays a hostile peer with it. Apart from the shim so
+ * The exports of the test-only paths of frame.rs, flush.rs and data/rx.rs
+ * (defined in Rust):
+ * kfi_test_ibverbs plays a hostile peer with them. Apart from the shim so
  * that other modules can build the shim in (the bench's raw verbs
  * baseline) without exporting it a second time.
  */
@@ -14,3 +15,7 @@ EXPORT_SYMBOL_GPL(kfi_ibverbs_test_tamper);
 /* flush.rs: the key of the next flush-region trailer, some bits flipped. */
 void kfi_ibverbs_test_flush_key(u32 xor);
 EXPORT_SYMBOL_GPL(kfi_ibverbs_test_flush_key);
+
+/* data/rx.rs: the next receive slots not reposted, their credits returned. */
+void kfi_ibverbs_test_skip_reposts(u32 n);
+EXPORT_SYMBOL_GPL(kfi_ibverbs_test_skip_reposts);

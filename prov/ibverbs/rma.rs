@@ -268,6 +268,11 @@ impl Rma {
         Ok(r)
     }
 
+    /// Requests posted and not yet completed.
+    pub(crate) fn wrs_out(&self) -> usize {
+        RMA_WRS.saturating_sub(self.free_wrs.len())
+    }
+
     /// Sets the connection's negotiated initiator depth (when it comes
     /// up, before any operation).
     pub(crate) fn set_depth(&mut self, depth: u8) {

@@ -226,3 +226,71 @@ pub(crate) fn unknown_frame_flags_end_the_connection() -> Result {
         expect_eproto(eq, sep)
     })
 }
+
+/// A peer that returns credits for receive slots it never posts again:
+/// on RoCE each later frame meets "receiver not ready", which the sender
+/// would retry for ever; the provider's bound on a work request (10 s)
+/// ends the connection with `ETIMEDOUT`. siw ends it itself, as a frame
+/// with no receive is an error on iWARP. Either way every send
+/// completes once, and on RoCE those behind the stuck one fail.
+pub(crate) fn receives_never_posted_end_the_connection_in_time() -> Result {
+    const N: usize = 40;
+    let roce = crate::device().1 == c"RoCE";
+    let mut bufs = KVVec::new();
+    for _ in 0..N {
+        bufs.push([0u8; 64], GFP_KERNEL)?;
+    }
+    let msg = pattern(64, 7)?;
+    let r = hostile_pair(c"7646", 128, |cep, sep, _ccq, scq, eq| {
+        for (i, b) in bufs.iter_mut().enumerate() {
+            // SAFETY: `bufs` outlives the endpoints (declared before them).
+            unsafe { cep.recv(b, 100 + i)? };
+        }
+        crate::skip_reposts(u32::MAX);
+        let t0 = kernel::time::Instant::<kernel::time::Monotonic>::now();
+        // 31 go at once; the peer returns their credits without posting
+        // a slot again, so the 33rd finds none.
+        for i in 0..N {
+            // SAFETY: `msg` outlives the endpoints, so every completion.
+            unsafe { sep.send(&msg, 200 + i, 0)? };
+        }
+        loop {
+            match eq.sread(WAIT_MS)? {
+                CmEvent::Failed { fid, err, .. } if sep.is(fid) => {
+                    if roce {
+                        assert_eq!(err, ETIMEDOUT);
+                        let ms = t0.elapsed().as_millis();
+                        assert!((9_000..20_000).contains(&ms), "ended after {ms} ms");
+                    }
+                    break;
+                }
+                CmEvent::Shutdown { fid } if sep.is(fid) && !roce => break,
+                CmEvent::Shutdown { .. } | CmEvent::Failed { .. } => {}
+                _ => return Err(EPROTO),
+            }
+        }
+        crate::skip_reposts(0);
+        // Every send completes once: the first ones, and the rest failed.
+        let mut seen = [0u8; N];
+        let mut failed = 0;
+        for _ in 0..N {
+            let ctx = match scq.sread(WAIT_MS) {
+                Ok(c) => c.context,
+                Err(CqError::Failed { context, .. }) => {
+                    failed += 1;
+                    context
+                }
+                Err(CqError::Queue(e)) => return Err(e),
+            };
+            let i = ctx.checked_sub(200).filter(|&i| i < N).ok_or(EPROTO)?;
+            seen[i] += 1;
+        }
+        assert!(seen.iter().all(|&n| n == 1));
+        // siw may have completed every send already: they complete once
+        // they are in its socket.
+        assert!(failed > 0 || !roce);
+        Ok(())
+    });
+    crate::skip_reposts(0);
+    r
+}

@@ -22,7 +22,8 @@
 //! a peer's kinds refused), atomics as the device has them
 //! (rxe) or refused (siw), delivery completion of sends and writes, more
 //! reads and atomics outstanding than the negotiated read depth, the
-//! deadline on credits a peer does not return, and
+//! deadline on credits a peer does not return and on work requests it
+//! never lets complete, and
 //! the device's removal in the middle of traffic (the last case: it
 //! deletes the device with the rdma tool).
 
@@ -73,6 +74,10 @@ extern "C" {
     /// flush.rs' test-only path: the key of the next flush-region trailer
     /// an endpoint sends gets the bits of `xor` flipped (0: none).
     fn kfi_ibverbs_test_flush_key(xor: u32);
+    /// data/rx.rs' test-only path: the next `n` receive slots an endpoint
+    /// gives back are not posted again, their credits returned all the
+    /// same (0: stop).
+    fn kfi_ibverbs_test_skip_reposts(n: u32);
 }
 
 /// Makes the next `frames` data frames of kfi_ibverbs' endpoints a
@@ -80,6 +85,14 @@ extern "C" {
 fn tamper(set: u32, magic: u32, frames: u32) {
     // SAFETY: Only stores the values; any values are valid.
     unsafe { kfi_ibverbs_test_tamper(set, 0, magic, frames) }
+}
+
+/// Makes kfi_ibverbs' endpoints a peer that returns credits for the next
+/// `n` receive slots without posting them again (see
+/// [`kfi_ibverbs_test_skip_reposts`]); 0 stops it.
+fn skip_reposts(n: u32) {
+    // SAFETY: Only stores the value; any value is valid.
+    unsafe { kfi_ibverbs_test_skip_reposts(n) }
 }
 
 /// Makes the next flush-region trailer a peer's that names a wrong key
@@ -207,6 +220,11 @@ mod tests {
     #[test]
     fn credits_never_returned_end_the_connection_in_time() -> Result {
         super::hostile::credits_never_returned_end_the_connection_in_time()
+    }
+
+    #[test]
+    fn receives_never_posted_end_the_connection_in_time() -> Result {
+        super::hostile::receives_never_posted_end_the_connection_in_time()
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! posted), the peer's acknowledgements, and the reposting of receive
 //! slots.
 
+use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::prelude::*;
 
 use super::{DataPath, Filling, Posted, Ring, State, SLOTS};
@@ -158,6 +159,10 @@ impl DataPath {
         if st.qp.is_null() {
             return;
         }
+        if skip_repost() {
+            st.to_return += 1;
+            return;
+        }
         // SAFETY: `qp` is live and the ring is its (attach's contract).
         if unsafe { post_recv_slot(st.qp, ring, index) }.is_ok() {
             st.to_return += 1;
@@ -307,4 +312,25 @@ pub(super) unsafe fn post_recv_slot(qp: *mut sys::ib_qp, ring: &Ring, index: usi
     let cqe = (&raw const ring.slots[index].cqe).cast_mut();
     // SAFETY: The caller's contract.
     unsafe { dma::post_recv(qp, sge, cqe) }
+}
+
+/// Test-only: receive-slot reposts still to skip (see
+/// [`kfi_ibverbs_test_skip_reposts`]).
+static SKIP_REPOSTS: AtomicU32 = AtomicU32::new(0);
+
+/// Test-only path (exported for `kfi_test_ibverbs`, which plays a peer
+/// that returns credits for receives it never posts): the next `n`
+/// receive slots any endpoint of this provider gives back are not posted
+/// again, but their credits are returned all the same. `n == 0` stops
+/// it.
+#[no_mangle]
+pub(crate) extern "C" fn kfi_ibverbs_test_skip_reposts(n: u32) {
+    SKIP_REPOSTS.store(n, Ordering::SeqCst);
+}
+
+/// Whether a test asked for this repost to be skipped (and counts it).
+fn skip_repost() -> bool {
+    SKIP_REPOSTS
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+        .is_ok()
 }

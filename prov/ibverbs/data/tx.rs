@@ -204,6 +204,7 @@ impl DataPath {
     /// A send slot's work request completed.
     pub(super) fn sent(&self, slot: usize, d: &dma::Done) {
         let mut st = self.lock();
+        st.sq_since = None;
         let op = st.ops.get_mut(slot).and_then(Option::take);
         let _ = st.free.push_within_capacity(slot);
         if let Some(op) = op.filter(|o| o.report && o.delivery) {
@@ -309,6 +310,7 @@ impl DataPath {
     /// An RMA request completed.
     pub(super) fn rma_done(&self, index: usize, d: &dma::Done) {
         let mut st = self.lock();
+        st.sq_since = None;
         // The request's pieces were mapped for the ring's device, which
         // outlives the drain that completes the last request.
         // SAFETY: Set at attach, live until the drain is done.
