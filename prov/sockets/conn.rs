@@ -139,6 +139,16 @@ impl State {
             && self.tx_begun.is_none()
     }
 
+    /// Makes sure a response can be queued without allocating: false if
+    /// `RESP_MAX` are queued, or the room for one more cannot be had
+    /// without sleeping. For the data callback, which reports a frame
+    /// before it answers it: the answer must not fail after the report.
+    /// Only the receiver queues responses (and only it shrinks their
+    /// queue), so the room stays until it queues one.
+    pub(crate) fn reserve_resp(&mut self) -> bool {
+        self.resp.len() < RESP_MAX && self.resp.reserve(1, GFP_ATOMIC).is_ok()
+    }
+
     /// A queue has more room than it started with.
     fn grown(&self) -> bool {
         self.tx.room_now() > QUEUE_FIRST

@@ -143,12 +143,10 @@ fn respond_now(sh: &Arc<Shared>, r: Resp) -> Result {
     if s.closing || !s.connected {
         return Err(ECANCELED);
     }
-    if s.resp.len() >= RESP_MAX {
+    // In the room the caller reserved (`State::reserve_resp`).
+    if s.resp.len() >= RESP_MAX || s.resp.push_within_capacity(r).is_err() {
         return Err(ENOSPC);
     }
-    // Within the capacity reserved at the connection's start: no
-    // allocation.
-    s.resp.push(r, GFP_ATOMIC)?;
     drop(s);
     progress::kick_tx(sh);
     Ok(())

@@ -30,7 +30,7 @@ use kernel::{bindings, prelude::*, sync::Arc};
 use super::{recv::finish_recv, resp, respond_now, Rx};
 use crate::{
     bufs::Buf,
-    conn::{Shared, RESP_MAX},
+    conn::Shared,
     kfi::{kfi_sys as sys, toolkit::completion::Reports},
     op::{Resp, RxOp},
     progress,
@@ -462,9 +462,8 @@ impl Parser<'_> {
         if s.closing || s.rx.is_empty() {
             return false;
         }
-        // Receive queues, then the connection: the documented order. Only
-        // the receiver queues responses, so the room stays.
-        if acked && self.sh.state.lock().resp.len() >= RESP_MAX {
+        // Receive queues, then the connection: the documented order.
+        if acked && !self.sh.state.lock().reserve_resp() {
             return false;
         }
         let Ok(op) = s.rx.remove(0) else {

@@ -12,7 +12,6 @@ use kernel::prelude::*;
 
 use super::{place_at, Chunk, InHand, Parser};
 use crate::{
-    conn::RESP_MAX,
     kfi::kfi_sys as sys,
     mr::Access,
     op::Resp,
@@ -58,9 +57,8 @@ impl Parser<'_> {
         // until it is dropped, and the hook this callback runs from holds
         // the connection.
         let sock = {
-            let s = self.sh.state.lock();
-            // Only the receiver queues responses, so the room stays.
-            if answered && s.resp.len() >= RESP_MAX {
+            let mut s = self.sh.state.lock();
+            if answered && !s.reserve_resp() {
                 return Ok(Some(descs));
             }
             match s.sock.clone() {
