@@ -19,6 +19,7 @@ use crate::{
     ib::{
         addr::Addr,
         cm::{self, CmId, RdDepth},
+        device::Link,
         frmr::FastReg,
         verbs::Cq,
     },
@@ -284,6 +285,17 @@ impl Conn {
         s.queues = None;
     }
 
+    /// How long a work request may take on the connection (see
+    /// `data::WR_WAIT_MS`): twice what its transport retries, or the
+    /// link's floor. Process context.
+    pub(crate) fn wr_wait_ms(&self, s: &State) -> i64 {
+        if self.dom.dev.link == Link::Iwarp {
+            return data::WR_WAIT_IWARP_MS;
+        }
+        let retry = s.id.as_ref().map_or(0, CmId::qp_retry_ms);
+        i64::from(retry).saturating_mul(2).max(data::WR_WAIT_MS)
+    }
+
     /// Reports `err` on the EQ and ends the connection.
     pub(crate) fn fail(&self, s: &mut State, err: Error, data: &[u8]) {
         s.phase = Phase::Closed;
@@ -390,6 +402,7 @@ impl cm::Handler for Conn {
                         s.peer_flush = Trailer::parse(data.extra);
                     }
                     self.dp.set_rd_depth(s.rd.initiator);
+                    self.dp.set_wr_wait(self.wr_wait_ms(&s));
                     self.dp.set_flush(s.peer_flush);
                     self.dp.set_up(true);
                     if let Some(q) = s.queues.as_mut() {

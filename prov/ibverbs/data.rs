@@ -35,7 +35,7 @@ use kernel::{
             ArcHrTimerHandle, HrTimer, HrTimerCallback, HrTimerCallbackContext, HrTimerPointer,
             HrTimerRestart, RelativeSoftMode,
         },
-        Delta, Instant, Monotonic,
+        Delta, Monotonic,
     },
 };
 
@@ -79,15 +79,24 @@ pub(crate) const TX_MAX: usize = SLOTS;
 /// posts no receive, or it stopped): then the connection ends with
 /// `ETIMEDOUT`.
 pub(crate) const CREDIT_WAIT_MS: i64 = 5000;
-/// How long the oldest work request on the send queue may go without
-/// completing (a RoCE peer that answers every send with "receiver not
-/// ready", which rdma_cm lets it make us retry for ever; an iWARP peer
-/// that stops reading): then the connection ends with `ETIMEDOUT`.
-/// Longer than the transport's own retries take to give up (about 4 s
-/// with rdma_cm's RoCE timeout and 7 retries), so those report first.
+/// How long a work request on the send queue may go without completing
+/// on an IB or RoCE link (a peer that answers every send with "receiver
+/// not ready", which rdma_cm lets it make us retry for ever), at least:
+/// then the connection ends with `ETIMEDOUT`. A QP whose transport
+/// retries longer before it gives up (its ack timeout times its retries)
+/// gets twice that, so the transport reports a lost peer first.
 pub(crate) const WR_WAIT_MS: i64 = 10_000;
-/// How often a connection's watchdog looks at its waiting sends.
+/// The same on iWARP (a peer that stops reading holds a send in its TCP
+/// window), where TCP's retransmissions, which back off, must not be
+/// cut short.
+pub(crate) const WR_WAIT_IWARP_MS: i64 = 30_000;
+/// How often a connection's watchdog looks at its waiting sends and work
+/// requests. Its deadlines count its runs, not the time: after the host
+/// stalled (a paused VM), a run that comes before the completions are
+/// polled must not end a healthy connection.
 const WATCH_MS: i64 = 250;
+/// [`CREDIT_WAIT_MS`] in watchdog runs.
+const CREDIT_WAIT_RUNS: u64 = (CREDIT_WAIT_MS / WATCH_MS) as u64;
 /// Most receives the ULP may have posted.
 pub(crate) const RECV_MAX: usize = 64;
 
@@ -228,28 +237,22 @@ struct State {
     /// The longest message a receive takes (the advertised
     /// `max_msg_size`); a longer one is a protocol error.
     max_msg: usize,
-    /// Since when the oldest waiting send has not moved (no credit or
-    /// free slot for its next frame).
-    stalled_since: Option<Instant<Monotonic>>,
-    /// Since when the oldest work request on the send queue has not
-    /// completed: noted by the watchdog, cleared by every completion
-    /// there (they complete in order).
-    sq_since: Option<Instant<Monotonic>>,
+    /// The watchdog's runs so far: the clock of the two deadlines.
+    tick: u64,
+    /// Since which run the oldest waiting send has not moved (no credit
+    /// or free slot for its next frame).
+    stalled_since: Option<u64>,
+    /// The run at which each send slot's work request was posted, while
+    /// it is (RMA requests note theirs in `rma`).
+    slot_tick: [Option<u64>; SLOTS],
+    /// Runs a work request may take ([`WR_WAIT_MS`] or more).
+    wr_wait_runs: u64,
     /// Why the connection is being ended (`broken`): `EPROTO` or
     /// `ETIMEDOUT`.
     end_reason: Error,
     /// The endpoint, to end the connection on a protocol error (set while
     /// it is open; its close takes it back).
     owner: Option<Arc<Conn>>,
-}
-
-impl State {
-    /// Work requests on the send queue not yet completed: the send slots
-    /// and RMA requests in use (each taken just before its post, given
-    /// back at its completion).
-    fn sq_out(&self) -> usize {
-        SLOTS.saturating_sub(self.free.len()) + self.rma.wrs_out()
-    }
 }
 
 /// A connection's message path (shared by the endpoint and its
@@ -352,8 +355,10 @@ impl DataPath {
                     closed: false,
                     broken: false,
                     max_msg,
+                    tick: 0,
                     stalled_since: None,
-                    sq_since: None,
+                    slot_tick: [None; SLOTS],
+                    wr_wait_runs: (WR_WAIT_MS / WATCH_MS) as u64,
                     end_reason: EPROTO,
                     owner: None,
                 }),
@@ -422,37 +427,40 @@ impl DataPath {
         Watch(self.clone().start(Delta::from_millis(WATCH_MS)))
     }
 
-    /// The watchdog's look: sends that have waited for credits longer
-    /// than [`CREDIT_WAIT_MS`], or a work request on the send queue that
-    /// has not completed for [`WR_WAIT_MS`], end the connection with
-    /// `ETIMEDOUT`. Softirq context.
+    /// How long a work request may take on this connection, in ms (at
+    /// least [`WR_WAIT_MS`]; see there). When it comes up.
+    pub(crate) fn set_wr_wait(&self, ms: i64) {
+        let runs = ms.max(WR_WAIT_MS) / WATCH_MS;
+        self.lock().wr_wait_runs = u64::try_from(runs).unwrap_or(u64::MAX);
+    }
+
+    /// The watchdog's look: sends that have waited for credits for
+    /// [`CREDIT_WAIT_MS`], or a work request on the send queue that has
+    /// not completed for the connection's bound (see [`WR_WAIT_MS`]), end
+    /// the connection with `ETIMEDOUT`. Softirq context.
     fn watch(&self) {
         let mut st = self.lock();
         if st.broken || !st.up {
             return;
         }
-        if let Some(since) = st.stalled_since {
-            if since.elapsed().as_millis() >= CREDIT_WAIT_MS {
-                st.stalled_since = None;
-                pr_warn!(
-                    "the peer returned no credits for {CREDIT_WAIT_MS} ms: connection ended\n"
-                );
-                Self::end(&mut st, ETIMEDOUT);
-                return;
-            }
-        }
-        if st.sq_out() == 0 {
-            st.sq_since = None;
+        st.tick = st.tick.wrapping_add(1);
+        let now = st.tick;
+        let age = |t: u64| now.wrapping_sub(t);
+        if st.stalled_since.is_some_and(|t| age(t) >= CREDIT_WAIT_RUNS) {
+            st.stalled_since = None;
+            pr_warn!("the peer returned no credits for {CREDIT_WAIT_MS} ms: connection ended\n");
+            Self::end(&mut st, ETIMEDOUT);
             return;
         }
-        match st.sq_since {
-            None => st.sq_since = Some(Instant::now()),
-            Some(since) if since.elapsed().as_millis() >= WR_WAIT_MS => {
-                st.sq_since = None;
-                pr_warn!("a work request did not complete in {WR_WAIT_MS} ms: connection ended\n");
-                Self::end(&mut st, ETIMEDOUT);
-            }
-            Some(_) => {}
+        let slots = st.slot_tick.iter().flatten().copied().min();
+        let oldest = match (slots, st.rma.oldest_tick()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if oldest.is_some_and(|t| age(t) >= st.wr_wait_runs) {
+            let ms = st.wr_wait_runs.saturating_mul(WATCH_MS as u64);
+            pr_warn!("a work request did not complete in {ms} ms: connection ended\n");
+            Self::end(&mut st, ETIMEDOUT);
         }
     }
 

@@ -307,6 +307,9 @@ impl IbEndpoint {
         self.conn.accepted.notify_all();
         if res.is_err() {
             s.phase = Phase::Closed;
+        } else {
+            // Established may have come while the identifier was out.
+            self.conn.dp.set_wr_wait(self.conn.wr_wait_ms(&s));
         }
         res
     }

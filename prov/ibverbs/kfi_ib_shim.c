@@ -4,6 +4,7 @@
  * forward to an ib_core or rdma_cm inline, macro or structure field.
  */
 #include <linux/inetdevice.h>
+#include <linux/math64.h>
 #include <linux/scatterlist.h>
 #include <linux/vmalloc.h>
 #include <net/addrconf.h>
@@ -187,6 +188,20 @@ struct ib_cq *kfi_ib_alloc_cq(struct ib_device *dev, void *context, int entries,
 void *kfi_ib_cq_context(const struct ib_cq *cq)
 {
 	return cq->cq_context;
+}
+
+u32 kfi_ib_qp_retry_ms(struct ib_qp *qp)
+{
+	struct ib_qp_init_attr init = {};
+	struct ib_qp_attr attr = {};
+	u64 ms;
+
+	if (ib_query_qp(qp, &attr, IB_QP_TIMEOUT | IB_QP_RETRY_CNT, &init) || !attr.timeout)
+		return 0;
+	/* 4.096 us << timeout per try: at most 2^31 * 4096 ns, no overflow. */
+	ms = div_u64((4096ULL << min_t(u8, attr.timeout, 31)) * (attr.retry_cnt + 1ULL),
+		     NSEC_PER_MSEC);
+	return min_t(u64, ms, U32_MAX);
 }
 
 int kfi_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *wr)

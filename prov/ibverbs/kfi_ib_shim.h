@@ -56,6 +56,13 @@ u32 kfi_ib_pd_lkey(const struct ib_pd *pd);
 struct ib_cq *kfi_ib_alloc_cq(struct ib_device *dev, void *context, int entries, int vector);
 void *kfi_ib_cq_context(const struct ib_cq *cq);
 
+/*
+ * How long the QP's transport retries an unacknowledged request before it
+ * fails it, in ms (its ack timeout times its retries plus one); 0 when the
+ * QP has no such bound or cannot say (iWARP's is TCP's). Process context.
+ */
+u32 kfi_ib_qp_retry_ms(struct ib_qp *qp);
+
 /* Posting (any context). */
 int kfi_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *wr);
 int kfi_ib_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr);

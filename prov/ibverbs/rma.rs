@@ -53,6 +53,11 @@ pub(crate) const RMA_IOV_MAX: usize = 4;
 pub(crate) const SGE_MAX: usize = 8;
 /// Most bytes of one local piece (a physically contiguous run).
 const SGE_BYTES_MAX: usize = 1 << 30;
+/// Most bytes of one RDMA request: a request that takes longer than the
+/// connection's deadline on work requests (`data::WR_WAIT_MS`) ends it, so
+/// a slow but healthy link must finish one in time (1 MiB in 10 s is
+/// 100 KB/s).
+const WR_BYTES_MAX: usize = 1 << 20;
 /// Most elements of one atomic (a request each).
 pub(crate) const ATOMIC_MAX: usize = 8;
 /// Bytes of an atomic's element.
@@ -199,6 +204,8 @@ struct Wr {
     n: usize,
     /// An atomic's element: the byte of the operation's result it fills.
     result_at: Option<usize>,
+    /// The watchdog's run count when it was posted (`Link::tick`).
+    tick: u64,
 }
 
 impl Wr {
@@ -210,6 +217,7 @@ impl Wr {
             sges: core::array::from_fn(|_| sys::ib_sge::default()),
             n: 0,
             result_at: None,
+            tick: 0,
         }
     }
 }
@@ -222,6 +230,9 @@ pub(crate) struct Link<'a> {
     /// Local pieces per write and per read request.
     pub(crate) write_sges: usize,
     pub(crate) read_sges: usize,
+    /// The connection watchdog's run count now, noted in each request
+    /// posted (how old it is, in runs).
+    pub(crate) tick: u64,
     /// The result slots of atomics ([`RESULTS_LEN`] bytes, one element
     /// per request).
     pub(crate) results: &'a DmaBuf,
@@ -268,9 +279,10 @@ impl Rma {
         Ok(r)
     }
 
-    /// Requests posted and not yet completed.
-    pub(crate) fn wrs_out(&self) -> usize {
-        RMA_WRS.saturating_sub(self.free_wrs.len())
+    /// The watchdog's run count when the oldest request not yet completed
+    /// was posted.
+    pub(crate) fn oldest_tick(&self) -> Option<u64> {
+        self.wrs.iter().flatten().map(|w| w.tick).min()
     }
 
     /// Sets the connection's negotiated initiator depth (when it comes
@@ -342,6 +354,7 @@ impl Rma {
                 match posted {
                     Ok(mut wr) => {
                         wr.rd = rd;
+                        wr.tick = link.tick;
                         self.reads += usize::from(rd);
                         self.wrs[wi] = Some(wr);
                         op.outstanding += 1;
@@ -443,6 +456,7 @@ impl Rma {
             return Self::post_atomic(op, &a, oi, wi, link, cqe);
         }
         let (raddr, key, room) = op.remote_at(op.posted).ok_or(EINVAL)?;
+        let room = room.min(WR_BYTES_MAX);
         let max = if op.read {
             link.read_sges
         } else {

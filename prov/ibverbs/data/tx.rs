@@ -5,7 +5,7 @@
 //! the return of credits and acknowledgements to the peer, and the
 //! posting of RMA requests.
 
-use kernel::{prelude::*, time::Instant};
+use kernel::prelude::*;
 
 use super::{Awaiting, DataPath, Op, Pending, State, MSG_MAX, SLOTS, TX_MAX};
 use crate::{
@@ -129,7 +129,7 @@ impl DataPath {
         if st.pending.is_empty() {
             st.stalled_since = None;
         } else if moved || st.stalled_since.is_none() {
-            st.stalled_since = Some(Instant::now());
+            st.stalled_since = Some(st.tick);
         }
     }
 
@@ -176,6 +176,7 @@ impl DataPath {
         // buffer stay valid until the request completes.
         match unsafe { dma::post_send(st.qp, sge, cqe) } {
             Ok(()) => {
+                st.slot_tick[slot] = Some(st.tick);
                 st.credits -= 1;
                 st.to_return -= credits;
                 p.sent += len;
@@ -204,7 +205,9 @@ impl DataPath {
     /// A send slot's work request completed.
     pub(super) fn sent(&self, slot: usize, d: &dma::Done) {
         let mut st = self.lock();
-        st.sq_since = None;
+        if let Some(t) = st.slot_tick.get_mut(slot) {
+            *t = None;
+        }
         let op = st.ops.get_mut(slot).and_then(Option::take);
         let _ = st.free.push_within_capacity(slot);
         if let Some(op) = op.filter(|o| o.report && o.delivery) {
@@ -274,6 +277,7 @@ impl DataPath {
             write_sges: ring.sges.0,
             read_sges: ring.sges.1,
             results: &ring.results,
+            tick: st.tick,
         };
         let State {
             rma,
@@ -310,7 +314,6 @@ impl DataPath {
     /// An RMA request completed.
     pub(super) fn rma_done(&self, index: usize, d: &dma::Done) {
         let mut st = self.lock();
-        st.sq_since = None;
         // The request's pieces were mapped for the ring's device, which
         // outlives the drain that completes the last request.
         // SAFETY: Set at attach, live until the drain is done.
@@ -351,6 +354,7 @@ impl DataPath {
         let cqe = (&raw const ring.slots[SLOTS + slot].cqe).cast_mut();
         // SAFETY: As in `post_frame`.
         if unsafe { dma::post_send(st.qp, sge, cqe) }.is_ok() {
+            st.slot_tick[slot] = Some(st.tick);
             st.credits -= 1;
             st.to_return -= credits;
             st.acks_due = 0;

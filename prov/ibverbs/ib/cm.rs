@@ -448,6 +448,18 @@ impl<H> CmId<H> {
         unsafe { sys::kfi_rdma_id_qp(self.ptr.as_ptr()) }
     }
 
+    /// How long the QP's transport retries a request the peer does not
+    /// acknowledge before it fails it, in ms; 0 without a QP, or when it
+    /// has no such bound (iWARP: TCP's). Process context.
+    pub(crate) fn qp_retry_ms(&self) -> u32 {
+        let qp = self.qp();
+        if qp.is_null() {
+            return 0;
+        }
+        // SAFETY: The identifier's live QP.
+        unsafe { sys::kfi_ib_qp_retry_ms(qp) }
+    }
+
     /// Flushes and destroys the QP, if any: outstanding work requests
     /// complete (flushed) before this returns. Process context.
     pub(crate) fn destroy_qp(&self) {
