@@ -63,10 +63,13 @@ pub(crate) unsafe fn add(dev: *mut sys::ib_device) -> Result {
     Ok(())
 }
 
-/// Takes a device that is going away out of the list. Process context.
+/// Takes a device that is going away out of the list, and marks it gone
+/// for those who hold it. Process context.
 pub(crate) fn remove(dev: *mut sys::ib_device) {
     let mut list = DEVICES.lock();
     if let Some(i) = list.iter().position(|d| d.is(dev)) {
-        let _ = list.remove(i);
+        if let Ok(d) = list.remove(i) {
+            d.mark_gone();
+        }
     }
 }

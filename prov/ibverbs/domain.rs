@@ -196,8 +196,16 @@ pub(crate) struct IbDomain {
 impl IbDomain {
     /// A domain on `dev` in `net`. Process context.
     pub(crate) fn new(dev: Arc<Device>, net: NetPtr) -> Result<Self> {
-        // SAFETY: `dev` is in the device list, so registered; the PD is
-        // dropped before the device's removal ends (`device_removed`).
+        // Made and listed under the list's lock, which the device's
+        // removal takes to find its domains: one it would miss sees the
+        // device gone here.
+        let mut domains = DOMAINS.lock();
+        if dev.gone() {
+            return Err(ENODEV);
+        }
+        // SAFETY: `dev` is not gone, so registered; the PD is dropped
+        // before the device's removal ends (`device_removed`, which finds
+        // this domain in the list).
         let pd = Arc::new(unsafe { Pd::new(dev.as_ptr()) }?, GFP_KERNEL)?;
         let dd = DomDev::new(dev, net, pd)?;
         let shared = Arc::pin_init(
@@ -211,7 +219,7 @@ impl IbDomain {
             }),
             GFP_KERNEL,
         )?;
-        DOMAINS.lock().push(shared.clone(), GFP_KERNEL)?;
+        domains.push(shared.clone(), GFP_KERNEL)?;
         Ok(Self { shared })
     }
 }

@@ -141,7 +141,15 @@ impl Listener {
         };
         let dev = devices::by_ptr(dev.ok_or(EINVAL)?).ok_or(ENODEV)?;
         let mut info = entry(&dev, Some(&self.addr), true, self.net.0)?;
-        let handle = REQUESTS.lock().insert(req.clone(), self.owner())?;
+        let handle = {
+            // Under the table's lock, which the device's removal takes to
+            // find its requests: one it would miss sees the device gone.
+            let mut requests = REQUESTS.lock();
+            if dev.gone() {
+                return Err(ENODEV);
+            }
+            requests.insert(req.clone(), self.owner())?
+        };
         info.get().handle = handle;
         if let Err(e) = eq.post_connreq(fid, info, data) {
             // The ULP never sees the handle.

@@ -3,7 +3,10 @@
 //! RDMA devices: what a device is (name, link, limits) read once when
 //! ib_core announces it, and which device serves an address.
 
-use core::ffi::CStr;
+use core::{
+    ffi::CStr,
+    sync::atomic::{AtomicBool, Ordering},
+};
 use kernel::{bindings, prelude::*, str::CString};
 
 use super::addr::Addr;
@@ -65,6 +68,8 @@ pub(crate) struct Device {
     pub(crate) link: Link,
     /// Its limits, read when it was added.
     pub(crate) limits: Limits,
+    /// Its removal has begun: nothing new is made on it.
+    gone: AtomicBool,
 }
 
 // SAFETY: The device pointer is only passed to ib_core, which may be
@@ -121,7 +126,21 @@ impl Device {
             name,
             link,
             limits,
+            gone: AtomicBool::new(false),
         }))
+    }
+
+    /// Notes that the device's removal has begun (before the provider
+    /// looks for what it has on the device).
+    pub(crate) fn mark_gone(&self) {
+        self.gone.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the device's removal has begun. Asked under the lock of a
+    /// list the removal walks, before something on the device joins it:
+    /// what is not refused then is found by the removal.
+    pub(crate) fn gone(&self) -> bool {
+        self.gone.load(Ordering::SeqCst)
     }
 
     /// The raw device, for the other wrappers of `ib/` (valid while the
