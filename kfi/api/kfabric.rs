@@ -130,6 +130,48 @@ impl Drop for Registration {
     }
 }
 
+/// A `kfi_info` entry that kfabric.ko made (an entry of a [`getinfo`]
+/// list or of a connection request, or hints), borrowed for `'a`: the
+/// only kind of entry the safe calls take, as the core and the providers
+/// follow its pointers (attributes, addresses of the lengths it gives,
+/// the next entry). Its fields read as a `kfi_info`'s (`Deref`); a copy of
+/// them is a plain value that no safe call takes.
+///
+/// # Invariants
+///
+/// The entry's pointers are as kfabric.ko made them (or point to memory
+/// of the lengths the entry gives), valid for `'a`.
+#[derive(Clone, Copy)]
+pub(crate) struct Info<'a>(&'a sys::kfi_info);
+
+impl<'a> Info<'a> {
+    /// Wraps an entry.
+    ///
+    /// # Safety
+    ///
+    /// `info` was made by kfabric.ko (`kfi_getinfo`, `kfi_allocinfo`,
+    /// `kfi_dupinfo`, a `KFI_CONNREQ` event) and its pointer fields were
+    /// not changed since, or point to memory valid for `'a` of the lengths
+    /// the entry gives.
+    pub(crate) unsafe fn new(info: &'a sys::kfi_info) -> Self {
+        // INVARIANT: the caller's promise.
+        Self(info)
+    }
+
+    /// The entry, for a raw call.
+    pub(crate) fn as_ptr(self) -> *mut sys::kfi_info {
+        core::ptr::from_ref(self.0).cast_mut()
+    }
+}
+
+impl core::ops::Deref for Info<'_> {
+    type Target = sys::kfi_info;
+
+    fn deref(&self) -> &sys::kfi_info {
+        self.0
+    }
+}
+
 /// A list of `kfi_info` entries from [`getinfo`]; freed when dropped.
 ///
 /// # Invariants
@@ -141,21 +183,23 @@ pub(crate) struct InfoList {
 
 impl InfoList {
     /// The entries, in order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &sys::kfi_info> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = Info<'_>> {
         let mut cur: *const sys::kfi_info = self.head.as_ptr();
         core::iter::from_fn(move || {
             // SAFETY: The list is valid while `self` is (type invariant).
             let e = unsafe { cur.as_ref() }?;
             cur = e.next;
-            Some(e)
+            // SAFETY: An entry of kfi_getinfo's list, unchanged (no
+            // mutable access is given out), valid while the list is.
+            Some(unsafe { Info::new(e) })
         })
     }
 
-    /// The first entry, for calls that take a `kfi_info`.
     /// The first entry.
-    pub(crate) fn entry(&self) -> &sys::kfi_info {
-        // SAFETY: The list is owned and non-empty (type invariant).
-        unsafe { self.head.as_ref() }
+    pub(crate) fn entry(&self) -> Info<'_> {
+        // SAFETY: The list is owned and non-empty (type invariant); its
+        // entries are kfi_getinfo's, unchanged, valid while it is.
+        unsafe { Info::new(self.head.as_ref()) }
     }
 
     pub(crate) fn first(&self) -> *mut sys::kfi_info {
@@ -173,9 +217,9 @@ impl Drop for InfoList {
 /// `kfi_getinfo` with `hints` (None: everything).
 ///
 /// Context: process context; may sleep.
-pub(crate) fn getinfo(hints: Option<&sys::kfi_info>, flags: u64) -> Result<InfoList> {
+pub(crate) fn getinfo(hints: Option<Info<'_>>, flags: u64) -> Result<InfoList> {
     let mut out: *mut sys::kfi_info = core::ptr::null_mut();
-    let h = hints.map_or(core::ptr::null(), core::ptr::from_ref);
+    let h = hints.map_or(core::ptr::null(), |h| h.as_ptr().cast_const());
     // SAFETY: `h` is NULL or a valid entry for the call; `out` is writable.
     to_result(unsafe {
         sys::kfi_getinfo(
@@ -199,10 +243,10 @@ pub(crate) fn getinfo_at(
     node: &CStr,
     service: &CStr,
     flags: u64,
-    hints: Option<&sys::kfi_info>,
+    hints: Option<Info<'_>>,
 ) -> Result<InfoList> {
     let mut out: *mut sys::kfi_info = core::ptr::null_mut();
-    let h = hints.map_or(core::ptr::null(), core::ptr::from_ref);
+    let h = hints.map_or(core::ptr::null(), |h| h.as_ptr().cast_const());
     // SAFETY: Valid strings and entry for the call; `out` is writable.
     to_result(unsafe {
         sys::kfi_getinfo(

@@ -59,9 +59,10 @@ pub(crate) fn net_typed(
     ep_type: u32,
 ) -> Result<Net> {
     let mut h = Hints::provider(prov)?;
-    let hi = h.get();
-    // SAFETY: The hints' own attributes, allocated with the entry.
+    // SAFETY: The hints' own attributes, allocated with the entry, are
+    // written; no pointer of the entry changes.
     unsafe {
+        let hi = h.get();
         (*hi.domain_attr).net = ns;
         (*hi.ep_attr).type_ = ep_type;
     }
@@ -124,7 +125,8 @@ pub(crate) fn rdm_endpoint(
 /// endpoints of an open [`Net`] of the same provider.
 pub(crate) fn source_info(prov: &CStr, host: &CStr, port: &CStr, ep_type: u32) -> Result<InfoList> {
     let mut h = Hints::provider(prov)?;
-    // SAFETY: The hints' own attributes, allocated with the entry.
+    // SAFETY: The hints' own attributes, allocated with the entry, are
+    // written; no pointer of the entry changes.
     unsafe { (*h.get().ep_attr).type_ = ep_type };
     h.getinfo(host, port, sys::KFI_SOURCE)
 }
@@ -148,8 +150,11 @@ fn endpoint_with<T: KfiObject>(
     cq: &Owned<sys::kfid_cq>,
     with: &Owned<T>,
 ) -> Result<Owned<sys::kfid_ep>> {
-    // SAFETY: `info` is a valid entry (a getinfo list's or a request's).
-    let ep = n.domain.open_ep(unsafe { info.as_ref() }.ok_or(EINVAL)?)?;
+    // SAFETY: `info` is a valid entry kfabric.ko made (a getinfo list's
+    // or a request's), unchanged.
+    let ep = n
+        .domain
+        .open_ep(unsafe { Info::new(info.as_ref().ok_or(EINVAL)?) })?;
     ep.bind(cq, sys::KFI_TRANSMIT | sys::KFI_RECV)?;
     ep.bind(with, 0)?;
     ep.enable()?;
@@ -219,7 +224,7 @@ pub(crate) fn endpoint_for(
     req: &ConnReq,
     cq: &Owned<sys::kfid_cq>,
 ) -> Result<Owned<sys::kfid_ep>> {
-    endpoint_with(n, core::ptr::from_ref(req.info()).cast_mut(), cq, &n.eq)
+    endpoint_with(n, req.info().as_ptr(), cq, &n.eq)
 }
 
 /// Accepts the request of the `KFI_CONNREQ` event bytes `buf` (read by

@@ -46,6 +46,12 @@ mod tests {
             unsafe { &mut *self.0 }
         }
 
+        fn info(&self) -> Info<'_> {
+            // SAFETY: kfi_allocinfo's entry; the cases change its values,
+            // never its pointers.
+            unsafe { Info::new(&*self.0) }
+        }
+
         fn set_prov_name(&mut self, name: &CStr) -> Result {
             // SAFETY: An entry of kfabric.ko's; the name is copied.
             kernel::error::to_result(unsafe {
@@ -80,18 +86,12 @@ mod tests {
 
     /// The test providers' entries that `hints` selects, by name.
     fn listed(hints: Option<&Hints>) -> Result<KVec<&'static [u8]>> {
-        let list = getinfo(
-            hints.map(|h| {
-                // SAFETY: A valid entry.
-                unsafe { &*h.0 }
-            }),
-            0,
-        );
+        let list = getinfo(hints.map(Hints::info), 0);
         let mut out = KVec::new();
         match list {
             Ok(list) => {
                 for i in list.iter() {
-                    match prov_name(i) {
+                    match prov_name(&i) {
                         b"kfi_test_loop" => out.push(&b"loop"[..], GFP_KERNEL)?,
                         b"kfi_test_tag" => out.push(&b"tag"[..], GFP_KERNEL)?,
                         _ => {}
@@ -110,9 +110,9 @@ mod tests {
         h.get().mode = TAG_MODE;
         assert_eq!(&listed(Some(&h))?[..], &[&b"loop"[..], &b"tag"[..]]);
         // Entries name their provider and its version.
-        let list = getinfo(Some(h.get()), 0)?;
+        let list = getinfo(Some(h.info()), 0)?;
         for i in list.iter() {
-            if prov_name(i) == b"kfi_test_tag" {
+            if prov_name(&i) == b"kfi_test_tag" {
                 // SAFETY: An entry's attributes.
                 let f = unsafe { &*i.fabric_attr };
                 assert_eq!(f.prov_version, version(1, 2));
@@ -187,7 +187,7 @@ mod tests {
         let mut h = Hints::new()?;
         h.get().mode = TAG_MODE;
         h.set_prov_name(c"kfi_test_none")?;
-        assert_eq!(errno(getinfo(Some(h.get()), 0)), ENODATA.to_errno());
+        assert_eq!(errno(getinfo(Some(h.info()), 0)), ENODATA.to_errno());
         Ok(())
     }
 

@@ -41,7 +41,7 @@ impl Tree {
         // keeps: kfi_freeinfo must not free it.
         let info = unsafe {
             (*(*hints).fabric_attr).prov_name = c"kfi_test_loop".as_char_ptr().cast_mut();
-            let r = getinfo(Some(&*hints), 0);
+            let r = getinfo(Some(Info::new(&*hints)), 0);
             sys::kfi_freeinfo(hints);
             r?
         };

@@ -21,7 +21,7 @@ mod kfi;
 
 use kfi::{
     kfi_sys as sys,
-    ulp::{CmEvent, Cq, Domain, Endpoint, Eq, Fabric, Hints, Mr},
+    ulp::{CmEvent, Cq, Domain, Endpoint, Eq, Fabric, Hints, Info, Mr},
 };
 
 module! {
@@ -92,7 +92,7 @@ fn next_send(cq: &Cq<'_>) -> Result {
 /// An endpoint for `info`, bound to `cq` both ways and to `eq`, enabled.
 fn endpoint<'a>(
     domain: &'a Domain<'_>,
-    info: &sys::kfi_info,
+    info: Info<'_>,
     cq: &'a Cq<'_>,
     eq: &'a Eq<'_>,
 ) -> Result<Endpoint<'a>> {

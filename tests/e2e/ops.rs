@@ -13,7 +13,7 @@ use kernel::prelude::*;
 mod e2e_ops {
     use crate::{
         kfi::{
-            kfabric::InfoList,
+            kfabric::{Info, InfoList},
             kfi_sys as sys,
             ulp::{CmEvent, Cq, CqError, Domain, Endpoint, Eq, Fabric, Hints},
         },
@@ -36,7 +36,8 @@ mod e2e_ops {
         let mut b = [0u8; 8];
         let p = port(case, &mut b)?;
         let mut h = Hints::provider(provider())?;
-        // SAFETY: The hints' own attributes, allocated with them.
+        // SAFETY: The hints' own attributes, allocated with them, are
+        // written; no pointer of the entry changes.
         unsafe {
             (*h.get().domain_attr).net = ns;
             (*h.get().ep_attr).type_ = sys::KFI_EP_MSG;
@@ -51,7 +52,7 @@ mod e2e_ops {
         cd: &'a Domain<'a>,
         seq: &'a Eq<'a>,
         ceq: &'a Eq<'a>,
-        cinfo: &'a sys::kfi_info,
+        cinfo: Info<'a>,
         /// The provider's domain attributes.
         cntr_cnt: usize,
         virt_addr: bool,

@@ -5,7 +5,7 @@
 
 use crate::kfi::{
     kfi_sys as sys,
-    ulp::{CmEvent, Cq, Domain, Endpoint, Eq, Fabric, Hints},
+    ulp::{CmEvent, Cq, Domain, Endpoint, Eq, Fabric, Hints, Info},
 };
 use crate::{device, tamper};
 use core::ffi::CStr;
@@ -41,7 +41,7 @@ pub(crate) fn step<T>(what: &str, r: Result<T>) -> Result<T> {
 
 pub(crate) fn endpoint<'a>(
     d: &'a Domain<'_>,
-    info: &sys::kfi_info,
+    info: Info<'_>,
     cq: &'a Cq<'_>,
     eq: &'a Eq<'_>,
 ) -> Result<Endpoint<'a>> {

@@ -5,7 +5,10 @@
 use core::ptr::NonNull;
 use kernel::prelude::*;
 
-use super::{super::kfi_sys as sys, Eq};
+use super::{
+    super::{kfabric::Info, kfi_sys as sys},
+    Eq,
+};
 
 const CM: usize = size_of::<sys::kfi_eq_cm_entry>();
 const DATA_MAX: usize = sys::KFI_EQ_DATA_MAX as usize;
@@ -56,9 +59,10 @@ impl ConnReq {
     }
 
     /// The request's entry: open the accepting endpoint with it.
-    pub(crate) fn info(&self) -> &sys::kfi_info {
-        // SAFETY: Owned and valid (type invariant).
-        unsafe { self.info.as_ref() }
+    pub(crate) fn info(&self) -> Info<'_> {
+        // SAFETY: Owned and valid (type invariant): the provider's entry,
+        // unchanged (no mutable access is given out).
+        unsafe { Info::new(self.info.as_ref()) }
     }
 }
 

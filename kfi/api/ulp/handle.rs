@@ -12,7 +12,7 @@ use core::ffi::c_int;
 use kernel::{error::to_result, prelude::*};
 
 use super::super::{
-    kfabric::{KfiObject, Owned},
+    kfabric::{Info, KfiObject, Owned},
     kfi_sys as sys,
 };
 
@@ -26,17 +26,18 @@ fn bytes(data: &[u8]) -> (*const c_void, usize) {
 }
 
 /// Opens the fabric of `info`.
-pub(crate) fn open_fabric(info: &sys::kfi_info) -> Result<Owned<sys::kfid_fabric>> {
-    // SAFETY: A valid entry of a kfi_getinfo list; its attributes are
-    // only read.
+pub(crate) fn open_fabric(info: Info<'_>) -> Result<Owned<sys::kfid_fabric>> {
+    // SAFETY: An entry kfabric.ko made (invariant of `Info`); its
+    // attributes are only read.
     Owned::open(|o| unsafe { sys::kfi_fabric(info.fabric_attr, o, core::ptr::null_mut()) })
 }
 
 impl Owned<sys::kfid_fabric> {
     /// A domain for `info`.
-    pub(crate) fn open_domain(&self, info: &sys::kfi_info) -> Result<Owned<sys::kfid_domain>> {
-        let info = core::ptr::from_ref(info).cast_mut();
-        // SAFETY: An open fabric; `info` is only read.
+    pub(crate) fn open_domain(&self, info: Info<'_>) -> Result<Owned<sys::kfid_domain>> {
+        let info = info.as_ptr();
+        // SAFETY: An open fabric; `info` is an entry kfabric.ko made
+        // (invariant of `Info`), only read.
         Owned::open(|o| unsafe { sys::kfi_domain(self.as_ptr(), info, o, core::ptr::null_mut()) })
     }
 
@@ -51,9 +52,10 @@ impl Owned<sys::kfid_fabric> {
     }
 
     /// A passive endpoint for `info` (not bound, not listening).
-    pub(crate) fn open_pep(&self, info: &sys::kfi_info) -> Result<Owned<sys::kfid_pep>> {
-        let info = core::ptr::from_ref(info).cast_mut();
-        // SAFETY: An open fabric; `info` is only read.
+    pub(crate) fn open_pep(&self, info: Info<'_>) -> Result<Owned<sys::kfid_pep>> {
+        let info = info.as_ptr();
+        // SAFETY: An open fabric; `info` is an entry kfabric.ko made
+        // (invariant of `Info`), only read.
         Owned::open(|o| unsafe {
             sys::kfi_passive_ep(self.as_ptr(), info, o, core::ptr::null_mut())
         })
@@ -72,9 +74,10 @@ impl Owned<sys::kfid_domain> {
     }
 
     /// An endpoint for `info` (a getinfo entry or a connection request's).
-    pub(crate) fn open_ep(&self, info: &sys::kfi_info) -> Result<Owned<sys::kfid_ep>> {
-        let info = core::ptr::from_ref(info).cast_mut();
-        // SAFETY: An open domain; `info` is only read.
+    pub(crate) fn open_ep(&self, info: Info<'_>) -> Result<Owned<sys::kfid_ep>> {
+        let info = info.as_ptr();
+        // SAFETY: An open domain; `info` is an entry kfabric.ko made
+        // (invariant of `Info`), only read.
         Owned::open(|o| unsafe { sys::kfi_endpoint(self.as_ptr(), info, o, core::ptr::null_mut()) })
     }
 
@@ -253,7 +256,7 @@ impl Owned<sys::kfid_pep> {
 
     /// Refuses the request `req` (a connection request's entry), with
     /// `data` for the peer.
-    pub(crate) fn reject(&self, req: &sys::kfi_info, data: &[u8]) -> Result {
+    pub(crate) fn reject(&self, req: Info<'_>, data: &[u8]) -> Result {
         let (p, n) = bytes(data);
         // SAFETY: An open passive endpoint; the handle is only looked up
         // by the core; `data` is read during the call.

@@ -6,7 +6,7 @@ use core::{ffi::CStr, ptr::NonNull};
 use kernel::{error::to_result, prelude::*, str::CStrExt};
 
 use super::super::{
-    kfabric::{getinfo_at, InfoList},
+    kfabric::{getinfo_at, Info, InfoList},
     kfi_sys as sys,
 };
 
@@ -45,16 +45,27 @@ impl Hints {
     }
 
     /// The entry, to set more hints in.
-    pub(crate) fn get(&mut self) -> &mut sys::kfi_info {
+    ///
+    /// # Safety
+    ///
+    /// No pointer field of the entry is changed (kfabric.ko follows them,
+    /// and frees them with it); what they point to may be.
+    pub(crate) unsafe fn get(&mut self) -> &mut sys::kfi_info {
         // SAFETY: Owned and valid (type invariant).
         unsafe { self.ptr.as_mut() }
+    }
+
+    /// The entry, for the calls that take one.
+    pub(crate) fn info(&self) -> Info<'_> {
+        // SAFETY: kfi_allocinfo's entry, whose pointers only `get`'s
+        // callers could change, and promise not to.
+        unsafe { Info::new(self.ptr.as_ref()) }
     }
 
     /// Lists what matches these hints for `node`/`service` (`flags`:
     /// `KFI_SOURCE` for a local address). Process context.
     pub(crate) fn getinfo(&self, node: &CStr, service: &CStr, flags: u64) -> Result<InfoList> {
-        // SAFETY: A valid entry (type invariant).
-        getinfo_at(node, service, flags, Some(unsafe { self.ptr.as_ref() }))
+        getinfo_at(node, service, flags, Some(self.info()))
     }
 }
 

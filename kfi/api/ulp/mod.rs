@@ -42,6 +42,9 @@ mod sockaddr;
 mod unsignaled;
 
 // Each crate that includes kfi/api uses a part of this API, if any.
+/// The entries the calls take (a getinfo list's, a request's).
+#[allow(unused_imports)]
+pub(crate) use super::kfabric::Info;
 #[allow(unused_imports)]
 pub(crate) use cntr::Cntr;
 #[allow(unused_imports)]

@@ -8,7 +8,10 @@
 use core::marker::PhantomData;
 use kernel::{error::to_result, prelude::*};
 
-use super::super::{kfabric::Owned, kfi_sys as sys};
+use super::super::{
+    kfabric::{Info, Owned},
+    kfi_sys as sys,
+};
 
 /// Keeps a borrow of `'a` alive until the object holding it is dropped.
 ///
@@ -73,8 +76,8 @@ pub(crate) struct Mr<'a> {
 
 impl Fabric {
     /// Opens the fabric `info` names.
-    pub(crate) fn open(info: &sys::kfi_info) -> Result<Self> {
-        // SAFETY: A valid entry of a kfi_getinfo list.
+    pub(crate) fn open(info: Info<'_>) -> Result<Self> {
+        // SAFETY: An entry kfabric.ko made (invariant of `Info`).
         let obj = Owned::open(|o| unsafe {
             sys::kfi_fabric(info.fabric_attr, o, core::ptr::null_mut())
         })?;
@@ -82,9 +85,10 @@ impl Fabric {
     }
 
     /// A domain for `info`.
-    pub(crate) fn domain<'f>(&'f self, info: &sys::kfi_info) -> Result<Domain<'f>> {
-        let info = core::ptr::from_ref(info).cast_mut();
-        // SAFETY: An open fabric; `info` is only read.
+    pub(crate) fn domain<'f>(&'f self, info: Info<'_>) -> Result<Domain<'f>> {
+        let info = info.as_ptr();
+        // SAFETY: An open fabric; `info` is an entry kfabric.ko made
+        // (invariant of `Info`), only read.
         let obj = Owned::open(|o| unsafe {
             sys::kfi_domain(self.obj.as_ptr(), info, o, core::ptr::null_mut())
         })?;
@@ -114,11 +118,12 @@ impl Fabric {
     /// and listening.
     pub(crate) fn listen<'f>(
         &'f self,
-        info: &sys::kfi_info,
+        info: Info<'_>,
         eq: &'f Eq<'_>,
     ) -> Result<PassiveEndpoint<'f>> {
-        let info = core::ptr::from_ref(info).cast_mut();
-        // SAFETY: An open fabric; `info` is only read.
+        let info = info.as_ptr();
+        // SAFETY: An open fabric; `info` is an entry kfabric.ko made
+        // (invariant of `Info`), only read.
         let obj = Owned::open(|o| unsafe {
             sys::kfi_passive_ep(self.obj.as_ptr(), info, o, core::ptr::null_mut())
         })?;
@@ -166,9 +171,10 @@ impl<'f> Domain<'f> {
 
     /// An endpoint for `info` (an entry of getinfo or a connection
     /// request), not yet bound or enabled.
-    pub(crate) fn endpoint<'a>(&'a self, info: &sys::kfi_info) -> Result<Endpoint<'a>> {
-        let info = core::ptr::from_ref(info).cast_mut();
-        // SAFETY: An open domain; `info` is only read.
+    pub(crate) fn endpoint<'a>(&'a self, info: Info<'_>) -> Result<Endpoint<'a>> {
+        let info = info.as_ptr();
+        // SAFETY: An open domain; `info` is an entry kfabric.ko made
+        // (invariant of `Info`), only read.
         let obj = Owned::open(|o| unsafe {
             sys::kfi_endpoint(self.obj.as_ptr(), info, o, core::ptr::null_mut())
         })?;
