@@ -327,11 +327,7 @@ fn open(n: usize, ports: &mut Ports) -> Result<Fan> {
 
 /// An address vector of `n`'s domain for `count` addresses.
 fn av(n: &Net, count: usize) -> Result<Owned<sys::kfid_av>> {
-    n.domain.open_av(&sys::kfi_av_attr {
-        type_: sys::KFI_AV_TABLE,
-        count,
-        ..Default::default()
-    })
+    n.domain.open_av_table(count)
 }
 
 /// Receives a peer keeps posted: room for twice the hub's window over all

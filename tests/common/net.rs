@@ -70,10 +70,7 @@ pub(crate) fn net_typed(
     let dst = h.getinfo(host, port, 0)?;
     let fabric = open_fabric(src.entry())?;
     let domain = fabric.open_domain(src.entry())?;
-    let eq = fabric.open_eq(&sys::kfi_eq_attr {
-        size: 16,
-        ..Default::default()
-    })?;
+    let eq = fabric.open_eq_sized(16)?;
     Ok(Net {
         eq,
         domain,
@@ -94,11 +91,7 @@ pub(crate) fn cq_sized(n: &Net, size: usize) -> Result<Owned<sys::kfid_cq>> {
 
 /// A CQ of `size` entries in `format`.
 pub(crate) fn cq_format(n: &Net, size: usize, format: u32) -> Result<Owned<sys::kfid_cq>> {
-    n.domain.open_cq(&sys::kfi_cq_attr {
-        size,
-        format,
-        ..Default::default()
-    })
+    n.domain.open_cq_sized(size, format)
 }
 
 /// An endpoint for `info`, bound to `cq` both ways and to the EQ.

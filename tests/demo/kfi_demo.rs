@@ -250,8 +250,13 @@ fn demo(prov: &CStr, node: &CStr, port: &CStr) -> Result {
 }
 
 /// Registers `buf` on the server's domain with remote read and write.
-fn register<'a>(domain: &'a Domain<'_>, buf: &'a mut [u8], flags: u64) -> Result<Mr<'a>> {
-    domain.register(buf, sys::KFI_REMOTE_READ | sys::KFI_REMOTE_WRITE, flags)
+///
+/// # Safety
+///
+/// As for `Domain::register`: the region is dropped, not leaked.
+unsafe fn register<'a>(domain: &'a Domain<'_>, buf: &'a mut [u8], flags: u64) -> Result<Mr<'a>> {
+    // SAFETY: The caller's promise.
+    unsafe { domain.register(buf, sys::KFI_REMOTE_READ | sys::KFI_REMOTE_WRITE, flags) }
 }
 
 /// RMA: writes and reads through a 16 MiB region of the server, a commit
@@ -262,7 +267,8 @@ fn rma(domain: &Domain<'_>, cep: &Endpoint<'_>, ccq: &Cq<'_>) -> Result {
     const ROUNDS: usize = 4;
     let mut target = KVVec::with_capacity(REGION, GFP_KERNEL)?;
     target.resize(REGION, 0, GFP_KERNEL)?;
-    let region = register(domain, &mut target, 0)?;
+    // SAFETY: The region is dropped at the end of this function.
+    let region = unsafe { register(domain, &mut target, 0) }?;
     let key = region.key();
     let mut local = KVVec::with_capacity(REGION, GFP_KERNEL)?;
     for i in 0..REGION {
@@ -321,7 +327,8 @@ fn rma(domain: &Domain<'_>, cep: &Endpoint<'_>, ccq: &Cq<'_>) -> Result {
     // Commit completion on a region registered as persistent memory.
     let mut pmem = KVec::with_capacity(4096, GFP_KERNEL)?;
     pmem.resize(4096, 0u8, GFP_KERNEL)?;
-    let pregion = register(domain, &mut pmem, sys::KFI_RMA_PMEM)?;
+    // SAFETY: The region is dropped at the end of this function.
+    let pregion = unsafe { register(domain, &mut pmem, sys::KFI_RMA_PMEM) }?;
     let pkey = pregion.key();
     let record = *b"journal record 42";
     // SAFETY: `record` lives until the completion read below.

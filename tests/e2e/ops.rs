@@ -216,8 +216,10 @@ mod e2e_ops {
             let old = pattern(REGION, 1)?;
             // Registered before the target's domain has any connection,
             // as a target does before it serves.
-            let mr =
-                s.sd.register(&mut region, sys::KFI_REMOTE_READ | sys::KFI_REMOTE_WRITE, 0)?;
+            // SAFETY: The region is dropped by the end of the case, not leaked.
+            let mr = unsafe {
+                s.sd.register(&mut region, sys::KFI_REMOTE_READ | sys::KFI_REMOTE_WRITE, 0)
+            }?;
             let sep = named(
                 "connect",
                 connect(s, &cep, &scq, |ep| ep.bind_cntr(&recvs, sys::KFI_RECV)),
@@ -296,8 +298,10 @@ mod e2e_ops {
                 ep.bind_cntr(&rwrites, sys::KFI_REMOTE_WRITE)?;
                 ep.bind_cntr(&rreads, sys::KFI_REMOTE_READ)
             })?;
-            let mr =
-                s.sd.register(&mut region, sys::KFI_REMOTE_READ | sys::KFI_REMOTE_WRITE, 0)?;
+            // SAFETY: The region is dropped by the end of the case, not leaked.
+            let mr = unsafe {
+                s.sd.register(&mut region, sys::KFI_REMOTE_READ | sys::KFI_REMOTE_WRITE, 0)
+            }?;
             let (w0, w1) = (pattern(4096, 12)?, pattern(4096, 13)?);
             // On the heap: a test thread's stack must leave room for the
             // provider's posting path.
@@ -353,7 +357,8 @@ mod e2e_ops {
             let mut region = pattern(REGION, 4)?;
             let base = s.base(&region);
             let sep = named("connect", connect(s, &cep, &scq, |_| Ok(())))?;
-            let mr = s.sd.register(&mut region, sys::KFI_REMOTE_WRITE, 0)?;
+            // SAFETY: The region is dropped by the end of the case, not leaked.
+            let mr = unsafe { s.sd.register(&mut region, sys::KFI_REMOTE_WRITE, 0) }?;
             let data = pattern(4 * 4096, 5)?;
             let mut rbuf = [0u8; 8];
             // SAFETY: Every buffer lives, untouched, until the send's
@@ -413,8 +418,10 @@ mod e2e_ops {
             let sep = connect(s, &cep, &scq, |ep| {
                 ep.bind_cntr(&rreads, sys::KFI_REMOTE_READ)
             })?;
-            let mr =
-                s.sd.register(&mut region, sys::KFI_REMOTE_READ | sys::KFI_REMOTE_WRITE, 0)?;
+            // SAFETY: The region is dropped by the end of the case, not leaked.
+            let mr = unsafe {
+                s.sd.register(&mut region, sys::KFI_REMOTE_READ | sys::KFI_REMOTE_WRITE, 0)
+            }?;
             let mut rd = KVVec::with_capacity(READ, GFP_KERNEL)?;
             rd.resize(READ, 0, GFP_KERNEL)?;
             let new = pattern(4096, 7)?;

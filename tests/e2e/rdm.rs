@@ -22,11 +22,7 @@ use crate::{
 
 /// An address vector of `n`'s domain.
 fn av(n: &Net) -> Result<Owned<sys::kfid_av>> {
-    n.domain.open_av(&sys::kfi_av_attr {
-        type_: sys::KFI_AV_TABLE,
-        count: 4,
-        ..Default::default()
-    })
+    n.domain.open_av_table(4)
 }
 
 /// Inserts the source (`src`) or destination address of the first entry

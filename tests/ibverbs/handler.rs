@@ -66,7 +66,9 @@ pub(crate) fn handler_reposts_its_receive() -> Result {
     let eq = s.fabric.eq(16)?;
     let _pep = s.fabric.listen(s.src.entry(), &eq)?;
     let ccq = d.cq(16)?;
-    let scq = d.cq_notifying(16, Some(repost))?;
+    // SAFETY: `repost` is this module's, and the CQ closes at the end of
+    // the case, before the module can be unloaded.
+    let scq = unsafe { d.cq_notifying(16, Some(repost)) }?;
     let cep = endpoint(&d, s.dst.entry(), &ccq, &eq)?;
     cep.connect(&[])?;
     let sep = serve(&d, &eq, &scq, &[])?;

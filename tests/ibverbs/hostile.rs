@@ -23,8 +23,14 @@ pub(crate) fn wrong_flush_key_fails_only_its_writes() -> Result {
         let src = pattern(4096, 3)?;
         let (mut cbuf, mut sbuf) = (zeroed(4096)?, zeroed(4096)?);
         let (cat, sat) = (addr_of(&cbuf, 0), addr_of(&sbuf, 0));
-        let cmr = step("register", d.register(&mut cbuf, sys::KFI_REMOTE_WRITE, 0))?;
-        let smr = step("register", d.register(&mut sbuf, sys::KFI_REMOTE_WRITE, 0))?;
+        // SAFETY: The region is dropped by the end of the case, not leaked.
+        let cmr = step("register", unsafe {
+            d.register(&mut cbuf, sys::KFI_REMOTE_WRITE, 0)
+        })?;
+        // SAFETY: The region is dropped by the end of the case, not leaked.
+        let smr = step("register", unsafe {
+            d.register(&mut sbuf, sys::KFI_REMOTE_WRITE, 0)
+        })?;
         // The server named its region right: the client's write flushes.
         // SAFETY: `src` outlives the completion.
         step("client write", unsafe {

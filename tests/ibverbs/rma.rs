@@ -20,14 +20,17 @@ pub(crate) fn regions_take_rdma_before_and_after_connecting() -> Result {
     {
         let lone = s.fabric.domain(s.src.entry())?;
         let (mut b0, mut b1) = (zeroed(4096)?, zeroed(8192)?);
-        let a = lone.register(&mut b0, sys::KFI_REMOTE_WRITE, 0)?;
-        let c = lone.register(&mut b1[100..], sys::KFI_REMOTE_READ, 0)?;
+        // SAFETY: The region is dropped by the end of the case, not leaked.
+        let a = unsafe { lone.register(&mut b0, sys::KFI_REMOTE_WRITE, 0) }?;
+        // SAFETY: The region is dropped by the end of the case, not leaked.
+        let c = unsafe { lone.register(&mut b1[100..], sys::KFI_REMOTE_READ, 0) }?;
         assert_ne!(a.key(), c.key());
     }
     let d = s.fabric.domain(s.src.entry())?;
     let mut early = zeroed(4096)?;
     let early_at = addr_of(&early, 0);
-    let early_mr = d.register(&mut early, sys::KFI_REMOTE_WRITE, 0)?;
+    // SAFETY: The region is dropped by the end of the case, not leaked.
+    let early_mr = unsafe { d.register(&mut early, sys::KFI_REMOTE_WRITE, 0) }?;
     let eq = s.fabric.eq(16)?;
     let _pep = s.fabric.listen(s.src.entry(), &eq)?;
     let (ccq, scq) = (d.cq(64)?, d.cq(64)?);
@@ -38,7 +41,8 @@ pub(crate) fn regions_take_rdma_before_and_after_connecting() -> Result {
     let mut target = zeroed(10 * 4096 + 100)?;
     let base = addr_of(&target, 100);
     let t = &mut target[100..];
-    let mr = d.register(t, sys::KFI_REMOTE_READ | sys::KFI_REMOTE_WRITE, 0)?;
+    // SAFETY: The region is dropped by the end of the case, not leaked.
+    let mr = unsafe { d.register(t, sys::KFI_REMOTE_READ | sys::KFI_REMOTE_WRITE, 0) }?;
     let src = pattern(10 * 4096, 11)?;
     // SAFETY: The buffers outlive the completions read below.
     unsafe { cep.write(&src[..5000], base + 3, mr.key(), 1, 0)? };
@@ -90,7 +94,8 @@ pub(crate) fn rma_access_error_ends_the_connection() -> Result {
     with_pair_domain(c"7622", |d, cep, _sep, ccq, _scq| {
         let mut ro = zeroed(4096)?;
         let at = addr_of(&ro, 0);
-        let mr = d.register(&mut ro, sys::KFI_REMOTE_READ, 0)?;
+        // SAFETY: The region is dropped by the end of the case, not leaked.
+        let mr = unsafe { d.register(&mut ro, sys::KFI_REMOTE_READ, 0) }?;
         let data = pattern(64, 3)?;
         // SAFETY: The buffers outlive the completions read below.
         unsafe { cep.write(&data, at, mr.key(), 1, 0)? };
@@ -147,7 +152,10 @@ pub(crate) fn counters_count_failures_and_refuse_a_peers_kinds() -> Result {
     let _sep = serve(&d, &eq, &scq, &[])?;
     let mut ro = zeroed(4096)?;
     let at = addr_of(&ro, 0);
-    let mr = step("register", d.register(&mut ro, sys::KFI_REMOTE_READ, 0))?;
+    // SAFETY: The region is dropped by the end of the case, not leaked.
+    let mr = step("register", unsafe {
+        d.register(&mut ro, sys::KFI_REMOTE_READ, 0)
+    })?;
     let data = pattern(64, 5)?;
     // SAFETY: `data` outlives the completion read below.
     step("write", unsafe { cep.write(&data, at, mr.key(), 1, 0) })?;
@@ -182,7 +190,9 @@ pub(crate) fn atomics_as_the_device_has_them() -> Result {
         let mut words = zeroed(16)?;
         words[..8].copy_from_slice(&40u64.to_ne_bytes());
         let at = addr_of(&words, 0);
-        let mr = d.register(&mut words, sys::KFI_REMOTE_READ | sys::KFI_REMOTE_WRITE, 0)?;
+        let mr =
+            // SAFETY: The region is dropped by the end of the case, not leaked.
+            unsafe { d.register(&mut words, sys::KFI_REMOTE_READ | sys::KFI_REMOTE_WRITE, 0) }?;
         let mut old = 0u64;
         // SAFETY: The operand and result outlive the completion.
         let r = unsafe { cep.fetch_atomic_u64(sys::KFI_SUM, &2, &mut old, at, mr.key(), 1) };
@@ -217,7 +227,8 @@ pub(crate) fn atomics_as_the_device_has_them() -> Result {
         // it, which ends the connection.
         let mut wo = zeroed(8)?;
         let wat = addr_of(&wo, 0);
-        let wmr = d.register(&mut wo, sys::KFI_REMOTE_WRITE, 0)?;
+        // SAFETY: The region is dropped by the end of the case, not leaked.
+        let wmr = unsafe { d.register(&mut wo, sys::KFI_REMOTE_WRITE, 0) }?;
         // SAFETY: `old` outlives the atomic's completion, read just below.
         unsafe { cep.fetch_atomic_u64(sys::KFI_SUM, &1, &mut old, wat, wmr.key(), 4)? };
         match ccq.sread(WAIT_MS) {
@@ -279,7 +290,10 @@ pub(crate) fn delivery_completion_waits_for_placement() -> Result {
         // Writes for delivery and commit into a write-only region.
         let mut wo = zeroed(8192)?;
         let at = addr_of(&wo, 0);
-        let mr = step("register", d.register(&mut wo, sys::KFI_REMOTE_WRITE, 0))?;
+        // SAFETY: The region is dropped by the end of the case, not leaked.
+        let mr = step("register", unsafe {
+            d.register(&mut wo, sys::KFI_REMOTE_WRITE, 0)
+        })?;
         let src = pattern(6000, 4)?;
         for (i, flags) in [sys::KFI_DELIVERY_COMPLETE, sys::KFI_COMMIT_COMPLETE]
             .into_iter()
@@ -337,7 +351,10 @@ fn writes_while_receiving(
     let mut got = zeroed(len)?;
     let mut wo = zeroed(WRITES * LEN)?;
     let at = addr_of(&wo, 0);
-    let mr = step("register", d.register(&mut wo, sys::KFI_REMOTE_WRITE, 0))?;
+    // SAFETY: The region is dropped by the end of the case, not leaked.
+    let mr = step("register", unsafe {
+        d.register(&mut wo, sys::KFI_REMOTE_WRITE, 0)
+    })?;
     let src = pattern(WRITES * LEN, 8)?;
     // SAFETY: `got` and `msg` outlive the completions read below.
     step("message", unsafe {
@@ -406,14 +423,17 @@ pub(crate) fn many_reads_and_atomics_in_flight() -> Result {
         let want = pattern(N * LEN, 38)?;
         let mut src = pattern(N * LEN, 38)?;
         let at = addr_of(&src, 0);
-        let mr = step("register", d.register(&mut src, sys::KFI_REMOTE_READ, 0))?;
+        // SAFETY: The region is dropped by the end of the case, not leaked.
+        let mr = step("register", unsafe {
+            d.register(&mut src, sys::KFI_REMOTE_READ, 0)
+        })?;
         let mut words = zeroed(8)?;
         words.copy_from_slice(&40u64.to_ne_bytes());
         let wat = addr_of(&words, 0);
-        let wmr = step(
-            "register words",
-            d.register(&mut words, sys::KFI_REMOTE_READ | sys::KFI_REMOTE_WRITE, 0),
-        )?;
+        // SAFETY: The region is dropped by the end of the case, not leaked.
+        let wmr = step("register words", unsafe {
+            d.register(&mut words, sys::KFI_REMOTE_READ | sys::KFI_REMOTE_WRITE, 0)
+        })?;
         let adds = if device_has_atomics() { ADDS } else { 0 };
         let mut dst = zeroed(N * LEN)?;
         let mut olds = [0u64; ADDS];

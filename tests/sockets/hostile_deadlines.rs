@@ -513,11 +513,7 @@ mod cases {
             core::ptr::null_mut(),
             sys::KFI_EP_RDM,
         )?;
-        let av = ns.domain.open_av(&sys::kfi_av_attr {
-            type_: sys::KFI_AV_TABLE,
-            count: 4,
-            ..Default::default()
-        })?;
+        let av = ns.domain.open_av_table(4)?;
         let c = cq_sized(&ns, 128)?;
         let ep = rdm_endpoint(&ns, &c, &av)?;
         let mut rbufs = KVec::with_capacity(UNEXP_MAX + 1, GFP_KERNEL)?;

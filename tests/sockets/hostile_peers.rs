@@ -374,11 +374,7 @@ pub(crate) fn rdm_net(port: &core::ffi::CStr, count: usize) -> Result<(Net, Owne
         core::ptr::null_mut(),
         sys::KFI_EP_RDM,
     )?;
-    let av = n.domain.open_av(&sys::kfi_av_attr {
-        type_: sys::KFI_AV_TABLE,
-        count,
-        ..Default::default()
-    })?;
+    let av = n.domain.open_av_table(count)?;
     Ok((n, av))
 }
 

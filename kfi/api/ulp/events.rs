@@ -51,8 +51,10 @@ impl ConnReq {
     ///
     /// # Safety
     ///
-    /// `info` is NULL or the entry of a `KFI_CONNREQ` event read without
-    /// `KFI_PEEK`, not freed and not adopted before.
+    /// `info` is NULL or the entry of a `KFI_CONNREQ` event that a
+    /// provider posted (one a ULP wrote with `kfi_eq_write` keeps its
+    /// entry: the queue never frees it), read without `KFI_PEEK`, not
+    /// freed and not adopted before.
     pub(crate) unsafe fn adopt(info: *mut sys::kfi_info) -> Option<Self> {
         // INVARIANT: the caller hands its entry over.
         NonNull::new(info).map(|info| Self { info })
@@ -123,7 +125,10 @@ impl Eq<'_> {
         let data = PrivateData::new(buf.get(CM..n).unwrap_or(&[]));
         Ok(match ev {
             sys::KFI_CONNREQ => match NonNull::new(e.info) {
-                // INVARIANT: read without KFI_PEEK: the entry is ours.
+                // INVARIANT: a provider's, read without KFI_PEEK: the
+                // entry is ours. (A ULP must not write a CONNREQ with
+                // `kfi_eq_write`, whose entry stays its own, to a queue
+                // read here: Documentation/api.rst.)
                 Some(info) => CmEvent::ConnReq {
                     req: ConnReq { info },
                     data,

@@ -42,13 +42,30 @@ impl Owned<sys::kfid_fabric> {
     }
 
     /// An event queue with attributes `attr`.
-    pub(crate) fn open_eq(&self, attr: &sys::kfi_eq_attr) -> Result<Owned<sys::kfid_eq>> {
+    ///
+    /// # Safety
+    ///
+    /// The pointers of `attr` are NULL or valid as kfabric.h says for the
+    /// call, and a handler it names stays callable until the queue is
+    /// closed: its module is not unloaded before (a queue leaked, or kept
+    /// by a leaked endpoint, would break that).
+    pub(crate) unsafe fn open_eq(&self, attr: &sys::kfi_eq_attr) -> Result<Owned<sys::kfid_eq>> {
         let mut a = *attr;
-        // SAFETY: An open fabric; valid attributes, in a copy the call may
-        // write.
+        // SAFETY: An open fabric; valid attributes (the caller's promise),
+        // in a copy the call may write.
         Owned::open(|o| unsafe {
             sys::kfi_eq_open(self.as_ptr(), &mut a, o, core::ptr::null_mut())
         })
+    }
+
+    /// An event queue of `size` events, without a handler.
+    pub(crate) fn open_eq_sized(&self, size: usize) -> Result<Owned<sys::kfid_eq>> {
+        let a = sys::kfi_eq_attr {
+            size,
+            ..Default::default()
+        };
+        // SAFETY: No pointer and no handler in the attributes.
+        unsafe { self.open_eq(&a) }
     }
 
     /// A passive endpoint for `info` (not bound, not listening).
@@ -64,13 +81,32 @@ impl Owned<sys::kfid_fabric> {
 
 impl Owned<sys::kfid_domain> {
     /// A completion queue with attributes `attr`.
-    pub(crate) fn open_cq(&self, attr: &sys::kfi_cq_attr) -> Result<Owned<sys::kfid_cq>> {
+    ///
+    /// # Safety
+    ///
+    /// The pointers of `attr` are NULL or valid as kfabric.h says for the
+    /// call, and a handler it names stays callable until the queue is
+    /// closed: its module is not unloaded before (a queue leaked, or kept
+    /// by a leaked endpoint, would break that).
+    pub(crate) unsafe fn open_cq(&self, attr: &sys::kfi_cq_attr) -> Result<Owned<sys::kfid_cq>> {
         let mut a = *attr;
-        // SAFETY: An open domain; valid attributes, in a copy the call may
-        // write.
+        // SAFETY: An open domain; valid attributes (the caller's promise),
+        // in a copy the call may write.
         Owned::open(|o| unsafe {
             sys::kfi_cq_open(self.as_ptr(), &mut a, o, core::ptr::null_mut())
         })
+    }
+
+    /// A completion queue of `size` entries in `format`, without a
+    /// handler.
+    pub(crate) fn open_cq_sized(&self, size: usize, format: u32) -> Result<Owned<sys::kfid_cq>> {
+        let a = sys::kfi_cq_attr {
+            size,
+            format,
+            ..Default::default()
+        };
+        // SAFETY: No pointer and no handler in the attributes.
+        unsafe { self.open_cq(&a) }
     }
 
     /// An endpoint for `info` (a getinfo entry or a connection request's).
@@ -82,13 +118,29 @@ impl Owned<sys::kfid_domain> {
     }
 
     /// An address vector with attributes `attr`.
-    pub(crate) fn open_av(&self, attr: &sys::kfi_av_attr) -> Result<Owned<sys::kfid_av>> {
+    ///
+    /// # Safety
+    ///
+    /// The pointers of `attr` are NULL or valid as kfabric.h says for the
+    /// call.
+    pub(crate) unsafe fn open_av(&self, attr: &sys::kfi_av_attr) -> Result<Owned<sys::kfid_av>> {
         let mut a = *attr;
-        // SAFETY: An open domain; valid attributes, in a copy the call may
-        // write.
+        // SAFETY: An open domain; valid attributes (the caller's promise),
+        // in a copy the call may write.
         Owned::open(|o| unsafe {
             sys::kfi_av_open(self.as_ptr(), &mut a, o, core::ptr::null_mut())
         })
+    }
+
+    /// A table address vector of `count` addresses.
+    pub(crate) fn open_av_table(&self, count: usize) -> Result<Owned<sys::kfid_av>> {
+        let a = sys::kfi_av_attr {
+            type_: sys::KFI_AV_TABLE,
+            count,
+            ..Default::default()
+        };
+        // SAFETY: No pointer in the attributes.
+        unsafe { self.open_av(&a) }
     }
 
     /// Registers `len` bytes at `buf` with `access`, peers naming its

@@ -142,13 +142,20 @@ impl Fabric {
 impl<'f> Domain<'f> {
     /// A completion queue of `size` entries.
     pub(crate) fn cq<'d>(&'d self, size: usize) -> Result<Cq<'d>> {
-        self.cq_notifying(size, None)
+        // SAFETY: No handler.
+        unsafe { self.cq_notifying(size, None) }
     }
 
     /// A completion queue of `size` entries that calls `handler` (with a
     /// NULL context) after new entries, in the provider's completion
     /// context: it must not sleep (see the API's documentation).
-    pub(crate) fn cq_notifying<'d>(
+    ///
+    /// # Safety
+    ///
+    /// `handler` stays callable until the queue is closed: its module is
+    /// not unloaded before (the queue may outlive its `Cq` if that, or an
+    /// endpoint bound to it, is leaked).
+    pub(crate) unsafe fn cq_notifying<'d>(
         &'d self,
         size: usize,
         handler: sys::kfi_comp_handler,
@@ -159,7 +166,8 @@ impl<'f> Domain<'f> {
             comp_handler: handler,
             ..Default::default()
         };
-        // SAFETY: An open domain; valid attributes.
+        // SAFETY: An open domain; valid attributes (the handler is the
+        // caller's promise).
         let obj = Owned::open(|o| unsafe {
             sys::kfi_cq_open(self.obj.as_ptr(), &mut a, o, core::ptr::null_mut())
         })?;
@@ -187,27 +195,39 @@ impl<'f> Domain<'f> {
 
     /// Registers `buf` with `access` (`KFI_REMOTE_READ`, ...) and `flags`
     /// (`KFI_RMA_PMEM`); the region borrows `buf` until it is dropped.
-    pub(crate) fn register<'a>(
+    ///
+    /// # Safety
+    ///
+    /// The region is dropped, not leaked: peers read and write `buf`
+    /// until the region is closed, and a `mem::forget` of it would end the
+    /// borrow with the region still open.
+    pub(crate) unsafe fn register<'a>(
         &'a self,
         buf: &'a mut [u8],
         access: u64,
         flags: u64,
     ) -> Result<Mr<'a>> {
-        self.obj.register(buf, access, 0, flags)
+        // SAFETY: The caller's promise.
+        unsafe { self.obj.register(buf, access, 0, flags) }
     }
 }
 
 impl Owned<sys::kfid_domain> {
     /// Registers `buf` with `access` and `flags`, peers naming its first
     /// byte `offset`; the region borrows `buf` until it is dropped.
-    pub(crate) fn register<'a>(
+    ///
+    /// # Safety
+    ///
+    /// As for [`Domain::register`]: the region is not leaked.
+    pub(crate) unsafe fn register<'a>(
         &self,
         buf: &'a mut [u8],
         access: u64,
         offset: u64,
         flags: u64,
     ) -> Result<Mr<'a>> {
-        // SAFETY: `buf` is borrowed for as long as the region lives.
+        // SAFETY: `buf` is borrowed for as long as the region lives, which
+        // ends with its close (it is not leaked: the caller's promise).
         let obj =
             unsafe { self.register_raw(buf.as_mut_ptr(), buf.len(), access, offset, 0, flags) }?;
         Ok(Mr {
