@@ -458,14 +458,27 @@ pub(crate) unsafe extern "C" fn kfi_util_cq_hold(cq: *mut sys::kfid_cq) {
 ///
 /// # Safety
 ///
-/// The C contract, and a hold of `cq` to end.
+/// The C contract (a release without a hold is ignored, with a warning).
 #[no_mangle]
 pub(crate) unsafe extern "C" fn kfi_util_cq_release(cq: *mut sys::kfid_cq) {
     // SAFETY: The C contract.
     let Ok(u) = (unsafe { util(cq) }) else {
         return;
     };
-    if u.holds.fetch_sub(1, Full) == 1 && u.held_back.xchg(false, Full) {
+    // Only a hold is ended: a release without one (a provider's bug) must
+    // not wrap the count, which would hold the handler back for good.
+    let mut n = u.holds.load(Relaxed);
+    loop {
+        if n == 0 {
+            kernel::pr_warn_once!("kfi_util_cq_release without a hold: ignored\n");
+            return;
+        }
+        match u.holds.cmpxchg(n, n - 1, Full) {
+            Ok(_) => break,
+            Err(now) => n = now,
+        }
+    }
+    if n == 1 && u.held_back.xchg(false, Full) {
         call_handler(u);
     }
 }

@@ -440,7 +440,8 @@ void kfi_util_cq_hold(struct kfid_cq *cq);
  * @cq: as given to kfi_util_cq_hold()
  *
  * Any context but hard interrupt; call it with no lock held that the
- * comp_handler's calls into the provider may take.
+ * comp_handler's calls into the provider may take. A release without a
+ * hold is a provider bug: it is ignored, with a warning.
  */
 void kfi_util_cq_release(struct kfid_cq *cq);
 

@@ -298,7 +298,8 @@ mod tests {
 
     /// A held handler is not called for the completions written meanwhile,
     /// and the last of nested holds calls it once for all of them; a hold
-    /// that saw no completion calls nothing. The entries are all there.
+    /// that saw no completion calls nothing; a release without a hold is
+    /// ignored. The entries are all there.
     #[test]
     fn held_handler_runs_once_at_the_last_release() -> Result {
         let t = Tree::new(THIS_MODULE)?;
@@ -322,9 +323,14 @@ mod tests {
         assert_eq!(HANDLED.load(Ordering::Relaxed), before + 1);
         assert_eq!(write(&cq, &entry(3, 1)), 0);
         assert_eq!(HANDLED.load(Ordering::Relaxed), before + 2);
+        // A release without a hold (a provider's bug) is ignored: the
+        // next completion still calls the handler.
+        hold(&cq, false);
+        assert_eq!(write(&cq, &entry(4, 1)), 0);
+        assert_eq!(HANDLED.load(Ordering::Relaxed), before + 3);
         let mut out = [sys::kfi_cq_data_entry::default(); 8];
-        assert_eq!(read(&cq, &mut out), 4);
-        for (i, e) in out.iter().take(4).enumerate() {
+        assert_eq!(read(&cq, &mut out), 5);
+        for (i, e) in out.iter().take(5).enumerate() {
             assert_eq!(e.op_context as usize, i);
         }
         Ok(())
