@@ -62,10 +62,14 @@ use rx::post_recv_slot;
 
 /// Slots each way.
 pub(crate) const SLOTS: usize = 32;
-/// The longest message.
+/// The longest message the protocol carries, and so the longest a
+/// receiver takes, whatever its own `max_msg_size`: a peer on a device
+/// with other limits sends up to its own (a message longer than its
+/// receive is truncated there). A longer one is a protocol error.
 pub(crate) const MSG_MAX: usize = 16 << 20;
-/// The longest message or RMA transfer on a device with limits `l`: what
-/// the frames carry, and what one region holds at any alignment.
+/// The longest message or RMA transfer sent on a device with limits `l`
+/// (its `max_msg_size`): what the frames carry, and what one region holds
+/// at any alignment.
 pub(crate) fn max_msg(l: &Limits) -> usize {
     let region = (l.max_frmr_pages as usize)
         .saturating_sub(1)
@@ -234,9 +238,6 @@ struct State {
     /// The peer broke the protocol: nothing it sends is taken any more,
     /// and the connection is being ended.
     broken: bool,
-    /// The longest message a receive takes (the advertised
-    /// `max_msg_size`); a longer one is a protocol error.
-    max_msg: usize,
     /// The watchdog's runs so far: the clock of the two deadlines.
     tick: u64,
     /// Since which run the oldest waiting send has not moved (no credit
@@ -317,7 +318,7 @@ unsafe extern "C" fn slot_done(_cq: *mut sys::ib_cq, wc: *mut sys::ib_wc) {
 }
 
 impl DataPath {
-    pub(crate) fn new(max_msg: usize) -> Result<Arc<Self>> {
+    pub(crate) fn new() -> Result<Arc<Self>> {
         let mut free = KVec::with_capacity(SLOTS, GFP_KERNEL)?;
         let mut ops = KVec::with_capacity(SLOTS, GFP_KERNEL)?;
         for i in 0..SLOTS {
@@ -354,7 +355,6 @@ impl DataPath {
                     up: false,
                     closed: false,
                     broken: false,
-                    max_msg,
                     tick: 0,
                     stalled_since: None,
                     slot_tick: [None; SLOTS],

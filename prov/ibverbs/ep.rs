@@ -133,7 +133,7 @@ impl IbEndpoint {
             }
         }
         let passive = request.is_some();
-        let dp = DataPath::new(data::max_msg(&dom.dd.dev.limits))?;
+        let dp = DataPath::new()?;
         let own = flush.as_ref().map(FlushRegion::at);
         let conn = Conn::new(dom.dd.clone(), dp, request, dest, own)?;
         if passive {

@@ -213,7 +213,7 @@ impl Tagged {
             let total = usize::try_from(len)
                 .ok()
                 .filter(|&l| l <= max_msg)
-                .ok_or(Broken::Proto("tagged message longer than max_msg_size"))?;
+                .ok_or(Broken::Proto("tagged message longer than 16 MiB"))?;
             p = p.get(TAG_EXT..).unwrap_or(&[]);
             let dest = match self.m.take_posted(tag) {
                 Some(r) => Dest::Recv { r, placed: 0 },

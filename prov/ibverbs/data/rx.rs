@@ -8,7 +8,7 @@
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::prelude::*;
 
-use super::{DataPath, Filling, Posted, Ring, State, SLOTS};
+use super::{DataPath, Filling, Posted, Ring, State, MSG_MAX, SLOTS};
 use crate::{
     frame::{
         read_header, Buffers, Header, FRAME_MAX, F_ACKED, F_ACK_REQ, F_CQ_DATA, F_DATA, F_KNOWN,
@@ -98,13 +98,13 @@ impl DataPath {
         let n = unsafe { f.p.bufs.scatter(f.placed, src, h.len.min(room)) };
         f.placed += n;
         f.total = f.total.saturating_add(h.len);
-        if f.total > st.max_msg {
+        if f.total > MSG_MAX {
             // Longer than any message may be: the receive ends with what
             // it holds (EMSGSIZE, olen the bytes beyond it so far), and so
             // does the connection.
             f.p.entry.len = f.placed;
             report_recv(st.rx_cq, &f.p.entry, f.total - f.placed);
-            Self::protocol_error(st, "message longer than max_msg_size");
+            Self::protocol_error(st, "message longer than 16 MiB");
             return;
         }
         Self::repost(st, ring, index);
@@ -248,7 +248,7 @@ impl DataPath {
             Self::repost(&mut st, ring, index);
         } else if h.flags & F_MORE != 0 && h.len != FRAME_MAX {
             // Every frame of a message but its last is full, so a message
-            // of max_msg_size has a bounded number of frames.
+            // of MSG_MAX has a bounded number of frames.
             Self::protocol_error(&mut st, "short frame inside a message");
             return;
         } else {
@@ -282,7 +282,7 @@ impl DataPath {
         // The header was checked at receipt: `HDR + h.len` bytes arrived.
         let end = HDR.saturating_add(h.len);
         let payload = ring.bufs[index].bytes().get(HDR..end).unwrap_or(&[]);
-        let (cq, max) = (st.rx_cq, st.max_msg);
+        let (cq, max) = (st.rx_cq, MSG_MAX);
         match st.tagged.frame(h, payload, cq, max) {
             Ok(done) => {
                 if done && h.flags & F_ACK_REQ != 0 {
