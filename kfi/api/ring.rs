@@ -8,14 +8,18 @@
 
 use kernel::prelude::*;
 
-/// A ring of `S`.
+/// A ring of `S`. Its slots may come from vmalloc when the room it
+/// starts with is large (a CQ of many entries: 64 Ki slots of 72 bytes is
+/// more than kmalloc gives without a warning); room it grows to later is
+/// kmalloc'd (`GFP_ATOMIC` cannot vmalloc), so only the first slots,
+/// dropped with the ring, may need a process-context free.
 ///
 /// # Invariants
 ///
 /// `len <= slots.len() <= most`, `head < slots.len()` (unless empty), and
 /// `first <= most`.
 pub(crate) struct Ring<S> {
-    slots: KVec<S>,
+    slots: KVVec<S>,
     head: usize,
     len: usize,
     /// Room it starts with, and goes back to when emptied ([`Ring::shrink`]).
@@ -32,7 +36,9 @@ impl<S: Default> Ring<S> {
     }
 
     /// A ring with room for `first` (non-zero) slots that grows, doubling,
-    /// up to `most` when a push finds it full. Process context.
+    /// up to `most` when a push finds it full. Process context. A ring
+    /// that grows must start small (kmalloc'd): a push frees the old room
+    /// in any context.
     pub(crate) fn growing(first: usize, most: usize) -> Result<Self> {
         if first == 0 || first > most {
             return Err(EINVAL);
@@ -47,8 +53,8 @@ impl<S: Default> Ring<S> {
     }
 
     /// `n` default slots.
-    fn room(n: usize, flags: kernel::alloc::Flags) -> Result<KVec<S>> {
-        let mut slots = KVec::with_capacity(n, flags)?;
+    fn room(n: usize, flags: kernel::alloc::Flags) -> Result<KVVec<S>> {
+        let mut slots = KVVec::with_capacity(n, flags)?;
         for _ in 0..n {
             slots.push(S::default(), flags)?;
         }
