@@ -166,7 +166,8 @@ pub(crate) fn free_list(mut info: *mut sys::kfi_info) {
 ///
 /// # Safety
 ///
-/// `src` is a valid entry made by `alloc_block`.
+/// `src` is a valid entry: one made by `alloc_block`, or a caller's whose
+/// attribute pointers are NULL or valid.
 unsafe fn dup_one(src: *const sys::kfi_info) -> Result<*mut sys::kfi_info> {
     let dst = alloc_block()?;
     // SAFETY: Both are valid blocks; the copied pointers are replaced by
@@ -174,11 +175,23 @@ unsafe fn dup_one(src: *const sys::kfi_info) -> Result<*mut sys::kfi_info> {
     let r = unsafe {
         let s = &*src;
         let d = block(dst);
-        d.tx = *s.tx_attr;
-        d.rx = *s.rx_attr;
-        d.ep = *s.ep_attr;
-        d.domain = *s.domain_attr;
-        d.fabric = *s.fabric_attr;
+        // A caller's entry may lack attributes (NULL): the copy keeps the
+        // defaults of its own then.
+        if let Some(a) = s.tx_attr.as_ref() {
+            d.tx = *a;
+        }
+        if let Some(a) = s.rx_attr.as_ref() {
+            d.rx = *a;
+        }
+        if let Some(a) = s.ep_attr.as_ref() {
+            d.ep = *a;
+        }
+        if let Some(a) = s.domain_attr.as_ref() {
+            d.domain = *a;
+        }
+        if let Some(a) = s.fabric_attr.as_ref() {
+            d.fabric = *a;
+        }
         d.domain.name = ptr::null_mut();
         d.fabric.name = ptr::null_mut();
         d.fabric.prov_name = ptr::null_mut();
@@ -191,11 +204,13 @@ unsafe fn dup_one(src: *const sys::kfi_info) -> Result<*mut sys::kfi_info> {
             own(d, sys::KFI_INFO_SRC_ADDR, src_addr, s.src_addrlen)?;
             let dest_addr = dup_bytes(s.dest_addr, s.dest_addrlen)?;
             own(d, sys::KFI_INFO_DEST_ADDR, dest_addr, s.dest_addrlen)?;
-            let name = dup_str((*s.domain_attr).name)?;
+            let dom = s.domain_attr.as_ref();
+            let fab = s.fabric_attr.as_ref();
+            let name = dup_str(dom.map_or(ptr::null_mut(), |a| a.name))?;
             own(d, sys::KFI_INFO_DOMAIN_NAME, name.cast(), 0)?;
-            let name = dup_str((*s.fabric_attr).name)?;
+            let name = dup_str(fab.map_or(ptr::null_mut(), |a| a.name))?;
             own(d, sys::KFI_INFO_FABRIC_NAME, name.cast(), 0)?;
-            let name = dup_str((*s.fabric_attr).prov_name)?;
+            let name = dup_str(fab.map_or(ptr::null_mut(), |a| a.prov_name))?;
             own(d, sys::KFI_INFO_PROV_NAME, name.cast(), 0)?;
             Ok(())
         })()

@@ -580,6 +580,17 @@ static void hostile_hints_stay_the_callers(struct kunit *test)
 	KUNIT_EXPECT_PTR_NE(test, copy->fabric_attr->prov_name, hints->fabric_attr->prov_name);
 	copy->fabric_attr->prov_name = "literal";
 	kfi_freeinfo(copy);
+	/* An entry of the caller's own, without attributes: a full copy. */
+	{
+		struct kfi_info bare = { .caps = KFI_MSG };
+
+		copy = kfi_dupinfo(&bare);
+		KUNIT_ASSERT_NOT_NULL(test, copy);
+		KUNIT_EXPECT_EQ(test, copy->caps, (u64)KFI_MSG);
+		KUNIT_EXPECT_NOT_NULL(test, copy->fabric_attr);
+		KUNIT_EXPECT_NULL(test, copy->fabric_attr->prov_name);
+		kfi_freeinfo(copy);
+	}
 	/* kfi_info_set copies; setting again frees the old copy. */
 	KUNIT_EXPECT_EQ(test, kfi_info_set(hints, KFI_INFO_DOMAIN_NAME, "owned", 0), 0);
 	KUNIT_EXPECT_STREQ(test, hints->domain_attr->name, "owned");
