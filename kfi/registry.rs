@@ -104,6 +104,17 @@ pub(crate) fn register(version: u32, prov: *mut sys::kfi_provider) -> Result {
         );
         return Err(EINVAL);
     }
+    // A provider in a module must name it: its objects pin the module by
+    // that, or it could unload under them. A description in module (or
+    // vmalloc) memory is taken for a module's; a built-in one has none.
+    // SAFETY: The caller hands over a valid description (the C contract).
+    let owner = unsafe { prov.as_ref() }.owner;
+    // SAFETY: Only compares the address with the module and vmalloc areas.
+    if owner.is_null() && unsafe { bindings::is_vmalloc_or_module_addr(prov.as_ptr().cast()) } != 0
+    {
+        pr_warn!("provider without its owner module refused\n");
+        return Err(EINVAL);
+    }
     // SAFETY: The caller hands over a valid description (the C contract).
     let name_ptr = unsafe { prov.as_ref() }.name;
     if name_ptr.is_null() {

@@ -55,8 +55,9 @@ struct kfi_provider {
  *
  * Context: process context; may sleep.
  * Return: 0; -EINVAL on a NULL or unnamed provider, a name that is too long,
- * or an API version kfabric.ko does not serve; -EEXIST when a provider of
- * that name is registered already.
+ * a provider in a module whose @owner is not set (its objects pin the
+ * module through it), or an API version kfabric.ko does not serve; -EEXIST
+ * when a provider of that name is registered already.
  */
 int kfi_provider_register(u32 version, struct kfi_provider *prov);
 
@@ -64,8 +65,8 @@ int kfi_provider_register(u32 version, struct kfi_provider *prov);
  * kfi_provider_deregister() - withdraw a provider
  * @prov: a provider passed to kfi_provider_register()
  *
- * Refused while any object of the provider is open; waits for calls into
- * the provider that are in flight (kfi_fabric()) to return.
+ * Refused while any object of the provider is open, or while a call into
+ * it (kfi_fabric()) is in flight: each holds a reference on the provider.
  *
  * Context: process context; may sleep.
  * Return: 0; -EINVAL on NULL; -ENOENT when @prov is not registered; -EBUSY

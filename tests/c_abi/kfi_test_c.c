@@ -413,6 +413,18 @@ static void c_errors_are_errnos(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, kfi_provider_deregister(&cp_provider), -EBUSY);
 	KUNIT_EXPECT_STREQ(test, kfi_strerror(-EBUSY), "object in use");
 	ulp_close(test, &u);
+	/* A provider in a module that does not name it as owner is refused. */
+	{
+		static struct kfi_provider orphan = {
+			.name = "kfi_test_orphan",
+			.version = KFI_VERSION(0, 1),
+			.getinfo = cp_getinfo,
+			.fabric = cp_fabric,
+		};
+
+		KUNIT_EXPECT_EQ(test, kfi_provider_register(KFI_API_VERSION, &orphan), -EINVAL);
+		KUNIT_EXPECT_EQ(test, kfi_provider_deregister(&orphan), -ENOENT);
+	}
 }
 
 /* What the timer callback did, in softirq context. */
