@@ -16,6 +16,8 @@ use crate::{kfi_sys as sys, slot::errno, util_wait::Deadline};
 struct Counts {
     ok: u64,
     err: u64,
+    /// Threads asleep in `kfi_cntr_wait` (the close is refused meanwhile).
+    waiters: u32,
 }
 
 /// A util counter; its `kfid_cntr` comes first.
@@ -174,7 +176,10 @@ unsafe extern "C" fn cntr_wait(cntr: *mut sys::kfid_cntr, threshold: u64, timeou
             if counts.err != errors {
                 return Err(EIO);
             }
-            deadline.wait(&u.wait, &mut counts)?;
+            counts.waiters += 1;
+            let woken = deadline.wait(&u.wait, &mut counts);
+            counts.waiters -= 1;
+            woken?;
         }
     })())
 }
@@ -189,6 +194,11 @@ unsafe extern "C" fn cntr_close(fid: *mut sys::kfid) -> c_int {
     // SAFETY: kfabric.ko closes an open util counter once.
     match unsafe { util(fid.cast()) } {
         Ok(u) => {
+            // A thread asleep in `kfi_cntr_wait` would wake in freed memory
+            // (a caller's bug, refused).
+            if u.counts.lock().waiters > 0 {
+                return EBUSY.to_errno();
+            }
             let p: *const UtilCntr = u;
             // SAFETY: Made by `KBox::pin_init` in `kfi_util_cntr_open`;
             // unused from now on.

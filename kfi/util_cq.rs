@@ -330,9 +330,16 @@ unsafe extern "C" fn cq_close(fid: *mut sys::kfid) -> c_int {
     // field.
     match unsafe { util(fid.cast()) } {
         Ok(u) => {
+            // A thread asleep in `kfi_cq_sread` would wake in freed memory
+            // (a caller's bug, refused): it counts itself out under the
+            // lock, after its last touch of the wait queue.
+            if u.ring.lock().waiters > 0 {
+                return EBUSY.to_errno();
+            }
             let p: *const UtilCq = u;
             // SAFETY: Made by `KBox::pin_init` in `kfi_util_cq_open`; no one
-            // uses it any more (kfabric.ko checked it has no users).
+            // uses it any more (kfabric.ko checked it has no users, and no
+            // thread waits in it).
             drop(unsafe { Pin::new_unchecked(KBox::from_raw(p.cast_mut())) });
             0
         }

@@ -87,6 +87,8 @@ struct Ring {
     /// The private data of the last error entry read (its `err_data`
     /// points here until the next read of an error).
     last_err_data: [u8; sys::KFI_EQ_DATA_MAX as usize],
+    /// Threads asleep in `kfi_eq_sread` (the close is refused meanwhile).
+    waiters: u32,
 }
 
 /// A util EQ; its `kfid_eq` comes first.
@@ -221,7 +223,10 @@ unsafe extern "C" fn eq_sread(
                 Err(e) if e == EAGAIN => {}
                 r => return r,
             }
-            deadline.wait(&u.wait, &mut ring)?;
+            ring.waiters += 1;
+            let woken = deadline.wait(&u.wait, &mut ring);
+            ring.waiters -= 1;
+            woken?;
         }
     })())
 }
@@ -374,6 +379,11 @@ unsafe extern "C" fn eq_close(fid: *mut sys::kfid) -> c_int {
         Ok(u) => {
             {
                 let mut ring = u.ring.lock();
+                // A thread asleep in `kfi_eq_sread` would wake in freed
+                // memory (a caller's bug, refused).
+                if ring.waiters > 0 {
+                    return EBUSY.to_errno();
+                }
                 while let Some(s) = ring.slots.front() {
                     info::free_list(s.connreq_info());
                     ring.slots.pop();
@@ -428,6 +438,7 @@ pub(crate) unsafe extern "C" fn kfi_util_eq_open(
                  ring <- new_spinlock_irq!(Ring {
                     slots,
                     last_err_data: [0; sys::KFI_EQ_DATA_MAX as usize],
+                    waiters: 0,
                 }),
                 wait <- new_condvar!(),
             }),

@@ -510,8 +510,9 @@ int kfi_fabric(const struct kfi_fabric_attr *attr, struct kfid_fabric **fabric,
  *
  * Context: process context; may sleep.
  * Return: 0; -EINVAL on NULL or an object that is not open; -EBUSY when
- * another object still uses it; or the provider's error, in which case the
- * object stays open.
+ * another object still uses it, or a thread sleeps in the queue's
+ * kfi_cq_sread(), kfi_eq_sread() or kfi_cntr_wait() (util queues); or the
+ * provider's error, in which case the object stays open.
  */
 int kfi_close(struct kfid *fid);
 

@@ -245,6 +245,49 @@ mod tests {
         Ok(())
     }
 
+    /// The result of the waiter of `close_refused_while_a_thread_waits`,
+    /// plus one (0: still waiting).
+    static WAITER_DONE: AtomicUsize = AtomicUsize::new(0);
+
+    /// A CQ's close while another thread sleeps in its `kfi_cq_sread` is
+    /// refused (`-EBUSY`), not a free under the sleeper; once the wait
+    /// ended, the CQ closes.
+    #[test]
+    fn close_refused_while_a_thread_waits() -> Result {
+        let t = Tree::new(THIS_MODULE)?;
+        let cq = data_cq(&t, 4)?;
+        WAITER_DONE.store(0, Ordering::SeqCst);
+        let raw = cq.as_ptr() as usize;
+        task::spawn(workqueue::system_unbound(), move || {
+            let mut out = [sys::kfi_cq_data_entry::default(); 1];
+            // SAFETY: The test keeps the CQ open until this task is done;
+            // `out` holds one entry.
+            let n = unsafe {
+                sys::kfi_cq_sread(
+                    raw as *mut sys::kfid_cq,
+                    out.as_mut_ptr().cast(),
+                    1,
+                    core::ptr::null(),
+                    400,
+                )
+            };
+            WAITER_DONE.store((n + 1000) as usize, Ordering::SeqCst);
+        })?;
+        fsleep(Delta::from_millis(150));
+        assert_eq!(WAITER_DONE.load(Ordering::SeqCst), 0);
+        // SAFETY: An open CQ (the refusal leaves it open).
+        assert_eq!(unsafe { sys::kfi_close(cq.fid()) }, EBUSY.to_errno());
+        while WAITER_DONE.load(Ordering::SeqCst) == 0 {
+            fsleep(Delta::from_millis(1));
+        }
+        assert_eq!(
+            WAITER_DONE.load(Ordering::SeqCst),
+            (neg(ETIMEDOUT) + 1000) as usize
+        );
+        assert_eq!(write(&cq, &entry(1, 1)), 0);
+        Ok(())
+    }
+
     static HANDLED: AtomicUsize = AtomicUsize::new(0);
     static HANDLED_CTX: AtomicUsize = AtomicUsize::new(0);
 
