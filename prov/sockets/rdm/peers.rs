@@ -172,14 +172,13 @@ fn end_reading(r: &Rdm) {
 fn claim_peer(r: &Rdm, sock: &Socket, data: &[u8]) -> Result<SockAddr> {
     let claim = SockAddr::from_bytes(data)?;
     let real = sock.peer_addr()?;
-    let peer = if claim.ip_unspecified() {
-        real.with_port(claim.port())
-    } else if claim.same_ip(&real) {
-        claim
-    } else {
+    // Only the port is the claim's: the IP and, for IPv6, the scope are
+    // the socket's, so that a claim cannot name a link-local address on
+    // another interface than the one the peer came from.
+    if !claim.ip_unspecified() && !claim.same_ip(&real) {
         return Err(EACCES);
     }
-    .canonical();
+    let peer = real.with_port(claim.port()).canonical();
     let mut s = r.state.lock();
     if has_incoming(&s.conns, &peer) || s.claimed.iter().any(|c| c.as_bytes() == peer.as_bytes()) {
         return Err(EADDRINUSE);
