@@ -20,6 +20,7 @@
 //! responses queued (for a bounded time), then removes the callbacks,
 //! shuts the socket down and waits until no work item runs.
 
+use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::{
     new_condvar, new_spinlock_irq,
     prelude::*,
@@ -251,7 +252,14 @@ pub(crate) struct Shared {
     pub(crate) rxq: Arc<RxQueues>,
     /// Whether the receive queues end with this connection (MSG).
     pub(crate) owns_rx: bool,
+    /// This connection's number, never reused: the source its held
+    /// messages are counted under, which outlive it on an RDM endpoint
+    /// (the connection's address would be reused by the next one).
+    pub(crate) id: u64,
 }
+
+/// The next connection's number.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 impl Shared {
     /// A connection of an endpoint: `sock` if already connected (accepted),
@@ -309,6 +317,7 @@ impl Shared {
                 mrs,
                 rxq,
                 owns_rx,
+                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             }),
             GFP_KERNEL,
         )

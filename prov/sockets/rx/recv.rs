@@ -183,10 +183,7 @@ impl Rx<'_> {
                 }
                 // The connection's share: it alone parks when that is
                 // used.
-                return match s
-                    .held
-                    .reserve_from(h.len as usize, Arc::as_ptr(self.sh) as usize)
-                {
+                return match s.held.reserve_from(h.len as usize, self.sh.id as usize) {
                     Some(room) => {
                         drop(s);
                         self.hold_msg(h, room)
@@ -272,7 +269,7 @@ impl Rx<'_> {
                     }
                     // The connection's share: it alone parks when that is
                     // used.
-                    match s.tagged.reserve_from(len, Arc::as_ptr(self.sh) as usize) {
+                    match s.tagged.reserve_from(len, self.sh.id as usize) {
                         Room::Reserved(r) => Err(r),
                         // Larger than everything we would ever hold.
                         Room::Never => return Err(EPROTO),
