@@ -89,6 +89,11 @@ struct Ring {
     last_err_data: [u8; sys::KFI_EQ_DATA_MAX as usize],
     /// Threads asleep in `kfi_eq_sread` (the close is refused meanwhile).
     waiters: u32,
+    /// A provider's event was refused (the queue was full) since the ULP
+    /// last heard of one: reported as an `EOVERFLOW` error entry, so that
+    /// a lost `KFI_CONNECTED` or `KFI_SHUTDOWN` is not waited for in
+    /// silence.
+    overflow: bool,
 }
 
 /// A util EQ; its `kfid_eq` comes first.
@@ -157,6 +162,7 @@ unsafe fn read_locked(
     flags: u64,
 ) -> Result<isize> {
     let s = match ring.slots.front() {
+        None if ring.overflow => return Err(eavail()),
         None => return Err(EAGAIN),
         Some(s) if s.err.is_some() => return Err(eavail()),
         Some(s) => s,
@@ -253,6 +259,18 @@ unsafe extern "C" fn eq_readerr(
             ..
         }) = ring.slots.front()
         else {
+            if ring.slots.front().is_none() && ring.overflow {
+                ring.overflow = false;
+                // SAFETY: `buf` is valid for writes (checked non-NULL by
+                // kfabric.ko).
+                unsafe {
+                    buf.write(sys::kfi_eq_err_entry {
+                        err: EOVERFLOW.to_errno().abs(),
+                        ..Default::default()
+                    })
+                };
+                return Ok(1);
+            }
             return Err(EAGAIN);
         };
         ring.last_err_data[..len].copy_from_slice(&bytes[..len]);
@@ -278,10 +296,19 @@ unsafe extern "C" fn eq_readerr(
     })())
 }
 
-/// Queues `slot` and tells the ULP.
-fn post(u: &UtilEq, slot: Slot) -> Result {
-    let r = u.ring.lock().slots.push(slot);
-    if r.is_ok() {
+/// Queues `slot` and tells the ULP. A provider's event that finds the
+/// queue full (`from_provider`) is reported as an overflow; a ULP's own
+/// write just fails.
+fn post(u: &UtilEq, slot: Slot, from_provider: bool) -> Result {
+    let r = {
+        let mut ring = u.ring.lock();
+        let r = ring.slots.push(slot);
+        if r.is_err() && from_provider {
+            ring.overflow = true;
+        }
+        r
+    };
+    if r.is_ok() || from_provider {
         u.wait.notify_all();
         if let Some(h) = u.handler {
             // SAFETY: The ULP's handler for this EQ, given at open.
@@ -302,6 +329,7 @@ unsafe fn write_event(
     buf: *const c_void,
     len: usize,
     owns_info: bool,
+    from_provider: bool,
 ) -> Result {
     if len > EVENT_MAX || (len > 0 && buf.is_null()) {
         return Err(EINVAL);
@@ -317,7 +345,7 @@ unsafe fn write_event(
         slot.bytes[..len]
             .copy_from_slice(unsafe { core::slice::from_raw_parts(buf.cast::<u8>(), len) });
     }
-    post(u, slot)
+    post(u, slot, from_provider)
 }
 
 /// The EQ's `write` op: a ULP's event, whose bytes are only copied (an
@@ -338,7 +366,7 @@ unsafe extern "C" fn eq_write(
         // SAFETY: kfabric.ko passes an open EQ.
         let u = unsafe { util(eq) }?;
         // SAFETY: `buf` holds `len` bytes (C contract).
-        unsafe { write_event(u, event, buf, len, false) }?;
+        unsafe { write_event(u, event, buf, len, false, false) }?;
         Ok(len as isize)
     })())
 }
@@ -363,7 +391,7 @@ pub(crate) unsafe extern "C" fn kfi_util_eq_write_cm(
             return Err(EINVAL);
         }
         // SAFETY: `buf` holds `len` bytes (C contract).
-        unsafe { write_event(u, event, buf, len, event == sys::KFI_CONNREQ) }
+        unsafe { write_event(u, event, buf, len, event == sys::KFI_CONNREQ, true) }
     })())
 }
 
@@ -439,6 +467,7 @@ pub(crate) unsafe extern "C" fn kfi_util_eq_open(
                     slots,
                     last_err_data: [0; sys::KFI_EQ_DATA_MAX as usize],
                     waiters: 0,
+                    overflow: false,
                 }),
                 wait <- new_condvar!(),
             }),
@@ -492,6 +521,6 @@ pub(crate) unsafe extern "C" fn kfi_util_eq_write_err(
                 core::slice::from_raw_parts(e.err_data.cast::<u8>(), len)
             });
         }
-        post(u, slot)
+        post(u, slot, true)
     })())
 }

@@ -464,7 +464,9 @@ int kfi_util_cq_write_err(struct kfid_cq *cq,
  * @err: the error entry; @err->err_data is copied (at most
  *	KFI_EQ_DATA_MAX bytes)
  *
- * Return: 0 or -ENOSPC.
+ * Return: 0; -ENOSPC when the EQ is full: the event is lost and the EQ
+ * reports an -EOVERFLOW error entry (its fid NULL) once the events queued
+ * before are read, so the ULP learns of it.
  */
 int kfi_util_eq_write_err(struct kfid_eq *eq,
 			  const struct kfi_eq_err_entry *err);
@@ -483,7 +485,8 @@ int kfi_util_eq_write_err(struct kfid_eq *eq,
  * kfi_freeinfo()). On failure @info stays the caller's.
  *
  * Context: any but hard interrupt.
- * Return: 0; -EINVAL on a bad EQ or length; -ENOSPC when the EQ is full.
+ * Return: 0; -EINVAL on a bad EQ or length; -ENOSPC when the EQ is full
+ * (reported to the ULP as for kfi_util_eq_write_err()).
  */
 int kfi_util_eq_write_cm(struct kfid_eq *eq, u32 event, const void *buf,
 			 size_t len);

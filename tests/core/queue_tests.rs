@@ -455,6 +455,38 @@ mod tests {
                 sys::kfi_eq_write(eqp, sys::KFI_NOTIFY, big.as_ptr().cast(), big.len(), 0),
                 neg(EINVAL)
             );
+            // A ULP's write to a full queue just fails; a provider's event
+            // that finds it full is reported once the queue is read: an
+            // EOVERFLOW error entry, not a silence.
+            let cm = sys::kfi_eq_cm_entry {
+                fid: t.domain.fid(),
+                ..Default::default()
+            };
+            let cm_size = size_of::<sys::kfi_eq_cm_entry>();
+            for _ in 0..4 {
+                assert_eq!(
+                    sys::kfi_eq_write(eqp, sys::KFI_NOTIFY, (&raw const ev).cast(), size, 0),
+                    size as isize
+                );
+            }
+            assert_eq!(
+                sys::kfi_eq_write(eqp, sys::KFI_NOTIFY, (&raw const ev).cast(), size, 0),
+                neg(ENOSPC)
+            );
+            assert_eq!(sys::kfi_eq_readerr(eqp, &mut e, 0), neg(EAGAIN));
+            let lost =
+                sys::kfi_util_eq_write_cm(eqp, sys::KFI_SHUTDOWN, (&raw const cm).cast(), cm_size);
+            assert_eq!(lost, ENOSPC.to_errno());
+            for _ in 0..4 {
+                assert_eq!(
+                    sys::kfi_eq_read(eqp, &mut event, out, size, 0),
+                    size as isize
+                );
+            }
+            assert_eq!(sys::kfi_eq_read(eqp, &mut event, out, size, 0), EAVAIL);
+            assert_eq!(sys::kfi_eq_readerr(eqp, &mut e, 0), 1);
+            assert_eq!(e.err, EOVERFLOW.to_errno().abs());
+            assert_eq!(sys::kfi_eq_read(eqp, &mut event, out, size, 0), neg(EAGAIN));
         }
         Ok(())
     }
