@@ -18,6 +18,10 @@ use crate::{kfi_sys as sys, slot::errno};
 /// Room for the largest supported address.
 const ADDR_MAX: usize = size_of::<bindings::sockaddr_in6>();
 
+/// Most addresses an AV ever takes (indices are not reused, so removed
+/// ones count): what its table holds in 3 MiB.
+const AV_MAX: usize = 1 << 16;
+
 /// One stored address.
 #[derive(Clone, Copy)]
 struct Addr {
@@ -36,7 +40,7 @@ struct UtilAv {
     av: sys::kfid_av,
     /// `None` for removed addresses (their index is not reused).
     #[pin]
-    table: SpinLockIrq<KVec<Option<Addr>>>,
+    table: SpinLockIrq<KVVec<Option<Addr>>>,
     /// Serializes inserts, which grow the table outside its spinlock.
     #[pin]
     writer: Mutex<()>,
@@ -89,14 +93,26 @@ fn sockaddr_len(b: &[u8]) -> Result<usize> {
     }
 }
 
-/// Makes room for `more` addresses, allocating outside the table's lock.
-/// Called with `writer` held, so the table only shrinks meanwhile.
+/// Makes room for `more` addresses, allocating outside the table's lock:
+/// at least twice the room it had (so that inserts one at a time do not
+/// copy the table each time), within [`AV_MAX`] (`ENOSPC` beyond). Called
+/// with `writer` held, so the table only shrinks meanwhile.
 fn grow(u: &UtilAv, more: usize) -> Result {
-    let need = u.table.lock().len().checked_add(more).ok_or(EINVAL)?;
-    if need <= u.table.lock().capacity() {
+    let (len, cap) = {
+        let t = u.table.lock();
+        (t.len(), t.capacity())
+    };
+    let need = len
+        .checked_add(more)
+        .filter(|&n| n <= AV_MAX)
+        .ok_or(ENOSPC)?;
+    if need <= cap {
         return Ok(());
     }
-    let mut bigger = KVec::with_capacity(need, GFP_KERNEL)?;
+    let room = need.max(cap.saturating_mul(2)).min(AV_MAX);
+    // From vmalloc when large; the old table is freed here, outside the
+    // lock, in process context.
+    let mut bigger = KVVec::with_capacity(room, GFP_KERNEL)?;
     let mut t = u.table.lock();
     // Within the new capacity: no allocation under the lock.
     bigger.extend_from_slice(&t, GFP_ATOMIC)?;
@@ -125,7 +141,8 @@ unsafe extern "C" fn av_insert(
         kernel::task::might_sleep();
         // SAFETY: As required.
         let u = unsafe { util(av) }?;
-        if flags != 0 || addr.is_null() || fi_addr.is_null() {
+        // The count of inserted addresses is returned as a `c_int`.
+        if flags != 0 || addr.is_null() || fi_addr.is_null() || c_int::try_from(count).is_err() {
             return Err(EINVAL);
         }
         // SAFETY: `fi_addr` has room for `count` handles.
@@ -270,7 +287,7 @@ pub(crate) unsafe extern "C" fn kfi_util_av_open(
         // SAFETY: `attr` is non-NULL (checked just above) and valid for reads
         // (C contract).
         let expect = unsafe { (*attr).count };
-        let mut table = KVec::new();
+        let mut table = KVVec::new();
         table.reserve(expect.min(1024), GFP_KERNEL)?;
         let u = KBox::pin_init(
             // INVARIANT: the ops tables are the util AV's.

@@ -436,6 +436,26 @@ static void hostile_objects(struct kunit *test)
 	KUNIT_EXPECT_PTR_EQ(test, mr, NULL);
 	KUNIT_EXPECT_PTR_EQ(test, ep, NULL);
 
+	/*
+	 * An AV takes at most 65536 addresses in its life: a larger insert
+	 * is -ENOSPC before an address is read; a count above INT_MAX, which
+	 * the returned count could not say, is -EINVAL.
+	 */
+	av_attr.type = KFI_AV_TABLE;
+	av_attr.count = 4;
+	KUNIT_ASSERT_EQ(test, kfi_av_open(p.domain, &av_attr, &av, NULL), 0);
+	{
+		kfi_addr_t *many = kvmalloc_array((1 << 16) + 1, sizeof(*many), GFP_KERNEL);
+
+		KUNIT_ASSERT_NOT_NULL(test, many);
+		KUNIT_EXPECT_EQ(test, kfi_av_insert(av, name, (1 << 16) + 1, many, 0, NULL),
+				-ENOSPC);
+		KUNIT_EXPECT_EQ(test, kfi_av_insert(av, name, (size_t)INT_MAX + 1, many, 0,
+						    NULL), -EINVAL);
+		kvfree(many);
+	}
+	KUNIT_EXPECT_EQ(test, kfi_close(&av->fid), 0);
+
 	pair_still_works(test, &p);
 	pair_close(test, &p);
 }
