@@ -73,12 +73,15 @@ pub(crate) fn has_slot(size: usize, offset: usize) -> bool {
 ///   `users` counts this object.
 /// - Every entry of `bound` is the `ObjectCore` of an open object whose
 ///   `users` counts the binding; `bound` is only accessed under `GRAPH`.
+/// - `closing` is set (under `GRAPH`) while the provider closes the
+///   object without `GRAPH` held: nothing may start to use it meanwhile.
 pub(crate) struct ObjectCore {
     pref: ProviderRef,
     class: u32,
     users: Atomic<i64>,
     parent: Option<NonNull<ObjectCore>>,
     bound: UnsafeCell<KVec<NonNull<ObjectCore>>>,
+    closing: Atomic<bool>,
 }
 
 // SAFETY: `bound` is only touched under the GRAPH mutex; everything else is
@@ -141,6 +144,11 @@ impl Pending {
         // this child (-EBUSY) or finished before it.
         let _guard = GRAPH.lock();
         parent.users.add(1, Relaxed);
+        // A parent being closed takes no child: `me` uncounts itself as it
+        // drops.
+        if parent.closing.load(Relaxed) {
+            return Err(EBUSY);
+        }
         Ok(me)
     }
 
@@ -152,6 +160,7 @@ impl Pending {
                 users: Atomic::new(0),
                 parent,
                 bound: UnsafeCell::new(KVec::new()),
+                closing: Atomic::new(false),
             },
             GFP_KERNEL,
         )?;
@@ -281,8 +290,11 @@ pub(crate) unsafe fn fabric_open(
 
 /// `kfi_close`: closes any object and drops its provider reference.
 ///
-/// The provider's `close` runs under the object graph lock: it must not
-/// open, bind or close kfabric objects itself.
+/// The provider's `close` runs without the object graph lock, which every
+/// open, bind and close in the kernel takes: a close that waits (a region
+/// a peer still reaches, for a bounded grace) holds up no one else. The
+/// object is marked closing meanwhile: it takes no child and no binding,
+/// and a second close is `-EBUSY`.
 ///
 /// # Safety
 ///
@@ -306,13 +318,22 @@ pub(crate) unsafe fn close(fid: *mut sys::kfid) -> Result {
         return Err(ENOSYS);
     }
     let close = ops.close.ok_or(ENOSYS)?;
-    let guard = GRAPH.lock();
-    if core.users.load(Acquire) != 0 {
-        return Err(EBUSY);
+    {
+        let _guard = GRAPH.lock();
+        if core.users.load(Acquire) != 0 || core.closing.load(Relaxed) {
+            return Err(EBUSY);
+        }
+        core.closing.store(true, Relaxed);
     }
     let core_ptr: *const ObjectCore = core;
-    // SAFETY: `fid` is an open object of this provider with no dependents.
-    to_result(unsafe { close(fid) })?;
+    // SAFETY: `fid` is an open object of this provider with no dependents,
+    // and none can come while it is closing.
+    let r = to_result(unsafe { close(fid) });
+    let guard = GRAPH.lock();
+    if let Err(e) = r {
+        core.closing.store(false, Relaxed);
+        return Err(e);
+    }
     // SAFETY: The object is gone; its core was made by `attach` from a
     // `KBox` and nothing else refers to it (no users).
     let core = unsafe { KBox::from_raw(core_ptr.cast_mut()) };
@@ -339,6 +360,9 @@ pub(crate) fn bind(
     might_sleep();
     {
         let _guard = GRAPH.lock();
+        if target.closing.load(Relaxed) || bound.closing.load(Relaxed) {
+            return Err(EBUSY);
+        }
         // SAFETY: Under GRAPH (invariant of `bound`).
         let list = unsafe { &mut *target.bound.get() };
         // INVARIANT: counted right away; undone below if the bind fails.

@@ -505,8 +505,9 @@ mod cases {
     /// Issue 10, bug 6: closing a region that a peer holds (a write whose
     /// payload stops coming) takes a bounded time (kfi_sockets'
     /// `mr_close_grace_ms`, 2 s), after which the peer's connection is
-    /// aborted. A helper hangs up the peer after 15 s, so that a close
-    /// without a bound ends too, late.
+    /// aborted, and holds up no other open or close meanwhile. A helper
+    /// hangs up the peer after 15 s, so that a close without a bound ends
+    /// too, late.
     #[test]
     fn mr_close_is_bounded() -> Result {
         const LEN: usize = 1 << 20;
@@ -534,10 +535,20 @@ mod cases {
         let mut socks = KVec::new();
         socks.push(raw.clone(), GFP_KERNEL)?;
         let hangup = Hangup::start(socks, 15_000)?;
+        // Meanwhile another user of kfabric opens and closes a CQ: the
+        // region's close must not hold it up (no wait under the core's
+        // object graph lock).
+        side_open_close(&n.domain, 300)?;
         let t = Instant::<Monotonic>::now();
         drop(mr);
         let took = t.elapsed().as_millis();
         hangup.stop();
+        let other = side_open_close_ms();
+        ensure!(
+            other < 1000,
+            "an unrelated CQ's open and close took {} ms during the region's close",
+            other
+        );
         // The peer hangs up now, as it would have later.
         raw.shutdown();
         ensure!(took < 10_000, "closing the region took {} ms", took);

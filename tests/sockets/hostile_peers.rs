@@ -6,17 +6,17 @@
 //! `ensure!`, which fails a case with a message instead of asserting (so
 //! that a failing case still closes its objects).
 
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use kernel::{
     prelude::*,
     sync::Arc,
-    time::{delay::fsleep, Delta},
+    time::{delay::fsleep, Delta, Instant, Monotonic},
     workqueue::{self, impl_has_work, new_work, Work, WorkItem},
 };
 
 use super::{
     frame,
-    kfi::{kfabric::Owned, kfi_sys as sys},
+    kfi::{kfabric::Owned, kfi_sys as sys, toolkit::task},
     ksock::{SockAddr, Socket},
     net::*,
     wire::{flags, Hdr, Op},
@@ -462,4 +462,51 @@ pub(crate) fn small_message_is_held(b: &Socket, tag: Option<u64>, why: &str) -> 
         ack.data
     );
     Ok(())
+}
+
+/// What the side user of [`side_open_close`] measured: ms plus one (0: not
+/// done yet).
+static SIDE_MS: AtomicUsize = AtomicUsize::new(0);
+
+/// Another user of kfabric, on the side: after `delay_ms`, a task opens and
+/// closes a CQ on `domain` and notes how long that took (read it with
+/// [`side_open_close_ms`], which waits for it; the domain stays open until
+/// then).
+pub(crate) fn side_open_close(domain: &Owned<sys::kfid_domain>, delay_ms: u64) -> Result {
+    SIDE_MS.store(0, Ordering::SeqCst);
+    let dom = domain.as_ptr() as usize;
+    task::spawn(workqueue::system_unbound(), move || {
+        fsleep(Delta::from_millis(delay_ms as i64));
+        let t = Instant::<Monotonic>::now();
+        let mut a = sys::kfi_cq_attr {
+            size: 4,
+            format: sys::KFI_CQ_FORMAT_DATA,
+            ..Default::default()
+        };
+        let mut cq: *mut sys::kfid_cq = core::ptr::null_mut();
+        // SAFETY: The domain stays open until `side_open_close_ms` saw this
+        // task done; valid attributes; the CQ is closed right away.
+        let r = unsafe {
+            let r = sys::kfi_cq_open(dom as *mut _, &mut a, &mut cq, core::ptr::null_mut());
+            if r == 0 {
+                sys::kfi_close(&raw mut (*cq).fid);
+            }
+            r
+        };
+        let ms = if r == 0 {
+            t.elapsed().as_millis() as usize
+        } else {
+            1 << 30
+        };
+        SIDE_MS.store(ms + 1, Ordering::SeqCst);
+    })
+}
+
+/// What the side user measured, in ms (`1 << 30` if its open failed);
+/// waits for it.
+pub(crate) fn side_open_close_ms() -> usize {
+    while SIDE_MS.load(Ordering::SeqCst) == 0 {
+        fsleep(Delta::from_millis(1));
+    }
+    SIDE_MS.load(Ordering::SeqCst) - 1
 }
