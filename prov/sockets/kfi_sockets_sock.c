@@ -236,6 +236,16 @@ static int kfi_sockets_cb_install(struct sock *sk, struct kfi_sockets_cb *cb)
 }
 
 /*
+ * TCP keepalive on every connection: an idle one whose peer vanished
+ * without a FIN or RST (power loss, a reboot) ends within about a minute
+ * (30 s idle, then 4 probes 5 s apart), instead of holding its room, or
+ * an RDM peer's address, for good.
+ */
+#define KFI_SOCKETS_KEEPIDLE_S 30
+#define KFI_SOCKETS_KEEPINTVL_S 5
+#define KFI_SOCKETS_KEEPCNT 4
+
+/*
  * Installs the callbacks on a connected socket; -EBUSY if taken. Frames are
  * whole messages the peer waits for: Nagle would hold a small one back for
  * the ACK of the last, so the connection sends without delay (as nvme-tcp
@@ -250,6 +260,10 @@ int kfi_sockets_hook(struct socket *sock, void *owner)
 	if (!cb)
 		return -ENOMEM;
 	tcp_sock_set_nodelay(sk);
+	sock_set_keepalive(sk);
+	tcp_sock_set_keepidle(sk, KFI_SOCKETS_KEEPIDLE_S);
+	tcp_sock_set_keepintvl(sk, KFI_SOCKETS_KEEPINTVL_S);
+	tcp_sock_set_keepcnt(sk, KFI_SOCKETS_KEEPCNT);
 	/*
 	 * Inline senders are any thread that posts (progress.rs): the page
 	 * fragment of the current task may be in use by a send of its own
