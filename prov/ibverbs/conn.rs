@@ -325,6 +325,11 @@ impl Conn {
                 let mut s = self.state.lock();
                 while s.accepting {
                     if in_handler {
+                        // Not reached: the provider's client is removed
+                        // before rdma_cm's, and its removal waited for
+                        // every accept. If it ever is, the QP stays until
+                        // the close, and rdma_cm's removal waits for it.
+                        kernel::pr_warn_once!("device removal reached an accept in progress\n");
                         return;
                     }
                     // The accept takes only the state lock to finish.

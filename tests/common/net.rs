@@ -145,9 +145,8 @@ fn endpoint_with<T: KfiObject>(
 ) -> Result<Owned<sys::kfid_ep>> {
     // SAFETY: `info` is a valid entry kfabric.ko made (a getinfo list's
     // or a request's), unchanged.
-    let ep = n
-        .domain
-        .open_ep(unsafe { Info::new(info.as_ref().ok_or(EINVAL)?) })?;
+    let info = unsafe { Info::new(info.as_ref().ok_or(EINVAL)?) };
+    let ep = n.domain.open_ep(info)?;
     ep.bind(cq, sys::KFI_TRANSMIT | sys::KFI_RECV)?;
     ep.bind(with, 0)?;
     ep.enable()?;
