@@ -168,7 +168,10 @@ pub(crate) fn post(sh: &Arc<Shared>, op: &mut TxOp) -> Result {
     op.by_ref = op.by_ref_allowed() && splice::payload_by_ref(op.bufs.as_slice());
     let inline = may_send_inline(Caller::Poster);
     let mut s = sh.state.lock();
-    if !s.connected || s.closing {
+    // An ended connection (`dead`: its `KFI_SHUTDOWN` may be on the EQ
+    // already) takes nothing more, though the transmit work may not have
+    // flushed it yet.
+    if !s.connected || s.closing || s.dead {
         return Err(ENOTCONN);
     }
     if inline && tx::may_send_direct(&mut s, op) {
