@@ -57,10 +57,9 @@ impl Drop for OwnQueue {
         for q in [&LONG, &QUEUE] {
             let wq = q.swap(null_mut(), Ordering::AcqRel);
             if !wq.is_null() {
-                // SAFETY: Made by `kfi_sockets_alloc_wq` or
-                // `kfi_sockets_alloc_long_wq`, destroyed once; the
-                // module's objects are gone, so nothing queues on it any
-                // more.
+                // Made by `kfi_sockets_alloc_wq` or `..._long_wq`.
+                // SAFETY: One of ours, destroyed once; the module's objects
+                // are gone, so nothing queues on it any more.
                 unsafe { bindings::destroy_workqueue(wq) };
             }
         }
