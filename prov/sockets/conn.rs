@@ -323,10 +323,12 @@ impl Shared {
         )
     }
 
-    /// Whether operations may still be queued.
+    /// Whether operations may still be queued: the complement of what
+    /// makes [`Self::queue`] `ENOTCONN`, so an ended connection counts as
+    /// gone from its teardown on, not only once its flush ran.
     pub(crate) fn usable(&self) -> bool {
         let s = self.state.lock();
-        !s.closing && (s.connected || s.sock.is_none())
+        s.connected && !s.closing && !s.dead
     }
 
     /// Hands our operation `op` to the transmitter (`progress::post`):

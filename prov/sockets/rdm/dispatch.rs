@@ -156,7 +156,10 @@ fn hand_over(r: &Arc<Rdm>, op: &mut TxOp, dest: u64, failed: &[(SockAddr, Error)
     if let Some(c) = found {
         drop(s);
         return match c.queue(op) {
-            Err(e) if e == EAGAIN => Handed::Wait,
+            // A full ring, or a connection that ended since the look
+            // above: `op` is still ours, and the next pass finds room or
+            // opens a new connection.
+            Err(e) if e == EAGAIN || e == ENOTCONN => Handed::Wait,
             other => Handed::Done(other),
         };
     }
