@@ -146,6 +146,12 @@ impl SockAddr {
     /// address compare equal byte for byte, as RDM peers are filed and
     /// looked up.
     pub(crate) fn canonical(&self) -> Self {
+        // An IPv4-mapped address (`::ffff:a.b.c.d`, as a dual-stack socket
+        // reports an IPv4 peer) is filed as the IPv4 address it maps: one
+        // peer, one form.
+        if let Some(ip) = self.v4_mapped() {
+            return Self::v4(ip, self.port());
+        }
         match self {
             Self::V4(a) => Self::v4(a.sin_addr.s_addr.to_ne_bytes(), self.port()),
             Self::V6(a) => {
@@ -158,6 +164,17 @@ impl SockAddr {
                 c.sin6_addr = a.sin6_addr;
                 Self::V6(c)
             }
+        }
+    }
+
+    /// The IPv4 address an IPv4-mapped IPv6 address maps, if it is one.
+    fn v4_mapped(&self) -> Option<[u8; 4]> {
+        let b = self.ip6();
+        match self {
+            Self::V6(_) if b[..10] == [0u8; 10] && b[10] == 0xff && b[11] == 0xff => {
+                Some([b[12], b[13], b[14], b[15]])
+            }
+            _ => None,
         }
     }
 

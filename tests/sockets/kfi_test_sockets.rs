@@ -11,7 +11,9 @@
 //! `kfi_sockets_scale` (scale.rs): what idle objects hold, and
 //! `kfi_sockets_unanswered` (unanswered.rs): writes that asked for inject
 //! completion only, and `kfi_sockets_by_ref` (by_ref.rs): writes whose
-//! payload goes by page reference. The provider's sources are
+//! payload goes by page reference, and `kfi_sockets_rdm_peers`
+//! (rdm_peers.rs): how an RDM endpoint files its peers' connections. The
+//! provider's sources are
 //! included by path, so the building-block tests exercise the very code
 //! the provider runs.
 
@@ -46,6 +48,8 @@ mod msg;
 #[allow(dead_code)]
 #[path = "../common/net.rs"]
 mod net;
+#[path = "rdm_peers.rs"]
+mod rdm_peers;
 #[path = "scale.rs"]
 mod scale;
 #[path = "unanswered.rs"]

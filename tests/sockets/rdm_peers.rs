@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `kfi_sockets_rdm_peers`: how an RDM endpoint files the connections of
+//! its peers, so that an operation to a peer finds the connection it has.
+//! A raw kernel-socket peer (the provider's own framing, included by
+//! path) on one side of a loopback connection, a kfabric RDM endpoint on
+//! the other.
+//!
+//! Checks return an error instead of asserting, so that a failing case
+//! still closes its objects.
+
+use kernel::prelude::*;
+
+use super::{frame, kfi::kfi_sys as sys, ksock::SockAddr, net::*, wire::Op};
+
+use super::hostile_peers::*;
+
+#[kunit_tests(kfi_sockets_rdm_peers)]
+mod tests {
+    use super::*;
+
+    /// An IPv4 peer of an endpoint that listens on the IPv6 wildcard (a
+    /// dual-stack socket, which reports the peer as `::ffff:127.0.0.1`)
+    /// is filed under the IPv4 address, the form the AV gives: a message
+    /// to it goes on the connection the peer opened, and no second one is
+    /// opened.
+    #[test]
+    fn ipv4_peer_of_a_dual_stack_endpoint_has_one_connection() -> Result {
+        // Declared before the endpoint, so it outlives it on every path:
+        // the endpoint's close ends the send.
+        let payload = [0x3cu8; 8];
+        let n = net_typed(
+            c"sockets",
+            c"::",
+            c"7650",
+            core::ptr::null_mut(),
+            sys::KFI_EP_RDM,
+        )?;
+        let av = n.domain.open_av_table(4)?;
+        let c = cq(&n)?;
+        let ep = rdm_endpoint(&n, &c, &av)?;
+        // The peer listens where it claims to (a second connection to it
+        // would arrive there) and asks over IPv4.
+        let me = SockAddr::v4([127, 0, 0, 1], 7651);
+        let listener = raw_listener(7651)?;
+        let (accepted, s) = rdm_claim([127, 0, 0, 1], 7650, &me)?;
+        ensure!(accepted, "the IPv4 peer was refused");
+        let to = av.insert(me.as_bytes());
+        ensure!(to.is_ok(), "kfi_av_insert: {:?}", to);
+        let pv = kvec(&payload);
+        let mut m = msg(&pv, 1, 0);
+        m.addr = to.map_err(|_| EINVAL)?;
+        // SAFETY: Open endpoint; `payload` outlives it (declared first).
+        let ret = unsafe { rc(ep.sendmsg(&m, 0)) };
+        ensure!(ret == 0, "send not posted: {}", ret);
+        if !wait_readable(&s, 5000) {
+            let second = accept_within(&listener, 0).is_some();
+            pr_err!(
+                "kfi_sockets_rdm_peers: no message on the peer's connection (a second one: {})\n",
+                second
+            );
+            return Err(EBADE);
+        }
+        let h = frame::recv_hdr(&s)?;
+        ensure!(
+            h.op == Op::Msg && h.len == payload.len() as u64,
+            "not the message: {:?} of {} bytes",
+            h.op,
+            h.len
+        );
+        ensure!(
+            accept_within(&listener, 200).is_none(),
+            "a second connection was opened to the peer"
+        );
+        drop(ep);
+        drop(s);
+        drop(listener);
+        Ok(())
+    }
+}
