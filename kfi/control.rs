@@ -9,8 +9,8 @@ use kernel::{prelude::*, task::might_sleep};
 
 use crate::{
     buffers::list_len,
-    kfi_sys as sys,
-    object::{self, checked, class_of, finish_open, ObjectCore, Pending},
+    kfi_sys as sys, live,
+    object::{self, checked, checked_open, class_of, finish_open, ObjectCore, Pending},
     slot::errno,
 };
 
@@ -35,8 +35,8 @@ unsafe fn open_child<P, A, C>(
     op: impl FnOnce(&P) -> Result<OpenFn<P, A, C>>,
 ) -> Result {
     might_sleep();
-    // SAFETY: NULL or an object header (safety requirement).
-    let pcore = unsafe { checked(parent.cast(), pclass) }?;
+    // SAFETY: NULL, closed or an object header (safety requirement).
+    let pcore = unsafe { checked_open(parent.cast(), pclass) }?;
     if arg.is_null() {
         return Err(EINVAL);
     }
@@ -127,8 +127,8 @@ pub(crate) unsafe extern "C" fn kfi_mr_regattr(
 ) -> c_int {
     errno((|| {
         might_sleep();
-        // SAFETY: NULL or a domain (C contract).
-        let dcore = unsafe { checked(domain.cast(), sys::KFI_CLASS_DOMAIN) }?;
+        // SAFETY: NULL, closed or a domain (C contract).
+        let dcore = unsafe { checked_open(domain.cast(), sys::KFI_CLASS_DOMAIN) }?;
         if attr.is_null() || flags & !sys::KFI_RMA_PMEM != 0 {
             return Err(EINVAL);
         }
@@ -270,8 +270,11 @@ pub(crate) unsafe extern "C" fn kfi_mr_reg(
 ///
 /// `fid` and `bfid` are NULL or object headers.
 unsafe fn bind_to(fid: *mut sys::kfid, class: u32, bfid: *mut sys::kfid, flags: u64) -> Result {
-    // SAFETY: NULL or object headers (safety requirement).
-    let (tcore, bclass) = unsafe { (checked(fid, class)?, class_of(bfid)?) };
+    // Neither is read unless filed as open.
+    live::core_of(bfid).ok_or(EINVAL)?;
+    // SAFETY: NULL, closed or object headers (safety requirement); `bfid`
+    // is open.
+    let (tcore, bclass) = unsafe { (checked_open(fid, class)?, class_of(bfid)?) };
     let allowed = [
         sys::KFI_CLASS_CQ,
         sys::KFI_CLASS_EQ,

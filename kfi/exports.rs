@@ -52,7 +52,8 @@ pub(crate) unsafe extern "C" fn kfi_fabric(
 ///
 /// # Safety
 ///
-/// `fid` is NULL or an object header valid for reads.
+/// `fid` is NULL, an object closed already (`-EINVAL`), or an object
+/// header valid for reads.
 #[no_mangle]
 pub(crate) unsafe extern "C" fn kfi_close(fid: *mut sys::kfid) -> c_int {
     // SAFETY: Same requirement as this function's.

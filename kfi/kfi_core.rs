@@ -23,6 +23,7 @@ mod debugfs;
 mod debugfs_getinfo;
 mod exports;
 mod info;
+mod live;
 mod mr_io;
 mod object;
 mod queues;
@@ -57,6 +58,7 @@ impl kernel::Module for Kfabric {
         unsafe {
             registry::init();
             object::init();
+            live::init();
         }
         let debugfs = debugfs::Debugfs::new()?;
         pr_info!(
@@ -71,5 +73,6 @@ impl kernel::Module for Kfabric {
 impl Drop for Kfabric {
     fn drop(&mut self) {
         registry::release();
+        live::release();
     }
 }

@@ -12,7 +12,7 @@ use kernel::{prelude::*, task::might_sleep};
 use crate::{
     buffers::list_len,
     kfi_sys as sys,
-    object::{checked, finish_open, Pending},
+    object::{checked, checked_open, finish_open, Pending},
     slot::errno,
 };
 
@@ -33,8 +33,8 @@ pub(crate) unsafe extern "C" fn kfi_mr_alloc(
 ) -> c_int {
     errno((|| {
         might_sleep();
-        // SAFETY: NULL or a domain (C contract).
-        let dcore = unsafe { checked(domain.cast(), sys::KFI_CLASS_DOMAIN) }?;
+        // SAFETY: NULL, closed or a domain (C contract).
+        let dcore = unsafe { checked_open(domain.cast(), sys::KFI_CLASS_DOMAIN) }?;
         if max_segs == 0
             || max_segs > sys::KFI_MR_MAP_SEGS_MAX as usize
             || access == 0

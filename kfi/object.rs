@@ -19,7 +19,7 @@ use kernel::{
     task::might_sleep,
 };
 
-use crate::{kfi_sys as sys, registry::ProviderRef};
+use crate::{kfi_sys as sys, live, registry::ProviderRef};
 
 const CLASSES: usize = sys::KFI_CLASS_MAX as usize;
 
@@ -106,6 +106,20 @@ pub(crate) unsafe fn checked<'a>(fid: *mut sys::kfid, class: u32) -> Result<&'a 
     }
     // SAFETY: `core` was set by `attach` and the object is open.
     Ok(unsafe { &*f.core.cast::<ObjectCore>() })
+}
+
+/// As [`checked`], for a call off the data path: `fid` must also be
+/// filed as open (`live.rs`), which is looked at before `fid` is read, so
+/// a pointer to an object closed already is `EINVAL`.
+///
+/// # Safety
+///
+/// `fid` is NULL, an object closed already, or points to an object header
+/// valid for reads whose `core` was set by [`attach`].
+pub(crate) unsafe fn checked_open<'a>(fid: *mut sys::kfid, class: u32) -> Result<&'a ObjectCore> {
+    live::core_of(fid).ok_or(EINVAL)?;
+    // SAFETY: Filed as open, so a valid header of an open object.
+    unsafe { checked(fid, class) }
 }
 
 /// The class of an open object, or `EINVAL`.
@@ -227,6 +241,13 @@ pub(crate) unsafe fn finish_open<T>(
         pr_err!("provider {} returned no object\n", pending.provider_name());
         return Err(EIO);
     };
+    let core: *const ObjectCore = &*pending.core;
+    if let Err(e) = live::insert(fid.as_ptr(), core.cast()) {
+        // Not handed out: the provider takes it back.
+        // SAFETY: The provider's new, valid and unshared object.
+        unsafe { provider_close(fid) };
+        return Err(e);
+    }
     // SAFETY: The provider returned a valid, unshared object (safety
     // requirement); `out` is valid for writes.
     unsafe {
@@ -234,6 +255,39 @@ pub(crate) unsafe fn finish_open<T>(
         *out = obj;
     }
     Ok(())
+}
+
+/// Closes `fid` through its provider, for an object never handed out;
+/// its provider's failure is logged (it can only leak).
+///
+/// # Safety
+///
+/// `fid` is a valid object header its provider just created.
+unsafe fn provider_close(fid: NonNull<sys::kfid>) {
+    // SAFETY: A valid header (safety requirement).
+    let ops = unsafe { fid.as_ref() }.ops;
+    if ops.is_null() {
+        pr_err!("a provider's new object has no ops: it leaks\n");
+        return;
+    }
+    // SAFETY: A provider's ops table is valid while it is loaded, and it
+    // is (the reservation pins it).
+    let ops = unsafe { &*ops };
+    let close = Some(ops)
+        .filter(|o| has_slot(o.size, offset_of!(sys::kfi_ops, close)))
+        .and_then(|o| o.close);
+    let Some(close) = close else {
+        pr_err!("a provider's new object has no close: it leaks\n");
+        return;
+    };
+    // SAFETY: The provider's own object, unshared.
+    let r = unsafe { close(fid.as_ptr()) };
+    if r != 0 {
+        pr_err!(
+            "a provider failed to close an object never handed out: {}\n",
+            r
+        );
+    }
 }
 
 impl Pending {
@@ -298,10 +352,13 @@ pub(crate) unsafe fn fabric_open(
 ///
 /// # Safety
 ///
-/// `fid` is NULL or points to an object header valid for reads.
+/// `fid` is NULL, an object closed already, or points to an object header
+/// valid for reads.
 pub(crate) unsafe fn close(fid: *mut sys::kfid) -> Result {
     might_sleep();
-    // SAFETY: As required by `class_of` (this function's requirement).
+    // Not read unless filed as open: a second close is `EINVAL`.
+    let filed = live::core_of(fid).ok_or(EINVAL)?;
+    // SAFETY: Filed as open, so a readable header of an open object.
     let class = unsafe { class_of(fid) }?;
     // SAFETY: `fid` is NULL or a readable header of an open object (this
     // function's requirement); `class` was just read from it.
@@ -334,6 +391,8 @@ pub(crate) unsafe fn close(fid: *mut sys::kfid) -> Result {
         core.closing.store(false, Relaxed);
         return Err(e);
     }
+    // Before its core is freed: a new object at this address has another.
+    live::remove(fid, filed);
     // SAFETY: The object is gone; its core was made by `attach` from a
     // `KBox` and nothing else refers to it (no users).
     let core = unsafe { KBox::from_raw(core_ptr.cast_mut()) };

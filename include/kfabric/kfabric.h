@@ -509,7 +509,8 @@ int kfi_fabric(const struct kfi_fabric_attr *attr, struct kfid_fabric **fabric,
  * domain; domains before their fabric).
  *
  * Context: process context; may sleep.
- * Return: 0; -EINVAL on NULL or an object that is not open; -EBUSY when
+ * Return: 0; -EINVAL on NULL or an object that is not open (closed
+ * already, for one: the pointer is looked up before it is read); -EBUSY when
  * another object still uses it, or a thread sleeps in the queue's
  * kfi_cq_sread(), kfi_eq_sread() or kfi_cntr_wait() (util queues); or the
  * provider's error, in which case the object stays open.

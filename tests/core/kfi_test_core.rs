@@ -289,6 +289,43 @@ mod tests {
         assert_eq!(CLOSES.load(Ordering::Relaxed), closes);
     }
 
+    /// A second `kfi_close` of one object, and a child or a binding asked
+    /// of a closed object, are `-EINVAL`: kfabric.ko finds the pointer
+    /// among its open objects before it reads through it (a second close
+    /// used to free the object twice).
+    #[test]
+    fn closed_object_is_einval() -> Result {
+        let reg = Registration::register(&PROV_A, THIS_MODULE)?;
+        let attr = sys::kfi_fabric_attr {
+            prov_name: c"kfi_test_a".as_char_ptr().cast_mut(),
+            ..Default::default()
+        };
+        let mut fabric: *mut sys::kfid_fabric = core::ptr::null_mut();
+        // SAFETY: Valid attributes and out pointer.
+        let r = unsafe { sys::kfi_fabric(&attr, &mut fabric, core::ptr::null_mut()) };
+        assert_eq!(r, 0);
+        if r != 0 {
+            return Err(EINVAL);
+        }
+        let closes = CLOSES.load(Ordering::Relaxed);
+        // SAFETY: Just opened; `fid` is its first field.
+        let fid = unsafe { &raw mut (*fabric).fid };
+        // SAFETY: An open object.
+        assert_eq!(unsafe { sys::kfi_close(fid) }, 0);
+        // From here `fabric` dangles: kfabric.ko must not read it.
+        // SAFETY: The call's contract allows an object closed already.
+        assert_eq!(unsafe { sys::kfi_close(fid) }, EINVAL.to_errno());
+        assert_eq!(CLOSES.load(Ordering::Relaxed), closes + 1);
+        let mut domain: *mut sys::kfid_domain = core::ptr::null_mut();
+        let mut info = sys::kfi_info::default();
+        // SAFETY: As above, a closed parent is checked before it is read.
+        let r = unsafe { sys::kfi_domain(fabric, &mut info, &mut domain, core::ptr::null_mut()) };
+        assert_eq!(r, EINVAL.to_errno());
+        assert!(domain.is_null());
+        drop(reg);
+        Ok(())
+    }
+
     #[test]
     fn strerror_texts() {
         let text = |e: i32| {
