@@ -49,7 +49,9 @@ pub(crate) use soft::receive as receive_in_callback;
 pub(crate) fn run(sh: &Arc<Shared>) {
     let (sock, failed) = {
         let mut s = sh.state.lock();
-        if s.dead || s.closing || s.draining {
+        // Before `start` has marked the connection up nothing may answer
+        // (`Rx::respond`): it kicks this work once it has.
+        if s.dead || s.closing || s.draining || !s.connected {
             return;
         }
         if s.rx_soft {

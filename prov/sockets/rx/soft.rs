@@ -127,7 +127,8 @@ struct Parser<'a> {
     failed: Option<Error>,
     /// Frames this pass may still begin.
     budget: usize,
-    /// Bytes this pass may still take before it begins no more frames.
+    /// Payload bytes this pass may still copy: a frame with more is
+    /// left to the receive work.
     bytes_left: usize,
     /// The waiters of the first receive's CQ were woken for the message at
     /// the head of the socket ([`expect_early`]).
@@ -139,10 +140,11 @@ struct Parser<'a> {
 /// receive work takes the rest.
 const FRAME_BUDGET: usize = 64;
 
-/// Bytes after which a pass of the callback begins no more frames (it
-/// finishes the one in hand): a peer's burst of large messages or writes
-/// is copied in softirq up to about this much, the receive work copies the
-/// rest.
+/// Payload bytes one pass of the callback copies at most: a frame whose
+/// payload does not fit in what is left of it (one larger than this, in
+/// any pass) is left to the receive work, so a peer's burst of large
+/// messages or writes, or one frame as large as the socket's buffer,
+/// keeps a softirq busy for a bounded time only.
 const BYTE_BUDGET: usize = 256 << 10;
 
 /// Messages up to this size wake their CQ's waiters before they are
@@ -453,7 +455,7 @@ impl Parser<'_> {
         let Ok(len) = usize::try_from(h.len) else {
             return false;
         };
-        if len > self.avail {
+        if len > self.avail || len > self.bytes_left {
             return false;
         }
         let acked = h.flags & (flags::DELIVERY_COMPLETE | flags::COMMIT_COMPLETE) != 0;

@@ -44,7 +44,7 @@ impl Parser<'_> {
         let Ok(len) = usize::try_from(h.len) else {
             return Ok(false);
         };
-        if len > self.avail {
+        if len > self.avail || len > self.bytes_left {
             return Ok(false);
         }
         let (kind, most) = match h.op {

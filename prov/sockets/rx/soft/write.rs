@@ -49,7 +49,7 @@ impl Parser<'_> {
         };
         let answered = h.flags & flags::UNANSWERED == 0;
         // Commit completion's write-back is left to the process context.
-        if len > self.avail || h.flags & flags::COMMIT_COMPLETE != 0 {
+        if len > self.avail || len > self.bytes_left || h.flags & flags::COMMIT_COMPLETE != 0 {
             return Ok(Some(descs));
         }
         // The region's holder: the connection's socket. Dropping a clone
