@@ -6,20 +6,51 @@
 //! so that an idle connection holds little). The first piece of the
 //! provider toolkit, shared by source.
 
-use kernel::prelude::*;
+use core::ops::{Deref, DerefMut};
+use kernel::{
+    alloc::{Allocator, Flags, Vec},
+    prelude::*,
+};
 
-/// A ring of `S`. Its slots may come from vmalloc when the room it
-/// starts with is large (a CQ of many entries: 64 Ki slots of 72 bytes is
-/// more than kmalloc gives without a warning); room it grows to later is
-/// kmalloc'd (`GFP_ATOMIC` cannot vmalloc), so only the first slots,
-/// dropped with the ring, may need a process-context free.
+/// A ring's slots. A ring that never grows may have them from vmalloc (a
+/// CQ of many entries: 64 Ki slots of 72 bytes is more than kmalloc gives
+/// without a warning), freed with the ring in process context; a growing
+/// ring's are always kmalloc'd, because a push or a shrink frees the old
+/// room in any context and `vfree` may sleep (`kvmalloc` falls back to
+/// vmalloc even for `GFP_ATOMIC`).
+enum Room<S> {
+    Fixed(KVVec<S>),
+    Growing(KVec<S>),
+}
+
+impl<S> Deref for Room<S> {
+    type Target = [S];
+
+    fn deref(&self) -> &[S] {
+        match self {
+            Self::Fixed(v) => v,
+            Self::Growing(v) => v,
+        }
+    }
+}
+
+impl<S> DerefMut for Room<S> {
+    fn deref_mut(&mut self) -> &mut [S] {
+        match self {
+            Self::Fixed(v) => v,
+            Self::Growing(v) => v,
+        }
+    }
+}
+
+/// A ring of `S`, whose slots are a [`Room`].
 ///
 /// # Invariants
 ///
-/// `len <= slots.len() <= most`, `head < slots.len()` (unless empty), and
-/// `first <= most`.
+/// `len <= slots.len() <= most`, `head < slots.len()` (unless empty),
+/// `first <= most`, and `slots` is `Room::Growing` if `first < most`.
 pub(crate) struct Ring<S> {
-    slots: KVVec<S>,
+    slots: Room<S>,
     head: usize,
     len: usize,
     /// Room it starts with, and goes back to when emptied ([`Ring::shrink`]).
@@ -36,15 +67,19 @@ impl<S: Default> Ring<S> {
     }
 
     /// A ring with room for `first` (non-zero) slots that grows, doubling,
-    /// up to `most` when a push finds it full. Process context. A ring
-    /// that grows must start small (kmalloc'd): a push frees the old room
-    /// in any context.
+    /// up to `most` when a push finds it full. Process context.
     pub(crate) fn growing(first: usize, most: usize) -> Result<Self> {
         if first == 0 || first > most {
             return Err(EINVAL);
         }
+        let slots = if first == most {
+            Room::Fixed(Self::filled(first, GFP_KERNEL)?)
+        } else {
+            Room::Growing(Self::filled(first, GFP_KERNEL)?)
+        };
+        // INVARIANT: a ring that may grow has kmalloc'd slots.
         Ok(Self {
-            slots: Self::room(first, GFP_KERNEL)?,
+            slots,
             head: 0,
             len: 0,
             first,
@@ -52,13 +87,19 @@ impl<S: Default> Ring<S> {
         })
     }
 
-    /// `n` default slots.
-    fn room(n: usize, flags: kernel::alloc::Flags) -> Result<KVVec<S>> {
-        let mut slots = KVVec::with_capacity(n, flags)?;
+    /// `n` default slots from allocator `A`.
+    fn filled<A: Allocator>(n: usize, flags: Flags) -> Result<Vec<S, A>> {
+        let mut slots = Vec::<S, A>::with_capacity(n, flags)?;
         for _ in 0..n {
             slots.push(S::default(), flags)?;
         }
         Ok(slots)
+    }
+
+    /// `n` default kmalloc'd slots, for a growing ring; any context but
+    /// hard interrupt.
+    fn room(n: usize) -> Result<Room<S>> {
+        Ok(Room::Growing(Self::filled(n, GFP_ATOMIC)?))
     }
 
     /// Room for twice as many slots (at most `most`), the slots kept in
@@ -71,7 +112,7 @@ impl<S: Default> Ring<S> {
         if n <= self.slots.len() {
             return false;
         }
-        let Ok(mut slots) = Self::room(n, GFP_ATOMIC) else {
+        let Ok(mut slots) = Self::room(n) else {
             return false;
         };
         for k in 0..self.len {
@@ -92,7 +133,7 @@ impl<S: Default> Ring<S> {
         if self.len != 0 || self.slots.len() <= self.first {
             return;
         }
-        if let Ok(slots) = Self::room(self.first, GFP_ATOMIC) {
+        if let Ok(slots) = Self::room(self.first) {
             self.slots = slots;
             self.head = 0;
         }
