@@ -290,13 +290,28 @@ impl Pending {
     }
 }
 
-/// A tagged message that arrived before its receive was posted (the tag
-/// matcher keeps its tag). Up to `unexpected_bytes_max` of payload: from
-/// pages (`KVVec`) rather than one high-order kmalloc, so never dropped
-/// under a spinlock (a vmalloc'd buffer is freed in process context).
+/// A message that arrived before its receive was posted (held, or kept
+/// by the tag matcher with its tag). Up to `unexpected_bytes_max` of
+/// payload: from pages (`KVVec`) rather than one high-order kmalloc. It
+/// may be dropped in any context but hard interrupt (by a receive's
+/// poster, who may hold a spinlock): the payload is freed with
+/// `kvfree_atomic`, as `vfree` may sleep.
 pub(crate) struct Unexpected {
     pub(crate) data: Option<u64>,
     pub(crate) payload: KVVec<u8>,
+}
+
+impl Drop for Unexpected {
+    fn drop(&mut self) {
+        let (ptr, _, cap) = core::mem::take(&mut self.payload).into_raw_parts();
+        if cap != 0 {
+            // SAFETY: `ptr` is the allocation of a `KVVec` of non-zero
+            // capacity (kmalloc'd or vmalloc'd), owned by nobody else now;
+            // `u8` needs no drop. `kvfree_atomic` frees either kind in any
+            // context but NMI.
+            unsafe { kernel::bindings::kvfree_atomic(ptr.cast()) };
+        }
+    }
 }
 
 /// Old values of an atomic kept inside its response: one element of any
