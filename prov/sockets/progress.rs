@@ -76,16 +76,17 @@ impl WorkItem<1> for Shared {
 
 /// A work item or inline sender of the connection has finished.
 pub(crate) fn done(sh: &Shared) {
-    let last = end_use(&mut sh.state.lock());
-    if last {
+    let mut s = sh.state.lock();
+    if end_use(&mut s) {
+        // Before the unlock: once it is released, the close may go on and
+        // free `sh` (an inline sender holds no reference of its own).
         sh.idle.notify_all();
     }
 }
 
 /// [`done`] with the connection's state `s` locked: true when the caller
-/// must wake `Shared::idle` once it has unlocked. Only a close waits for
-/// the last user (`wait_idle`, after `closing` was set under the same
-/// lock).
+/// must wake `Shared::idle` before it unlocks. Only a close waits for the
+/// last user (`wait_idle`, after `closing` was set under the same lock).
 pub(crate) fn end_use(s: &mut State) -> bool {
     s.active -= 1;
     s.active == 0 && s.closing
@@ -136,10 +137,21 @@ pub(crate) enum Caller {
 /// connection, so closing waits for it as for a work item (until
 /// `tx::inline` returns). Any context but hard interrupt.
 pub(crate) fn push_tx(sh: &Arc<Shared>, by: Caller) {
-    if may_send_inline(by) && begin(sh) {
+    if begin(sh) {
+        push_tx_counted(sh, by);
+    }
+}
+
+/// [`push_tx`] for a caller that counted itself as a user of the
+/// connection already (`State::active`, under the lock it queued under,
+/// so that a close cannot finish in between): the count goes to the
+/// inline sender or the transmit work.
+fn push_tx_counted(sh: &Arc<Shared>, by: Caller) {
+    if may_send_inline(by) {
         tx::inline(sh);
-    } else {
-        kick_tx(sh);
+    } else if wq::queue().enqueue::<_, 1>(sh.clone()).is_err() {
+        // Already queued: that run sends what we queued.
+        done(sh);
     }
 }
 
@@ -190,8 +202,11 @@ pub(crate) fn post(sh: &Arc<Shared>, op: &mut TxOp) -> Result {
     if !s.tx.push_swap(op) {
         return Err(EAGAIN);
     }
+    // Counted before the unlock: a close then waits for this poster,
+    // which holds no reference to the connection of its own.
+    s.active += 1;
     drop(s);
-    push_tx(sh, Caller::Poster);
+    push_tx_counted(sh, Caller::Poster);
     Ok(())
 }
 

@@ -203,8 +203,11 @@ impl RdmEp {
         q.ops
             .push_within_capacity(Queued { op, dest })
             .map_err(|_| EAGAIN)?;
+        let go = dispatch::kick_locked(&mut q);
         drop(q);
-        kick(&self.0);
+        if go {
+            dispatch::queue_counted(&self.0);
+        }
         Ok(())
     }
 

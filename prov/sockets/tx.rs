@@ -194,7 +194,7 @@ pub(crate) fn direct(sh: &Arc<Shared>, sock: &Socket, op: &mut TxOp, id: u64, cq
 /// (they found the socket busy). Usually one lock: a small message's path
 /// counts every one.
 fn let_go(sh: &Arc<Shared>, sock: &Socket, sent: bool) {
-    let (more, first, last) = {
+    let (more, first) = {
         let mut s = sh.state.lock();
         s.tx_busy = false;
         // The transmit work returned at once while we had the socket.
@@ -202,12 +202,12 @@ fn let_go(sh: &Arc<Shared>, sock: &Socket, sent: bool) {
         let first = sent && !s.sent;
         // With something left to do, we stay a user (a close waits) until
         // it is handed over.
-        let last = !more && !first && progress::end_use(&mut s);
-        (more, first, last)
+        if !more && !first && progress::end_use(&mut s) {
+            // Before the unlock, after which a close may free `sh`.
+            sh.idle.notify_all();
+        }
+        (more, first)
     };
-    if last {
-        sh.idle.notify_all();
-    }
     if !more && !first {
         return;
     }

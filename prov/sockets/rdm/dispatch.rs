@@ -16,7 +16,7 @@ use kernel::{
 
 use super::{
     peers::open,
-    state::{spawn, Rdm},
+    state::{spawn, Rdm, TxQueue},
 };
 use crate::{
     conn::{shrink_vec, QUEUE},
@@ -84,15 +84,37 @@ fn work_begin(r: &Rdm) -> bool {
 fn work_done(r: &Rdm) {
     let mut t = r.txq.lock();
     t.active = t.active.saturating_sub(1);
-    drop(t);
+    // Before the unlock: once it is released, the close may go on and the
+    // endpoint be freed (a poster holds no reference of its own).
     r.idle.notify_all();
 }
 
 /// Tells the dispatch work to look at the queue again (any context but
 /// hard interrupt).
 pub(super) fn kick(r: &Arc<Rdm>) {
-    r.txq.lock().kicked = true;
-    if work_begin(r) && wq::queue().enqueue::<_, 0>(r.clone()).is_err() {
+    let go = kick_locked(&mut r.txq.lock());
+    if go {
+        queue_counted(r);
+    }
+}
+
+/// [`kick`] under the queue's lock `t`, held by a poster that just queued
+/// an operation: the dispatch work is counted (`TxQueue::active`) under
+/// that same lock, so that a close cannot finish before the poster, which
+/// holds no reference to the endpoint of its own, is done with it. True
+/// when the caller must call [`queue_counted`] once it has unlocked.
+pub(super) fn kick_locked(t: &mut TxQueue) -> bool {
+    t.kicked = true;
+    if t.closing || !t.enabled {
+        return false;
+    }
+    t.active += 1;
+    true
+}
+
+/// Queues the dispatch work, counted by [`kick_locked`] already.
+pub(super) fn queue_counted(r: &Arc<Rdm>) {
+    if wq::queue().enqueue::<_, 0>(r.clone()).is_err() {
         // Already queued: that run sees the flag.
         work_done(r);
     }
