@@ -68,7 +68,10 @@ struct workqueue_struct *kfi_sockets_alloc_long_wq(void);
  */
 int kfi_sockets_read_sock(struct sock *sk, void *parser);
 
-/* Bytes @sk holds for reading; its lock held (rx/soft.rs). */
+/*
+ * Bytes @sk holds for reading, or -EPROTO if the peer sent urgent data;
+ * its lock held (rx/soft.rs).
+ */
 int kfi_sockets_inq(struct sock *sk);
 
 /*

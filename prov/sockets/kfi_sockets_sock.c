@@ -118,6 +118,15 @@ int kfi_sockets_read_sock(struct sock *sk, void *parser)
 /* Bytes the socket holds for reading; its lock held. */
 int kfi_sockets_inq(struct sock *sk)
 {
+	const struct tcp_sock *tp = tcp_sk(sk);
+
+	/*
+	 * The protocol has no urgent data, and tcp_read_sock() would stop at
+	 * it for good.
+	 */
+	if (unlikely(READ_ONCE(tp->urg_data)) &&
+	    !before(READ_ONCE(tp->urg_seq), READ_ONCE(tp->copied_seq)))
+		return -EPROTO;
 	return tcp_inq(sk);
 }
 
@@ -270,6 +279,14 @@ int kfi_sockets_hook(struct socket *sock, void *owner)
 	 * further up its stack (a file system writing back over a socket).
 	 */
 	sk->sk_use_task_frag = false;
+	/*
+	 * A peer's urgent byte stays in the stream (the receive work reads
+	 * it as any byte, never skips it); the data callback ends the
+	 * connection on it (kfi_sockets_inq()).
+	 */
+	lock_sock(sk);
+	sock_set_flag(sk, SOCK_URGINLINE);
+	release_sock(sk);
 	ret = kfi_sockets_cb_install(sk, cb);
 	if (ret) {
 		kfree(cb);

@@ -10,8 +10,9 @@ attempt uses a fresh TCP connection:
   length, a request cut short -- the listener must drop the connection and
   report nothing;
 - after a handshake the test accepts (private data "garbage-N"): one bad
-  frame each -- the endpoint must end with an EPROTO error and a SHUTDOWN
-  event, never an oops, a write out of bounds or a stuck endpoint.
+  frame each (the last with TCP urgent data) -- the endpoint must end with
+  an EPROTO error and a SHUTDOWN event, never an oops, a write out of
+  bounds or a stuck endpoint.
 
 Finally a request with private data "done", which the test rejects. The
 wire format is Documentation/sockets-wire.rst.
@@ -107,6 +108,9 @@ AFTER = [
     hdr(MSG, flags=0x80),
     hdr(READREQ, rma=1, length=5) + desc(0, 8, 1),
     bytes(rng.getrandbits(8) for _ in range(64)),
+    # A header's worth of bytes whose last is TCP urgent data (MSG_OOB),
+    # which the protocol has none of.
+    (socket.MSG_OOB, b"u" * 40),
 ]
 
 
@@ -121,7 +125,11 @@ def main():
         drain(s)
     for i, junk in enumerate(AFTER):
         s = handshake(port, host, b"garbage-%d" % i, deadline)
-        s.sendall(junk)
+        if isinstance(junk, tuple):
+            flags, junk = junk
+            assert s.send(junk, flags) == len(junk)
+        else:
+            s.sendall(junk)
         drain(s)
     s = connect(port, host, deadline)
     s.sendall(hdr(CONNREQ, length=4) + b"done")

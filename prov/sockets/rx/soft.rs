@@ -204,6 +204,7 @@ pub(crate) fn receive(sh: &Arc<Shared>, sk: *mut bindings::sock) {
     let inq = unsafe { kfi_sockets_inq(sk) };
     let mut p = Parser {
         sh,
+        // Urgent data (`EPROTO`) ends the connection.
         avail: usize::try_from(inq).unwrap_or(0),
         hdr: [0; HDR_LEN],
         got: 0,
@@ -214,7 +215,9 @@ pub(crate) fn receive(sh: &Arc<Shared>, sk: *mut bindings::sock) {
         bytes_left: BYTE_BUDGET,
         expected: false,
     };
-    if p.avail >= HDR_LEN {
+    if inq < 0 {
+        p.failed = Some(Error::from_errno(inq));
+    } else if p.avail >= HDR_LEN {
         p.expected = expect_early(sh, sk, p.avail);
         // SAFETY: As above for `sk`; `p` outlives the call, which hands it
         // to `kfi_sockets_rx_skb` only.
