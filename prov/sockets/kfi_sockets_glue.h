@@ -147,6 +147,14 @@ void kfi_sockets_persist(void *addr, size_t len);
 void kfi_sockets_barrier(void);
 
 /*
+ * Begins a scope in which the calling task's allocations start no I/O
+ * (memalloc_noio_save()); returns what kfi_sockets_noio_end() restores.
+ * Task context (wq.rs).
+ */
+unsigned int kfi_sockets_noio_begin(void);
+void kfi_sockets_noio_end(unsigned int flags);
+
+/*
  * Defined in Rust (#[no_mangle]), called by kfi_sockets_sock.c from the
  * socket callbacks (softirq, or the thread that releases the socket's
  * lock) and the hook's timer (softirq). @owner is the pointer given to

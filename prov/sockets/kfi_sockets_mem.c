@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Memory helpers for kfi_sockets that are inline C the Rust bindings do
- * not reach: the persistence step of commit completion (mr.rs). Walking
+ * not reach: the persistence step of commit completion (mr.rs), and the
+ * no-I/O allocation scope of the connections' work (wq.rs). Walking
  * the ULP's buffer lists is kfabric.ko's (kfi_sg_entry(),
  * kfi_page_address()).
  */
 #include <asm/barrier.h>
 #include <linux/libnvdimm.h>
+#include <linux/sched/mm.h>
 
 #include "kfi_sockets_glue.h"
 
@@ -25,4 +27,14 @@ void kfi_sockets_persist(void *addr, size_t len)
 void kfi_sockets_barrier(void)
 {
 	mb();
+}
+
+unsigned int kfi_sockets_noio_begin(void)
+{
+	return memalloc_noio_save();
+}
+
+void kfi_sockets_noio_end(unsigned int flags)
+{
+	memalloc_noio_restore(flags);
 }

@@ -280,6 +280,11 @@ int kfi_sockets_hook(struct socket *sock, void *owner)
 	 */
 	sk->sk_use_task_frag = false;
 	/*
+	 * The socket's own allocations start no I/O: a storage ULP's
+	 * writeback may wait for this connection (wq.rs, NoIo).
+	 */
+	sk->sk_allocation = GFP_NOIO;
+	/*
 	 * A peer's urgent byte stays in the stream (the receive work reads
 	 * it as any byte, never skips it); the data callback ends the
 	 * connection on it (kfi_sockets_inq()).

@@ -60,7 +60,9 @@ impl WorkItem<0> for Shared {
     type Pointer = Arc<Shared>;
 
     fn run(this: Arc<Shared>) {
+        let noio = wq::NoIo::begin();
         rx::run(&this);
+        drop(noio);
         done(&this);
     }
 }
@@ -69,7 +71,9 @@ impl WorkItem<1> for Shared {
     type Pointer = Arc<Shared>;
 
     fn run(this: Arc<Shared>) {
+        let noio = wq::NoIo::begin();
         tx::run(&this);
+        drop(noio);
         done(&this);
     }
 }

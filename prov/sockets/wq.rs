@@ -15,12 +15,15 @@
 //! still drops its reference to the endpoint).
 
 use core::{
+    marker::PhantomData,
     ptr::null_mut,
     sync::atomic::{AtomicPtr, Ordering},
 };
 use kernel::{bindings, prelude::*, workqueue::Queue};
 
-use crate::sock_sys::{kfi_sockets_alloc_long_wq, kfi_sockets_alloc_wq};
+use crate::sock_sys::{
+    kfi_sockets_alloc_long_wq, kfi_sockets_alloc_wq, kfi_sockets_noio_begin, kfi_sockets_noio_end,
+};
 
 /// The queues while the module is loaded, else NULL.
 static QUEUE: AtomicPtr<bindings::workqueue_struct> = AtomicPtr::new(null_mut());
@@ -91,4 +94,26 @@ pub(crate) fn queue() -> &'static Queue {
 /// until the handshake deadline.
 pub(crate) fn long_queue() -> &'static Queue {
     live(&LONG, kernel::workqueue::system_long)
+}
+
+/// While it lives, the task's allocations start no I/O (`GFP_KERNEL`
+/// acts as `GFP_NOIO`): the connections' work may be what a storage ULP's
+/// writeback waits for, so reclaim must not wait for writeback in turn.
+/// The sockets allocate with `GFP_NOIO` too (`kfi_sockets_hook`). Task
+/// context; dropped on the task that made it (so not `Send`).
+pub(crate) struct NoIo(c_uint, PhantomData<*const ()>);
+
+impl NoIo {
+    pub(crate) fn begin() -> Self {
+        // SAFETY: No preconditions; task context (a work item).
+        Self(unsafe { kfi_sockets_noio_begin() }, PhantomData)
+    }
+}
+
+impl Drop for NoIo {
+    fn drop(&mut self) {
+        // SAFETY: Restores what `begin` saved, on the same task: a
+        // guard is made and dropped within one work item's run.
+        unsafe { kfi_sockets_noio_end(self.0) };
+    }
 }
