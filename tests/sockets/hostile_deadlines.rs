@@ -21,7 +21,7 @@ use kernel::{
 
 use super::{
     frame,
-    hostile_peers::{drain, post_read, post_write, wait_readable, Hangup},
+    hostile_peers::{drain, post_read, post_write, rdm_net, wait_readable, Hangup},
     kfi::{kfabric::Owned, kfi_sys as sys},
     ksock::{SockAddr, Socket},
     net::*,
@@ -506,14 +506,7 @@ mod cases {
     /// the receives are posted.
     #[test]
     fn one_peer_cannot_take_every_unexpected_slot() -> Result {
-        let ns = net_typed(
-            c"sockets",
-            c"127.0.0.1",
-            c"7505",
-            core::ptr::null_mut(),
-            sys::KFI_EP_RDM,
-        )?;
-        let av = ns.domain.open_av_table(4)?;
+        let (ns, av) = rdm_net(c"7505", 4)?;
         let c = cq_sized(&ns, 128)?;
         let ep = rdm_endpoint(&ns, &c, &av)?;
         let mut rbufs = KVec::with_capacity(UNEXP_MAX + 1, GFP_KERNEL)?;

@@ -367,13 +367,16 @@ pub(crate) fn rdm_side(port: &core::ffi::CStr) -> Result<RdmSide> {
 /// The kfi_sockets objects for RDM endpoints on 127.0.0.1:`port`, and an
 /// AV of `count` entries.
 pub(crate) fn rdm_net(port: &core::ffi::CStr, count: usize) -> Result<(Net, Owned<sys::kfid_av>)> {
-    let n = net_typed(
-        c"sockets",
-        c"127.0.0.1",
-        port,
-        core::ptr::null_mut(),
-        sys::KFI_EP_RDM,
-    )?;
+    rdm_net_at(c"127.0.0.1", port, count)
+}
+
+/// As [`rdm_net`], on `host`.
+pub(crate) fn rdm_net_at(
+    host: &core::ffi::CStr,
+    port: &core::ffi::CStr,
+    count: usize,
+) -> Result<(Net, Owned<sys::kfid_av>)> {
+    let n = net_typed(c"sockets", host, port, core::ptr::null_mut(), sys::KFI_EP_RDM)?;
     let av = n.domain.open_av_table(count)?;
     Ok((n, av))
 }

@@ -11,7 +11,7 @@
 
 use kernel::prelude::*;
 
-use super::{frame, kfi::kfi_sys as sys, ksock::SockAddr, net::*, wire::Op};
+use super::{frame, ksock::SockAddr, net::*, wire::Op};
 
 use super::hostile_peers::*;
 
@@ -29,14 +29,7 @@ mod tests {
         // Declared before the endpoint, so it outlives it on every path:
         // the endpoint's close ends the send.
         let payload = [0x3cu8; 8];
-        let n = net_typed(
-            c"sockets",
-            c"::",
-            c"7650",
-            core::ptr::null_mut(),
-            sys::KFI_EP_RDM,
-        )?;
-        let av = n.domain.open_av_table(4)?;
+        let (n, av) = rdm_net_at(c"::", c"7650", 4)?;
         let c = cq(&n)?;
         let ep = rdm_endpoint(&n, &c, &av)?;
         // The peer listens where it claims to (a second connection to it
