@@ -376,7 +376,13 @@ pub(crate) fn rdm_net_at(
     port: &core::ffi::CStr,
     count: usize,
 ) -> Result<(Net, Owned<sys::kfid_av>)> {
-    let n = net_typed(c"sockets", host, port, core::ptr::null_mut(), sys::KFI_EP_RDM)?;
+    let n = net_typed(
+        c"sockets",
+        host,
+        port,
+        core::ptr::null_mut(),
+        sys::KFI_EP_RDM,
+    )?;
     let av = n.domain.open_av_table(count)?;
     Ok((n, av))
 }

@@ -85,17 +85,25 @@ fn add_conn(r: &Rdm, peer: SockAddr, conn: Arc<Shared>, incoming: bool) -> Resul
 
 /// Tracks a socket a worker may wait on (see `State::busy`), reserving
 /// room for its connection: an endpoint has at most `rdm_max_peers`
-/// connections, handshakes in progress included (`ENOSPC` beyond; ended
-/// connections are closed first to make room). The socket stays tracked
-/// until its connection is filed or has failed, so the count never drops
-/// below what exists.
-fn track(r: &Rdm, sock: &Arc<Socket>) -> Result {
+/// connections, handshakes in progress included (`ENOSPC` beyond). Ended
+/// connections do not count; with `tidy` they are closed here, else the
+/// next filing closes them (`add_conn`): the listener's accept work, which
+/// must not wait for other work on the provider's queue (a close waits
+/// for the connection's), tracks without. The socket stays tracked until
+/// its connection is filed or has failed, so the count never drops below
+/// what exists.
+fn track(r: &Rdm, sock: &Arc<Socket>, tidy: bool) -> Result {
     let mut s = r.state.lock();
     if s.closing {
         return Err(ECANCELED);
     }
-    let ended = take_ended(&mut s.conns);
-    let room = s.conns.len().saturating_add(s.busy.len()) < crate::rdm_max_peers();
+    let ended = if tidy {
+        take_ended(&mut s.conns)
+    } else {
+        KVec::new()
+    };
+    let live = s.conns.iter().filter(|c| c.conn.usable()).count();
+    let room = live.saturating_add(s.busy.len()) < crate::rdm_max_peers();
     let pushed = if room {
         s.busy.push(sock.clone(), GFP_KERNEL).map_err(Error::from)
     } else {
@@ -132,7 +140,7 @@ fn connection(r: &Rdm, sock: Arc<Socket>, peer: SockAddr) -> Result<Arc<Shared>>
 /// request is read on a worker of its own.
 pub(super) fn take(r: &Arc<Rdm>, s: &Arc<Socket>) -> Result {
     begin_reading(r).map_err(|e| refuse(s, e))?;
-    if let Err(e) = track(r, s) {
+    if let Err(e) = track(r, s, false) {
         end_reading(r);
         return Err(if e == ENOSPC { refuse(s, e) } else { e });
     }
@@ -234,7 +242,7 @@ fn incoming(r: &Arc<Rdm>, sock: Arc<Socket>) {
 /// connections already.
 pub(super) fn open(r: &Rdm, peer: SockAddr) -> Result<Arc<Shared>> {
     let sock = Arc::new(Socket::tcp_in(&peer, r.ns)?, GFP_KERNEL)?;
-    track(r, &sock)?;
+    track(r, &sock, true)?;
     let conn = open_tracked(r, &sock, peer);
     untrack(r, &sock);
     conn

@@ -52,7 +52,9 @@ pub(super) struct State {
     pub(super) av: Option<AvRef>,
     pub(super) tx_cq: Reports,
     pub(super) listener: Option<Listening>,
-    /// Connections by the peer's listening address.
+    /// Connections by the peer's listening address; ended ones stay until
+    /// the next filing or opening closes them (at most `rdm_max_peers`
+    /// live ones, so at most twice that in all).
     pub(super) conns: KVec<Conn>,
     /// Sockets of requests being read, and of a connection being opened:
     /// shut down at close so no worker waits on a silent peer.
