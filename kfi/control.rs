@@ -9,8 +9,8 @@ use kernel::{prelude::*, task::might_sleep};
 
 use crate::{
     buffers::list_len,
-    kfi_sys as sys, live,
-    object::{self, checked, checked_open, class_of, finish_open, ObjectCore, Pending},
+    kfi_sys as sys,
+    object::{self, checked, checked_open, class_of_open, finish_open, ObjectCore, Pending},
     slot::errno,
 };
 
@@ -270,11 +270,8 @@ pub(crate) unsafe extern "C" fn kfi_mr_reg(
 ///
 /// `fid` and `bfid` are NULL or object headers.
 unsafe fn bind_to(fid: *mut sys::kfid, class: u32, bfid: *mut sys::kfid, flags: u64) -> Result {
-    // Neither is read unless filed as open.
-    live::core_of(bfid).ok_or(EINVAL)?;
-    // SAFETY: NULL, closed or object headers (safety requirement); `bfid`
-    // is open.
-    let (tcore, bclass) = unsafe { (checked_open(fid, class)?, class_of(bfid)?) };
+    // SAFETY: NULL, closed or object headers (safety requirement).
+    let (tcore, bclass) = unsafe { (checked_open(fid, class)?, class_of_open(bfid)?) };
     let allowed = [
         sys::KFI_CLASS_CQ,
         sys::KFI_CLASS_EQ,
@@ -336,8 +333,8 @@ pub(crate) unsafe extern "C" fn kfi_bind(
     flags: u64,
 ) -> c_int {
     errno((|| {
-        // SAFETY: The C contract.
-        let class = unsafe { class_of(fid) }?;
+        // SAFETY: The C contract (NULL, closed or an object).
+        let class = unsafe { class_of_open(fid) }?;
         if class != sys::KFI_CLASS_EP && class != sys::KFI_CLASS_PEP {
             return Err(EINVAL);
         }
@@ -359,8 +356,8 @@ pub(crate) unsafe extern "C" fn kfi_control(
 ) -> c_int {
     errno((|| {
         might_sleep();
-        // SAFETY: The C contract.
-        let class = unsafe { class_of(fid) }?;
+        // SAFETY: The C contract (NULL, closed or an object).
+        let class = unsafe { class_of_open(fid) }?;
         // SAFETY: The C contract; the class matches.
         unsafe { checked(fid, class) }?;
         // SAFETY: `fid` is open.
@@ -391,12 +388,12 @@ pub(crate) unsafe extern "C" fn kfi_enable(ep: *mut sys::kfid_ep) -> c_int {
 ///
 /// # Safety
 ///
-/// `fid` is NULL or an object header.
+/// `fid` is NULL, closed or an object header.
 unsafe fn ep_tables(
     fid: *mut sys::kfid,
 ) -> Result<(*const sys::kfi_ops_ep, *const sys::kfi_ops_cm)> {
-    // SAFETY: NULL or an object header (safety requirement).
-    let class = unsafe { class_of(fid) }?;
+    // SAFETY: NULL, closed or an object header (safety requirement).
+    let class = unsafe { class_of_open(fid) }?;
     match class {
         sys::KFI_CLASS_EP => {
             let ep = fid.cast::<sys::kfid_ep>();

@@ -61,7 +61,8 @@ pub(crate) fn insert(fid: *const sys::kfid, core: *const c_void) -> Result {
     Ok(())
 }
 
-/// The core filed for `fid`, if `fid` is an open object. Any context.
+/// The core filed for `fid`, if `fid` is an open object (or one being
+/// attached). Any context.
 pub(crate) fn core_of(fid: *const sys::kfid) -> Option<*const c_void> {
     // SAFETY: Initialized by `init`; the lookup takes RCU itself.
     let p = unsafe { bindings::xa_load(xa(), index(fid)) };
@@ -69,8 +70,8 @@ pub(crate) fn core_of(fid: *const sys::kfid) -> Option<*const c_void> {
 }
 
 /// Takes `fid` out of the set if it is still filed with `core` (a new
-/// object at the same address has a new core, and stays). Any context
-/// but hard interrupt.
+/// object at the same address has a new core, and stays). Process
+/// context (the XArray's lock is taken without disabling softirqs).
 pub(crate) fn remove(fid: *const sys::kfid, core: *const c_void) {
     // SAFETY: Initialized by `init`. Under the XArray's lock, as
     // `__xa_erase` requires; the erase frees no memory that the lock

@@ -117,9 +117,40 @@ pub(crate) unsafe fn checked<'a>(fid: *mut sys::kfid, class: u32) -> Result<&'a 
 /// `fid` is NULL, an object closed already, or points to an object header
 /// valid for reads whose `core` was set by [`attach`].
 pub(crate) unsafe fn checked_open<'a>(fid: *mut sys::kfid, class: u32) -> Result<&'a ObjectCore> {
-    live::core_of(fid).ok_or(EINVAL)?;
+    // SAFETY: As required.
+    unsafe { filed_core(fid) }?;
     // SAFETY: Filed as open, so a valid header of an open object.
     unsafe { checked(fid, class) }
+}
+
+/// The core `fid` is filed with (`live.rs`), looked up before `fid` is
+/// read, and found in its header too: `EINVAL` for an object closed
+/// already, or not attached yet (a new object that got the address of a
+/// closed one is filed just before its header is written).
+///
+/// # Safety
+///
+/// As for [`checked_open`].
+unsafe fn filed_core(fid: *mut sys::kfid) -> Result<*const c_void> {
+    let filed = live::core_of(fid).ok_or(EINVAL)?;
+    // SAFETY: Filed as open: a header valid for reads until its close,
+    // which the caller does not run at the same time (the C contract).
+    if unsafe { (*fid).core }.cast_const() != filed {
+        return Err(EINVAL);
+    }
+    Ok(filed)
+}
+
+/// [`class_of`] for a call off the data path: `fid` must be filed as open.
+///
+/// # Safety
+///
+/// As for [`checked_open`].
+pub(crate) unsafe fn class_of_open(fid: *mut sys::kfid) -> Result<u32> {
+    // SAFETY: As required.
+    unsafe { filed_core(fid) }?;
+    // SAFETY: Filed as open, so a valid header of an open object.
+    unsafe { class_of(fid) }
 }
 
 /// The class of an open object, or `EINVAL`.
@@ -357,7 +388,8 @@ pub(crate) unsafe fn fabric_open(
 pub(crate) unsafe fn close(fid: *mut sys::kfid) -> Result {
     might_sleep();
     // Not read unless filed as open: a second close is `EINVAL`.
-    let filed = live::core_of(fid).ok_or(EINVAL)?;
+    // SAFETY: As required.
+    let filed = unsafe { filed_core(fid) }?;
     // SAFETY: Filed as open, so a readable header of an open object.
     let class = unsafe { class_of(fid) }?;
     // SAFETY: `fid` is NULL or a readable header of an open object (this

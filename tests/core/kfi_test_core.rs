@@ -289,8 +289,8 @@ mod tests {
         assert_eq!(CLOSES.load(Ordering::Relaxed), closes);
     }
 
-    /// A second `kfi_close` of one object, and a child or a binding asked
-    /// of a closed object, are `-EINVAL`: kfabric.ko finds the pointer
+    /// A second `kfi_close` of one object, and a child, a control call or
+    /// a binding asked of a closed object, are `-EINVAL`: kfabric.ko finds the pointer
     /// among its open objects before it reads through it (a second close
     /// used to free the object twice).
     #[test]
@@ -322,6 +322,12 @@ mod tests {
         let r = unsafe { sys::kfi_domain(fabric, &mut info, &mut domain, core::ptr::null_mut()) };
         assert_eq!(r, EINVAL.to_errno());
         assert!(domain.is_null());
+        // SAFETY: As above.
+        let r = unsafe { sys::kfi_control(fid, 0, core::ptr::null_mut()) };
+        assert_eq!(r, EINVAL.to_errno());
+        // SAFETY: As above, for either object.
+        let r = unsafe { sys::kfi_bind(fid, fid, 0) };
+        assert_eq!(r, EINVAL.to_errno());
         drop(reg);
         Ok(())
     }
