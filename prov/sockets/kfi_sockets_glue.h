@@ -88,6 +88,14 @@ int kfi_sockets_peek(struct sock *sk, void *to, unsigned int len);
  */
 int kfi_sockets_inq_hint(struct socket *sock);
 
+/*
+ * Whether the peer has ended @sock's connection, read without taking a
+ * byte (a receive parked on a message, rx/recv.rs): the socket's pending
+ * error (negative, left pending), -ECONNRESET once the peer's FIN came or
+ * the socket closed, else 0. Any context.
+ */
+int kfi_sockets_rx_ended(struct socket *sock);
+
 /* Copies @len bytes from @offset of @skb to @to; 0 or -errno. Any context. */
 int kfi_sockets_skb_copy(const struct sk_buff *skb, unsigned int offset, void *to,
 			 unsigned int len);

@@ -173,6 +173,19 @@ int kfi_sockets_inq_hint(struct socket *sock)
 	return max(n, 0);
 }
 
+int kfi_sockets_rx_ended(struct socket *sock)
+{
+	struct sock *sk = sock->sk;
+	int err = READ_ONCE(sk->sk_err);
+
+	if (err)
+		return -err;
+	if ((READ_ONCE(sk->sk_shutdown) & RCV_SHUTDOWN) ||
+	    READ_ONCE(sk->sk_state) == TCP_CLOSE)
+		return -ECONNRESET;
+	return 0;
+}
+
 /* Copies bytes out of a socket buffer (any context). */
 int kfi_sockets_skb_copy(const struct sk_buff *skb, unsigned int offset, void *to,
 			 unsigned int len)

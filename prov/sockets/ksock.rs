@@ -14,7 +14,7 @@ use kernel::{bindings, error::to_result, prelude::*};
 
 // sock_setsockopt() is exported by net/core/sock.c but not in the kernel
 // crate's bindings: its declaration is generated with the C glue's.
-use crate::sock_sys::sock_setsockopt;
+use crate::sock_sys::{kfi_sockets_rx_ended, sock_setsockopt};
 
 // Included by path, so that every crate that includes this file finds it
 // beside it.
@@ -693,6 +693,14 @@ impl Socket {
             bindings::kernel_recvmsg(self.sock.as_ptr(), &mut msg, iov.as_mut_ptr(), 2, total, 0)
         };
         self.received(Self::timed(n, timed))
+    }
+
+    /// `Err` when the peer has ended the connection (its FIN, a reset, the
+    /// socket's pending error, left pending), read without taking a byte:
+    /// for a receiver that leaves the bytes in the socket. Any context.
+    pub(crate) fn rx_ended(&self) -> Result {
+        // SAFETY: A live socket; the call only reads its state.
+        to_result(unsafe { kfi_sockets_rx_ended(self.sock.as_ptr()) })
     }
 
     /// Whether a receive would not block: bytes are queued or the stream

@@ -4,14 +4,22 @@
 //! its peers, so that an operation to a peer finds the connection it has.
 //! A raw kernel-socket peer (the provider's own framing, included by
 //! path) on one side of a loopback connection, a kfabric RDM endpoint on
-//! the other.
+//! the other: one filing per peer, and none kept for a peer that left.
 //!
 //! Checks return an error instead of asserting, so that a failing case
 //! still closes its objects.
 
-use kernel::prelude::*;
+use kernel::{
+    prelude::*,
+    time::{delay::fsleep, Delta},
+};
 
-use super::{frame, ksock::SockAddr, net::*, wire::Op};
+use super::{
+    frame,
+    ksock::SockAddr,
+    net::*,
+    wire::{Hdr, Op},
+};
 
 use super::hostile_peers::*;
 
@@ -38,6 +46,11 @@ mod tests {
         let listener = raw_listener(7651)?;
         let (accepted, s) = rdm_claim([127, 0, 0, 1], 7650, &me)?;
         ensure!(accepted, "the IPv4 peer was refused");
+        // The endpoint files the connection just after it answers: a send
+        // before that opens a second one (to a peer whose own request is
+        // in flight, as any two peers that start at once), which is not
+        // what this case is about.
+        fsleep(Delta::from_millis(500));
         let to = av.insert(me.as_bytes());
         ensure!(to.is_ok(), "kfi_av_insert: {:?}", to);
         let pv = kvec(&payload);
@@ -68,6 +81,50 @@ mod tests {
         drop(ep);
         drop(s);
         drop(listener);
+        Ok(())
+    }
+
+    /// A peer's tagged message larger than its share of the held queue
+    /// (2 MiB of 4) waits in the socket, its connection parked on it with
+    /// no deadline. When the peer hangs up, the connection must end all
+    /// the same: its address is free again for the peer's next request
+    /// (before, the parked connection never read the end of the stream,
+    /// stayed up, and refused the peer's address for good).
+    #[test]
+    fn parked_connection_ends_when_its_peer_leaves() -> Result {
+        let r = rdm_side(c"7652")?;
+        let me = SockAddr::v4([127, 0, 0, 1], 7653);
+        let (accepted, a) = rdm_claim([127, 0, 0, 1], 7652, &me)?;
+        ensure!(accepted, "the peer was refused");
+        // A header for 2 MiB and the first 16 KiB of it: all of it goes
+        // out, so the peer's FIN is not held behind bytes our full window
+        // would refuse. Nobody ever posts tag 9.
+        let mut h = Hdr::new(Op::Tagged, 1, 0);
+        h.tag = 9;
+        h.len = 2 << 20;
+        let head = h.encode();
+        let mut first = KVec::new();
+        first.resize(16 << 10, 0x44u8, GFP_KERNEL)?;
+        a.send(&[&head, &first])?;
+        // Past the wait in the socket for its receive (`recv_wait_ms`):
+        // parked for want of room.
+        fsleep(Delta::from_millis(300));
+        drop(a);
+        let mut again = false;
+        for _ in 0..30 {
+            let (ok, s) = rdm_claim([127, 0, 0, 1], 7652, &me)?;
+            drop(s);
+            if ok {
+                again = true;
+                break;
+            }
+            fsleep(Delta::from_millis(100));
+        }
+        ensure!(
+            again,
+            "the peer's address stayed taken by a connection it left 3 s ago"
+        );
+        drop(r);
         Ok(())
     }
 }

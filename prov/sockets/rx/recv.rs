@@ -114,6 +114,18 @@ pub(super) fn finish_recv(
 }
 
 impl Rx<'_> {
+    /// Parks `h`, for which there is no room to hold it, until a receive
+    /// or room comes (as [`Self::park`]), unless the peer has ended the
+    /// connection: such a park has no deadline, and the parked frame keeps
+    /// the receive from ever reading the end of the stream, so it is
+    /// looked at here, each time the frame is tried again (the socket's
+    /// state change tries it again). The message is lost with the
+    /// connection.
+    fn park_full(&self, s: &mut RxState, h: &Hdr) -> Result<Step> {
+        self.sock.rx_ended()?;
+        self.park(s, h)
+    }
+
     /// Parks `h` until a receive is posted (called with the receive
     /// queues locked, so no posting slips between the check and this).
     fn park(&self, s: &mut RxState, h: &Hdr) -> Result<Step> {
@@ -188,7 +200,7 @@ impl Rx<'_> {
                         drop(s);
                         self.hold_msg(h, room)
                     }
-                    None => self.park(&mut s, h),
+                    None => self.park_full(&mut s, h),
                 };
             }
             (s.rx.remove(0).map_err(|_| EINVAL)?, s.cq)
@@ -273,7 +285,7 @@ impl Rx<'_> {
                         Room::Reserved(r) => Err(r),
                         // Larger than everything we would ever hold.
                         Room::Never => return Err(EPROTO),
-                        Room::Full => return self.park(&mut s, h),
+                        Room::Full => return self.park_full(&mut s, h),
                     }
                 }
             }
