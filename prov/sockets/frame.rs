@@ -262,6 +262,13 @@ fn check_cm_data(param: &[u8]) -> Result {
 pub(crate) fn connect_start(sock: &Socket, addr: &SockAddr, param: &[u8]) -> Result {
     check_cm_data(param)?;
     sock.connect(addr)?;
+    send_connreq(sock, param)
+}
+
+/// Sends the request on `sock`, connected or connecting (the send waits
+/// for the handshake).
+pub(crate) fn send_connreq(sock: &Socket, param: &[u8]) -> Result {
+    check_cm_data(param)?;
     send_frame(sock, &Hdr::new(Op::ConnReq, 0, 0), &[], &[param])
 }
 

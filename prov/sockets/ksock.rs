@@ -366,6 +366,19 @@ impl Socket {
         Self::timed(r, timed).map(|_| ())
     }
 
+    /// `connect` that only starts the handshake: a send waits for it (until
+    /// its deadline), and a shutdown from now on ends it.
+    pub(crate) fn connect_begin(&self, addr: &SockAddr) -> Result {
+        let (a, n) = addr.raw();
+        let flags = bindings::O_NONBLOCK as c_int;
+        // SAFETY: A live socket; `a` holds `n` bytes.
+        let r = unsafe { bindings::kernel_connect(self.sock.as_ptr(), a, n, flags) };
+        if r == -(bindings::EINPROGRESS as c_int) {
+            return Ok(());
+        }
+        to_result(r)
+    }
+
     /// Sends all of `bufs`, in order; returns the bytes sent (all of
     /// them), the socket's error if the connection failed on the way,
     /// `ETIMEDOUT` if the send deadline passed before all were sent.

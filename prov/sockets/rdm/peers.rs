@@ -254,12 +254,21 @@ fn open_tracked(r: &Rdm, sock: &Arc<Socket>, peer: SockAddr) -> Result<Arc<Share
     let answer = (|| -> Result<Answer> {
         let l = r.state.lock().listener.as_ref().map(|l| l.sock().clone());
         let me = l.ok_or(ENOTCONN)?.local_addr()?;
-        // From our listening IP, which the peer checks our claim against.
+        // From our listening IP, which the peer checks our claim against;
+        // in the socket's family (an IPv4-mapped listening address binds
+        // as the IPv4 one when the peer is filed as IPv4, `canonical`).
         if !me.ip_unspecified() {
-            sock.bind(&me.with_port(0))?;
+            sock.bind(&me.canonical().with_port(0))?;
         }
         with_timeout(sock, || {
-            frame::connect_start(sock, &peer, me.as_bytes())?;
+            sock.connect_begin(&peer)?;
+            // The endpoint's close shuts our (tracked) socket down, which
+            // ends a handshake under way but not one begun after it: a
+            // close from before is seen here.
+            if r.state.lock().closing {
+                return Err(ECANCELED);
+            }
+            frame::send_connreq(sock, me.as_bytes())?;
             frame::connect_finish(sock)
         })
     })();
