@@ -77,7 +77,9 @@ impl WorkItem for Listener {
     type Pointer = Arc<Listener>;
 
     fn run(this: Arc<Listener>) {
+        let noio = wq::NoIo::begin();
         accept_ready(&this);
+        drop(noio);
         done(&this);
     }
 }

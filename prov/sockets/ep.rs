@@ -18,7 +18,7 @@ use crate::{
         kfabric::kfi_error,
         kfi_sys as sys,
         provider::{Bound, EndpointAttr, FidRef},
-        toolkit::{completion::bind_reports, workers::Workers},
+        toolkit::completion::bind_reports,
     },
     ksock::{SockAddr, Socket},
     mr::MrTable,
@@ -104,7 +104,7 @@ impl SockEp {
 
 /// Runs `f` on a worker that close waits for (the connector).
 fn spawn(sh: &Arc<Shared>, f: fn(&Arc<Shared>)) -> Result {
-    Workers::spawn(crate::wq::long_queue(), sh, |sh| &sh.workers, f)
+    crate::wq::spawn_long(sh, |sh| &sh.workers, f)
 }
 
 /// Connects: the client's half of the handshake, on a worker.

@@ -112,7 +112,7 @@ pub(crate) struct SockPep(Arc<Shared>);
 
 /// Runs `f` on a worker that close waits for.
 fn spawn(sh: &Arc<Shared>, f: impl FnOnce(&Arc<Shared>) + Send + 'static) -> Result {
-    Workers::spawn(crate::wq::long_queue(), sh, |sh| &sh.workers, f)
+    crate::wq::spawn_long(sh, |sh| &sh.workers, f)
 }
 
 /// Takes an accepted connection: its request is read on a worker of its

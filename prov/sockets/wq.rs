@@ -19,10 +19,14 @@ use core::{
     ptr::null_mut,
     sync::atomic::{AtomicPtr, Ordering},
 };
-use kernel::{bindings, prelude::*, workqueue::Queue};
+use kernel::{bindings, prelude::*, sync::Arc, workqueue::Queue};
 
-use crate::sock_sys::{
-    kfi_sockets_alloc_long_wq, kfi_sockets_alloc_wq, kfi_sockets_noio_begin, kfi_sockets_noio_end,
+use crate::{
+    kfi::toolkit::workers::Workers,
+    sock_sys::{
+        kfi_sockets_alloc_long_wq, kfi_sockets_alloc_wq, kfi_sockets_noio_begin,
+        kfi_sockets_noio_end,
+    },
 };
 
 /// The queues while the module is loaded, else NULL.
@@ -94,6 +98,20 @@ pub(crate) fn queue() -> &'static Queue {
 /// until the handshake deadline.
 pub(crate) fn long_queue() -> &'static Queue {
     live(&LONG, kernel::workqueue::system_long)
+}
+
+/// Runs `f` on a handshake worker of `owner` (`Workers::spawn` on the
+/// long queue; `owner`'s close waits for it), whose allocations start no
+/// I/O ([`NoIo`]), as the connections' own work's do. Process context.
+pub(crate) fn spawn_long<T: Send + Sync + 'static>(
+    owner: &Arc<T>,
+    of: fn(&T) -> &Workers,
+    f: impl FnOnce(&Arc<T>) + Send + 'static,
+) -> Result {
+    Workers::spawn(long_queue(), owner, of, |o| {
+        let _noio = NoIo::begin();
+        f(o)
+    })
 }
 
 /// While it lives, the task's allocations start no I/O (`GFP_KERNEL`

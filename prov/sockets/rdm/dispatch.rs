@@ -55,7 +55,9 @@ impl WorkItem<0> for Rdm {
     type Pointer = Arc<Rdm>;
 
     fn run(this: Arc<Rdm>) {
+        let noio = wq::NoIo::begin();
         dispatch(&this);
+        drop(noio);
         work_done(&this);
     }
 }

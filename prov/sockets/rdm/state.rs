@@ -111,5 +111,5 @@ pub(crate) struct Rdm {
 /// Runs `f` on a worker of the endpoint (`Workers`: closing waits for
 /// it). Process context.
 pub(super) fn spawn(r: &Arc<Rdm>, f: impl FnOnce(&Arc<Rdm>) + Send + 'static) -> Result {
-    Workers::spawn(crate::wq::long_queue(), r, |r| &r.workers, f)
+    crate::wq::spawn_long(r, |r| &r.workers, f)
 }
