@@ -127,8 +127,8 @@ struct Parser<'a> {
     failed: Option<Error>,
     /// Frames this pass may still begin.
     budget: usize,
-    /// Payload bytes this pass may still copy: a frame with more is
-    /// left to the receive work.
+    /// Bytes (headers included) this pass may still take: a frame whose
+    /// payload is larger is left to the receive work.
     bytes_left: usize,
     /// The waiters of the first receive's CQ were woken for the message at
     /// the head of the socket ([`expect_early`]).
@@ -140,9 +140,9 @@ struct Parser<'a> {
 /// receive work takes the rest.
 const FRAME_BUDGET: usize = 64;
 
-/// Payload bytes one pass of the callback copies at most: a frame whose
-/// payload does not fit in what is left of it (one larger than this, in
-/// any pass) is left to the receive work, so a peer's burst of large
+/// Bytes (headers included) one pass of the callback takes at most, about:
+/// a frame whose payload does not fit in what is left of it (any frame of
+/// this size or more) is left to the receive work, so a peer's burst of large
 /// messages or writes, or one frame as large as the socket's buffer,
 /// keeps a softirq busy for a bounded time only.
 const BYTE_BUDGET: usize = 256 << 10;
