@@ -185,6 +185,12 @@ struct Rx<'a> {
 /// Most responses the receive work holds back for the next frame's.
 const RESP_BATCH: usize = 16;
 
+/// Frames of this many bytes or more (after the header) have the held
+/// responses handed over before they are copied, unless the next frame's
+/// header is in the socket too: a copy this long would keep the peer
+/// waiting for them.
+const EARLY_ANSWER_MIN: usize = 16 << 10;
+
 impl Rx<'_> {
     /// Handles frames until the socket has no more bytes, a message
     /// waits for a receive, the connection is closing (a close that
@@ -226,12 +232,21 @@ impl Rx<'_> {
                     h
                 }
             };
-            // Held responses do not wait while we wait for the rest.
+            // Held responses do not wait while we wait for the rest, nor,
+            // for a large frame, while we copy the last frame the socket
+            // holds: the peer, answered, sends its next frames meanwhile,
+            // so a window of answered writes never drains (as it did once
+            // per window when the answers left only after the copy).
             let descs = if self.rma.is_some() { 0 } else { h.rma_bytes() };
             let rest = usize::try_from(h.len)
                 .ok()
                 .and_then(|n| n.checked_add(descs));
-            self.push_unless_ready(rest.unwrap_or(usize::MAX));
+            let want = match rest {
+                Some(n) if n >= EARLY_ANSWER_MIN => n.saturating_add(HDR_LEN),
+                Some(n) => n,
+                None => usize::MAX,
+            };
+            self.push_unless_ready(want);
             let step = match h.op {
                 Op::Msg => self.msg(&h)?,
                 Op::Tagged => self.tagged(&h)?,
