@@ -156,17 +156,17 @@ impl Rx<'_> {
             s.recv_wait = None;
             return None;
         }
+        // Kept once it has passed, until the message is placed or held
+        // (`recv_found`): a message parked for want of room is tried again
+        // on every post, and must not start a new wait, and a new timer,
+        // each time.
         let due = *s
             .recv_wait
             .get_or_insert_with(|| Deadline::after_ms(u64::from(ms)));
-        let left = due.left_ms();
-        if left.is_none() {
-            s.recv_wait = None;
-        }
-        left
+        due.left_ms()
     }
 
-    /// Message `h` found its receive: a wait for it is over.
+    /// Message `h` found its receive, or was held: a wait for it is over.
     fn recv_found(&self, h: &Hdr) {
         if h.len >= RECV_WAIT_MIN {
             self.sh.state.lock().recv_wait = None;
@@ -254,6 +254,7 @@ impl Rx<'_> {
             }
             Some((None, _)) => return Err(ECANCELED),
         }
+        self.recv_found(h);
         // Held counts as delivered: the data is placed at the target.
         self.ack_if_asked(h)?;
         Ok(Step::Done)
@@ -338,6 +339,7 @@ impl Rx<'_> {
         if let Some((m, cq)) = taken {
             complete_matched(cq, &m);
         }
+        self.recv_found(h);
         // Held counts as delivered: the data is placed at the target.
         self.ack_if_asked(h)?;
         Ok(Step::Done)
