@@ -305,10 +305,9 @@ impl Drop for Unexpected {
     fn drop(&mut self) {
         let (ptr, _, cap) = core::mem::take(&mut self.payload).into_raw_parts();
         if cap != 0 {
-            // SAFETY: `ptr` is the allocation of a `KVVec` of non-zero
-            // capacity (kmalloc'd or vmalloc'd), owned by nobody else now;
-            // `u8` needs no drop. `kvfree_atomic` frees either kind in any
+            // `kvfree_atomic` frees kmalloc'd or vmalloc'd memory in any
             // context but NMI.
+            // SAFETY: A `KVVec`'s allocation (capacity non-zero), now ours.
             unsafe { kernel::bindings::kvfree_atomic(ptr.cast()) };
         }
     }
