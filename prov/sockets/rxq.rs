@@ -25,7 +25,7 @@ use crate::{
         kfi_sys as sys,
         toolkit::{
             completion::{report_err, CqEntry, Reports},
-            tags::{Limits, TagMatcher},
+            tags::{Limits, Matched, TagMatcher},
         },
     },
     op::{RxOp, Unexpected},
@@ -46,6 +46,39 @@ pub(crate) struct RxState {
     pub(crate) tagged: TagMatcher<RxOp, Unexpected>,
     /// Connections whose receive work waits for a receive to be posted.
     pub(crate) stalled: KVec<Arc<Shared>>,
+    /// Receives matched with held messages by posts that came while
+    /// another post was reporting such a pair (`reporting`): that one
+    /// reports them, in order. A CQ handler that reposts the receive that
+    /// completed then never nests one post and one handler call per held
+    /// message on its stack (up to `2 * UNEXP_MAX` of them).
+    due: KVec<Due>,
+    /// A post is reporting matched receives (see `due`).
+    reporting: bool,
+}
+
+/// A receive matched with a held message, to report.
+enum Due {
+    Msg(Unexpected, RxOp),
+    Tagged(Matched<RxOp, Unexpected>),
+}
+
+impl Due {
+    fn report(&self, cq: Reports) {
+        match self {
+            Due::Msg(u, op) => rx::complete_held(cq, op, sys::KFI_MSG, 0, u.data, &u.payload),
+            Due::Tagged(m) => rx::complete_matched(cq, m),
+        }
+    }
+}
+
+/// Who reports a matched receive (`RxQueues::take_due`).
+enum Reporter {
+    /// The caller, then the ones other posts leave meanwhile.
+    First(Due),
+    /// The caller, nested in a report (no memory to leave it).
+    Nested(Due),
+    /// The post that is reporting already, or there is none to report.
+    Other,
 }
 
 /// The share of the unexpected queues' bounds one connection of an RDM
@@ -94,6 +127,8 @@ impl RxQueues {
                         source_bytes: bytes / div,
                     })?,
                     stalled: KVec::new(),
+                    due: KVec::new(),
+                    reporting: false,
                 }),
             }),
             GFP_KERNEL,
@@ -117,14 +152,14 @@ impl RxQueues {
             asked: flags & sys::KFI_COMPLETION != 0,
             bufs: List::of_msg(m)?,
         };
-        let (held, cq) = {
+        let (who, cq) = {
             let mut s = self.state.lock();
             if s.closing {
                 return Err(ENOTCONN);
             }
             // The oldest held message, if any, is this receive's.
             let held = match s.held.take() {
-                Some(u) => Some((u, op)),
+                Some(u) => Some(Due::Msg(u, op)),
                 None => {
                     if s.rx.len() >= QUEUE {
                         return Err(EAGAIN);
@@ -134,12 +169,56 @@ impl RxQueues {
                 }
             };
             Self::resume(&mut s);
-            (held, s.cq)
+            (Self::take_due(&mut s, held), s.cq)
         };
-        if let Some((u, op)) = held {
-            rx::complete_held(cq, &op, sys::KFI_MSG, 0, u.data, &u.payload);
-        }
+        self.report(who, cq);
         Ok(())
+    }
+
+    /// Who reports `d`, a receive the caller matched with a held message
+    /// under the lock: the caller, unless another post is reporting (then
+    /// `d` is left to it).
+    fn take_due(s: &mut RxState, d: Option<Due>) -> Reporter {
+        let Some(d) = d else {
+            return Reporter::Other;
+        };
+        if !s.reporting {
+            s.reporting = true;
+            return Reporter::First(d);
+        }
+        if s.due.reserve(1, GFP_ATOMIC).is_err() {
+            return Reporter::Nested(d);
+        }
+        match s.due.push_within_capacity(d) {
+            Ok(()) => Reporter::Other,
+            Err(e) => Reporter::Nested(e.0),
+        }
+    }
+
+    /// Reports what [`Self::take_due`] gave the caller to report (to
+    /// `cq`), and then, as the first reporter, what other posts left
+    /// meanwhile, until none is left. Any context but hard interrupt.
+    fn report(&self, who: Reporter, cq: Reports) {
+        match who {
+            Reporter::First(d) => d.report(cq),
+            Reporter::Nested(d) => return d.report(cq),
+            Reporter::Other => return,
+        }
+        loop {
+            let next = {
+                let mut s = self.state.lock();
+                if s.due.is_empty() {
+                    s.reporting = false;
+                    // Its room (grown only while handlers nested) goes back.
+                    s.due = KVec::new();
+                    return;
+                }
+                (s.due.remove(0), s.cq)
+            };
+            if let (Ok(d), cq) = next {
+                d.report(cq);
+            }
+        }
     }
 
     /// Queues the receive work of connections that waited for a receive
@@ -171,18 +250,17 @@ impl RxQueues {
             asked: flags & sys::KFI_COMPLETION != 0,
             bufs: List::of_msg(&t.msg)?,
         };
-        let (held, cq) = {
+        let (who, cq) = {
             let mut s = self.state.lock();
             if s.closing {
                 return Err(ENOTCONN);
             }
             // A receive or the room it frees may be what they wait for.
             Self::resume(&mut s);
-            (s.tagged.post(t.tag, t.ignore, op)?, s.cq)
+            let held = s.tagged.post(t.tag, t.ignore, op)?.map(Due::Tagged);
+            (Self::take_due(&mut s, held), s.cq)
         };
-        if let Some(m) = held {
-            rx::complete_matched(cq, &m);
-        }
+        self.report(who, cq);
         Ok(())
     }
 

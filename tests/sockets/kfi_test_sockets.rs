@@ -12,7 +12,8 @@
 //! `kfi_sockets_unanswered` (unanswered.rs): writes that asked for inject
 //! completion only, and `kfi_sockets_by_ref` (by_ref.rs): writes whose
 //! payload goes by page reference, and `kfi_sockets_rdm_peers`
-//! (rdm_peers.rs): how an RDM endpoint files its peers' connections. The
+//! (rdm_peers.rs): how an RDM endpoint files its peers' connections, and
+//! `kfi_sockets_handlers` (handlers.rs): CQ handlers that post again. The
 //! provider's sources are
 //! included by path, so the building-block tests exercise the very code
 //! the provider runs.
@@ -31,6 +32,8 @@ mod cm;
 mod frame;
 #[path = "framing.rs"]
 mod framing;
+#[path = "handlers.rs"]
+mod handlers;
 #[path = "hostile.rs"]
 mod hostile;
 #[path = "hostile_deadlines.rs"]
