@@ -43,6 +43,7 @@ use crate::{
     op::{Begun, Job, Kind, Pending, Resp, TxOp},
     progress, rx, splice,
     wire::{flags, Hdr, Op},
+    wq::NoIo,
 };
 
 /// Buffers of one frame gathered on the transmitter's stack.
@@ -129,9 +130,12 @@ fn job_len(job: &Job) -> u64 {
 /// connection (`progress::push_tx`). Never inlined into its caller: its
 /// frame (an operation moves through it) is taken only once the caller's
 /// stack was found deep enough (`kfi_sockets_may_send_inline`), not on
-/// every post. Ends the caller's use of the connection.
+/// every post. Ends the caller's use of the connection. Its allocations
+/// start no I/O ([`NoIo`]): while it has the socket, the transmit work
+/// waits for it, and a storage ULP's writeback may wait for that work.
 #[inline(never)]
 pub(crate) fn inline(sh: &Arc<Shared>) {
+    let _noio = NoIo::begin();
     let sock = {
         let mut s = sh.state.lock();
         let free = !s.tx_busy && s.tx_begun.is_none() && !s.dead;
@@ -179,9 +183,11 @@ pub(crate) fn may_send_direct(s: &mut State, op: &TxOp) -> bool {
 /// operation skips the transmit queue. As [`inline`]: never waits for the
 /// peer; what the socket does not take is left to the transmit work (the
 /// operation moves there, a default left in `op`). Ends the caller's use
-/// of the connection. Process context that may sleep.
+/// of the connection. Process context that may sleep; allocates with no
+/// I/O, as [`inline`].
 #[inline(never)]
 pub(crate) fn direct(sh: &Arc<Shared>, sock: &Socket, op: &mut TxOp, id: u64, cq: Reports) {
+    let _noio = NoIo::begin();
     step_op(sh, sock, op, id, cq, 0, Deadline::now(), Wait::No);
     // What others queued while we had the socket goes to the transmit
     // work.

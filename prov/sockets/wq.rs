@@ -117,13 +117,15 @@ pub(crate) fn spawn_long<T: Send + Sync + 'static>(
 /// While it lives, the task's allocations start no I/O (`GFP_KERNEL`
 /// acts as `GFP_NOIO`): the connections' work may be what a storage ULP's
 /// writeback waits for, so reclaim must not wait for writeback in turn.
-/// The sockets allocate with `GFP_NOIO` too (`kfi_sockets_hook`). Task
-/// context; dropped on the task that made it (so not `Send`).
+/// The sockets allocate with `GFP_NOIO` too (`kfi_sockets_hook`), and so
+/// do posters while they send inline (`tx.rs`). Task context; dropped on
+/// the task that made it (so not `Send`).
 pub(crate) struct NoIo(c_uint, PhantomData<*const ()>);
 
 impl NoIo {
     pub(crate) fn begin() -> Self {
-        // SAFETY: No preconditions; task context (a work item).
+        // SAFETY: No preconditions; task context (a work item or an
+        // inline sender).
         Self(unsafe { kfi_sockets_noio_begin() }, PhantomData)
     }
 }
@@ -131,7 +133,7 @@ impl NoIo {
 impl Drop for NoIo {
     fn drop(&mut self) {
         // SAFETY: Restores what `begin` saved, on the same task: a
-        // guard is made and dropped within one work item's run.
+        // guard is made and dropped within one call on one task.
         unsafe { kfi_sockets_noio_end(self.0) };
     }
 }
