@@ -164,8 +164,14 @@ impl Drop for Listening {
     /// context; waits at most for one run of the work.
     fn drop(&mut self) {
         let l = &self.0;
+        // The accept work holds `take` through its run: with it, no socket
+        // is between its accept and the restore of the data callback it
+        // inherited from the hook (`kfi_sockets_accepted` needs the hook
+        // to find the callback to restore).
+        let take = l.take.lock();
         l.state.lock().closing = true;
         let owner = crate::progress::unhook_raw(&l.sock);
+        drop(take);
         if !owner.is_null() {
             // SAFETY: The pointer `start` made by `KBox::into_raw`; no
             // callback or timer uses it any more.
