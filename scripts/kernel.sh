@@ -147,7 +147,7 @@ cmd_source() {
 
 fragments() {
 	case "$1" in
-	normal) echo "$KFABRIC_TOP/scripts/config/kfabric.config" ;;
+	normal) echo "$KFABRIC_TOP/scripts/config/kfabric.config $KFABRIC_TOP/scripts/config/speed.config" ;;
 	debug) echo "$KFABRIC_TOP/scripts/config/kfabric.config $KFABRIC_TOP/scripts/config/debug.config" ;;
 	*) die "unknown kernel variant '$1' (normal or debug)" ;;
 	esac
@@ -175,6 +175,10 @@ configure_and_build() {
 	for f in CONFIG_RUST CONFIG_KUNIT CONFIG_INFINIBAND CONFIG_RDMA_SIW CONFIG_ACPI; do
 		grep -q "^$f=y" "$out/.config" || die "$f did not stay set; see $out/.config"
 	done
+	if [ "$variant" = normal ]; then
+		grep -q "^CONFIG_CC_OPTIMIZE_FOR_PERFORMANCE=y" "$out/.config" ||
+			die "CONFIG_CC_OPTIMIZE_FOR_PERFORMANCE did not stay set; see $out/.config"
+	fi
 	if [ "$variant" = debug ]; then
 		for f in CONFIG_KASAN CONFIG_PROVE_LOCKING CONFIG_DEBUG_KMEMLEAK CONFIG_DEBUG_ATOMIC_SLEEP; do
 			grep -q "^$f=y" "$out/.config" || die "$f did not stay set; see $out/.config"

@@ -123,10 +123,37 @@ pub(crate) struct Lat {
     pub(crate) max: i64,
 }
 
+/// Sorts `v` in place, ascending: a heap sort (the core library's sorts
+/// end in a panic function objtool does not know as one, which it then
+/// reports as falling through into the next function).
+fn heap_sort(v: &mut [i64]) {
+    let sift = |v: &mut [i64], mut root: usize, end: usize| loop {
+        let mut child = 2 * root + 1;
+        if child >= end {
+            return;
+        }
+        if child + 1 < end && v[child] < v[child + 1] {
+            child += 1;
+        }
+        if v[root] >= v[child] {
+            return;
+        }
+        v.swap(root, child);
+        root = child;
+    };
+    for root in (0..v.len() / 2).rev() {
+        sift(v, root, v.len());
+    }
+    for end in (1..v.len()).rev() {
+        v.swap(0, end);
+        sift(v, 0, end);
+    }
+}
+
 impl Lat {
     /// The percentiles of `v` (nearest rank); sorts it.
     pub(crate) fn of(v: &mut [i64]) -> Option<Self> {
-        v.sort_unstable();
+        heap_sort(v);
         let rank = |p: usize| {
             let r = v.len().saturating_mul(p).div_ceil(100).max(1);
             v.get(r - 1).copied()
