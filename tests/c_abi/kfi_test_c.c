@@ -439,7 +439,8 @@ struct softirq_post {
 static void softirq_post_fn(struct timer_list *t)
 {
 	struct softirq_post *p = timer_container_of(p, t, timer);
-	struct kfi_cq_entry e;
+	/* The CQs are of DATA format: an entry of that size. */
+	struct kfi_cq_data_entry e;
 
 	p->in_softirq = in_serving_softirq();
 	p->recv = kfi_recv(p->u->ep, p->rbuf, sizeof(p->rbuf), NULL, 0, NULL);
