@@ -46,39 +46,61 @@ pub(crate) struct RxState {
     pub(crate) tagged: TagMatcher<RxOp, Unexpected>,
     /// Connections whose receive work waits for a receive to be posted.
     pub(crate) stalled: KVec<Arc<Shared>>,
-    /// Receives matched with held messages by posts that came while
-    /// another post was reporting such a pair (`reporting`): that one
-    /// reports them, in order. A CQ handler that reposts the receive that
-    /// completed then never nests one post and one handler call per held
-    /// message on its stack (up to `2 * UNEXP_MAX` of them).
-    due: KVec<Due>,
-    /// A post is reporting matched receives (see `due`).
+    /// Receives posted while another post was reporting a receive that
+    /// took a held message (`reporting`): that post posts them in turn,
+    /// in order, and reports those that take held messages. A CQ handler
+    /// that reposts the receive that completed then never nests one post
+    /// and one handler call per held message on its stack, and receives
+    /// still complete in the order of their messages. At most `QUEUE`.
+    due: KVec<Deferred>,
+    /// A post is reporting (see `due`).
     reporting: bool,
 }
 
-/// A receive matched with a held message, to report.
-enum Due {
-    Msg(Unexpected, RxOp),
-    Tagged(Matched<RxOp, Unexpected>),
+/// A receive posted while another post was reporting (`RxState::due`).
+enum Deferred {
+    Msg(RxOp),
+    Tagged { tag: u64, ignore: u64, op: RxOp },
 }
 
-impl Due {
-    fn report(&self, cq: Reports) {
+impl Deferred {
+    fn op(&self) -> &RxOp {
         match self {
-            Due::Msg(u, op) => rx::complete_held(cq, op, sys::KFI_MSG, 0, u.data, &u.payload),
-            Due::Tagged(m) => rx::complete_matched(cq, m),
+            Deferred::Msg(op) | Deferred::Tagged { op, .. } => op,
         }
+    }
+
+    /// Its completion, should it fail.
+    fn entry(&self) -> CqEntry {
+        let kind = match self {
+            Deferred::Msg(_) => sys::KFI_MSG,
+            Deferred::Tagged { .. } => sys::KFI_TAGGED,
+        };
+        self.op().entry(sys::KFI_RECV | kind)
     }
 }
 
-/// Who reports a matched receive (`RxQueues::take_due`).
-enum Reporter {
-    /// The caller, then the ones other posts leave meanwhile.
-    First(Due),
-    /// The caller, nested in a report (no memory to leave it).
-    Nested(Due),
-    /// The post that is reporting already, or there is none to report.
-    Other,
+/// What posting a receive came to (`RxQueues::apply`).
+enum Posted {
+    /// Queued for a message to come.
+    Queued,
+    /// It took a held message: to report.
+    Held(Unexpected, RxOp),
+    Matched(Matched<RxOp, Unexpected>),
+    /// It failed (the endpoint closed, no room): to report, unless its
+    /// post can still return the error.
+    Failed(CqEntry, Error),
+}
+
+impl Posted {
+    fn report(self, cq: Reports) {
+        match self {
+            Posted::Queued => {}
+            Posted::Held(u, op) => rx::complete_held(cq, &op, sys::KFI_MSG, 0, u.data, &u.payload),
+            Posted::Matched(m) => rx::complete_matched(cq, &m),
+            Posted::Failed(e, err) => report_err(cq, &e, err),
+        }
+    }
 }
 
 /// The share of the unexpected queues' bounds one connection of an RDM
@@ -144,80 +166,102 @@ impl RxQueues {
         self.state.lock().cq
     }
 
-    /// `kfi_recvmsg` with `flags`: queues a receive (`EAGAIN` when `QUEUE`
-    /// wait).
+    /// `kfi_recvmsg` with `flags`: takes the oldest held message, else
+    /// queues the receive (`EAGAIN` when `QUEUE` wait).
     pub(crate) fn post(&self, m: &sys::kfi_msg, flags: u64) -> Result {
         let op = RxOp {
             context: m.context as usize,
             asked: flags & sys::KFI_COMPLETION != 0,
             bufs: List::of_msg(m)?,
         };
-        let (who, cq) = {
+        self.post_one(Deferred::Msg(op))
+    }
+
+    /// Posts `d` now, or, while another post reports, leaves it to that
+    /// one (see `RxState::due`); reports it if it took a held message, and
+    /// then what was left meanwhile. Any context but hard interrupt.
+    fn post_one(&self, d: Deferred) -> Result {
+        let (first, cq) = {
             let mut s = self.state.lock();
             if s.closing {
                 return Err(ENOTCONN);
             }
-            // The oldest held message, if any, is this receive's.
-            let held = match s.held.take() {
-                Some(u) => Some(Due::Msg(u, op)),
-                None => {
-                    if s.rx.len() >= QUEUE {
-                        return Err(EAGAIN);
-                    }
-                    s.rx.push(op, GFP_ATOMIC)?;
-                    None
+            if s.reporting {
+                if s.due.len() >= QUEUE {
+                    return Err(EAGAIN);
                 }
-            };
-            Self::resume(&mut s);
-            (Self::take_due(&mut s, held), s.cq)
+                s.due.reserve(1, GFP_ATOMIC)?;
+                // Within the room just reserved: cannot fail.
+                return s.due.push_within_capacity(d).map_err(|_| ENOMEM);
+            }
+            match Self::apply(&mut s, d) {
+                Posted::Queued => return Ok(()),
+                // The caller still has its receive: it hears of the error.
+                Posted::Failed(_, e) => return Err(e),
+                p => {
+                    s.reporting = true;
+                    (p, s.cq)
+                }
+            }
         };
-        self.report(who, cq);
+        first.report(cq);
+        self.post_due();
         Ok(())
     }
 
-    /// Who reports `d`, a receive the caller matched with a held message
-    /// under the lock: the caller, unless another post is reporting (then
-    /// `d` is left to it).
-    fn take_due(s: &mut RxState, d: Option<Due>) -> Reporter {
-        let Some(d) = d else {
-            return Reporter::Other;
-        };
-        if !s.reporting {
-            s.reporting = true;
-            return Reporter::First(d);
+    /// Posts `d`, with the lock held.
+    fn apply(s: &mut RxState, d: Deferred) -> Posted {
+        if s.closing {
+            return Posted::Failed(d.entry(), ECANCELED);
         }
-        if s.due.reserve(1, GFP_ATOMIC).is_err() {
-            return Reporter::Nested(d);
-        }
-        match s.due.push_within_capacity(d) {
-            Ok(()) => Reporter::Other,
-            Err(e) => Reporter::Nested(e.0),
+        // A receive or the room it frees may be what they wait for.
+        Self::resume(s);
+        match d {
+            Deferred::Msg(op) => {
+                // The oldest held message, if any, is this receive's.
+                if let Some(u) = s.held.take() {
+                    return Posted::Held(u, op);
+                }
+                let e = op.entry(sys::KFI_RECV | sys::KFI_MSG);
+                if s.rx.len() >= QUEUE {
+                    return Posted::Failed(e, EAGAIN);
+                }
+                // Room for `QUEUE` receives was allocated with the queue.
+                match s.rx.push_within_capacity(op) {
+                    Ok(()) => Posted::Queued,
+                    Err(_) => Posted::Failed(e, ENOMEM),
+                }
+            }
+            Deferred::Tagged { tag, ignore, op } => {
+                let e = op.entry(sys::KFI_RECV | sys::KFI_TAGGED);
+                match s.tagged.post(tag, ignore, op) {
+                    Ok(Some(m)) => Posted::Matched(m),
+                    Ok(None) => Posted::Queued,
+                    Err(err) => Posted::Failed(e, err),
+                }
+            }
         }
     }
 
-    /// Reports what [`Self::take_due`] gave the caller to report (to
-    /// `cq`), and then, as the first reporter, what other posts left
-    /// meanwhile, until none is left. Any context but hard interrupt.
-    fn report(&self, who: Reporter, cq: Reports) {
-        match who {
-            Reporter::First(d) => d.report(cq),
-            Reporter::Nested(d) => return d.report(cq),
-            Reporter::Other => return,
-        }
+    /// The reporting post posts, in order, the receives left to it, and
+    /// reports those that take held messages or fail, until none is left.
+    fn post_due(&self) {
         loop {
-            let next = {
+            let (p, cq) = {
                 let mut s = self.state.lock();
-                if s.due.is_empty() {
-                    s.reporting = false;
-                    // Its room (grown only while handlers nested) goes back.
-                    s.due = KVec::new();
-                    return;
-                }
-                (s.due.remove(0), s.cq)
+                let d = match s.due.remove(0) {
+                    Ok(d) => d,
+                    Err(_) => {
+                        s.reporting = false;
+                        // Its room (grown only while handlers posted) goes
+                        // back.
+                        s.due = KVec::new();
+                        return;
+                    }
+                };
+                (Self::apply(&mut s, d), s.cq)
             };
-            if let (Ok(d), cq) = next {
-                d.report(cq);
-            }
+            p.report(cq);
         }
     }
 
@@ -250,18 +294,11 @@ impl RxQueues {
             asked: flags & sys::KFI_COMPLETION != 0,
             bufs: List::of_msg(&t.msg)?,
         };
-        let (who, cq) = {
-            let mut s = self.state.lock();
-            if s.closing {
-                return Err(ENOTCONN);
-            }
-            // A receive or the room it frees may be what they wait for.
-            Self::resume(&mut s);
-            let held = s.tagged.post(t.tag, t.ignore, op)?.map(Due::Tagged);
-            (Self::take_due(&mut s, held), s.cq)
-        };
-        self.report(who, cq);
-        Ok(())
+        self.post_one(Deferred::Tagged {
+            tag: t.tag,
+            ignore: t.ignore,
+            op,
+        })
     }
 
     /// `kfi_cancel`: takes back the receive posted with `context` (it
@@ -276,6 +313,12 @@ impl RxQueues {
                 (sys::KFI_RECV | sys::KFI_MSG, s.cq)
             } else if s.tagged.cancel_where(|r| r.context == context).is_some() {
                 (sys::KFI_RECV | sys::KFI_TAGGED, s.cq)
+            } else if let Some(i) = s.due.iter().position(|d| d.op().context == context) {
+                let d = s.due.remove(i).map_err(|_| ENOENT)?;
+                let cq = s.cq;
+                drop(s);
+                report_err(cq, &d.entry(), ECANCELED);
+                return Ok(());
             } else {
                 return Err(ENOENT);
             }

@@ -11,11 +11,7 @@ mod handler_tests {
         ffi::c_void,
         sync::atomic::{AtomicUsize, Ordering::Relaxed},
     };
-    use kernel::{
-        bindings,
-        prelude::*,
-        time::{delay::fsleep, Delta},
-    };
+    use kernel::{bindings, prelude::*};
 
     use crate::{
         kfi::{kfi_sys as sys, ulp::msg},
@@ -24,110 +20,200 @@ mod handler_tests {
 
     /// Messages held before the first receive: fewer than the
     /// endpoint's 64 held messages, and few enough that nested calls
-    /// (what the case looks for) stay within the stack.
+    /// (what the first case looks for) stay within the stack.
     const HELD: usize = 16;
     /// Bytes of each message.
     const LEN: usize = 8;
 
-    /// The handler's state: the server endpoint it posts on, the base of
-    /// its receive buffers, the receives it has posted (the test posts
-    /// the first), the calls under way and the most ever at once.
-    static EP: AtomicUsize = AtomicUsize::new(0);
+    /// The handlers' state (one case at a time): the server endpoint they
+    /// post on and the client endpoint the second one sends on, the base
+    /// of the receive buffers, the handler calls so far, the calls under
+    /// way and the most ever at once, and the receives [`repost`] posts
+    /// (the case posts the first).
+    static SEP: AtomicUsize = AtomicUsize::new(0);
+    static CEP: AtomicUsize = AtomicUsize::new(0);
     static BUFS: AtomicUsize = AtomicUsize::new(0);
-    static POSTED: AtomicUsize = AtomicUsize::new(0);
+    static CALLS: AtomicUsize = AtomicUsize::new(0);
     static DEPTH: AtomicUsize = AtomicUsize::new(0);
     static MAX_DEPTH: AtomicUsize = AtomicUsize::new(0);
+    static CHAIN: AtomicUsize = AtomicUsize::new(0);
 
-    /// Posts the next receive while receives are left to post.
+    /// Posts receive `i` of the case on the server endpoint.
     ///
     /// # Safety
     ///
-    /// Called by the server's CQ while `EP` and `BUFS` are set to its open
-    /// endpoint and to `HELD` buffers of `LEN` bytes that outlive it.
+    /// `SEP` and `BUFS` hold the case's open endpoint and buffers.
+    unsafe fn post(i: usize) {
+        let iov = bindings::kvec {
+            iov_base: (BUFS.load(Relaxed) + i * LEN) as *mut c_void,
+            iov_len: LEN,
+        };
+        let m = msg(&iov, i, 0);
+        // SAFETY: The open endpoint and a buffer of its own (safety
+        // requirement); `m` and `iov` are read during the call only.
+        let r = unsafe { sys::kfi_recvmsg(SEP.load(Relaxed) as *mut sys::kfid_ep, &m, 0) };
+        if r != 0 {
+            pr_err!("kfi_sockets_handlers: receive {} not posted: {}\n", i, r);
+        }
+    }
+
+    /// Call `k` (from 0) reposts receive `k + 1`, up to `CHAIN` receives.
+    ///
+    /// # Safety
+    ///
+    /// Called by the server's CQ while the statics hold the case's open
+    /// endpoints and buffers.
     unsafe extern "C" fn repost(_cq: *mut sys::kfid_cq, _context: *mut c_void) {
         let depth = DEPTH.fetch_add(1, Relaxed) + 1;
         MAX_DEPTH.fetch_max(depth, Relaxed);
-        let i = POSTED.fetch_add(1, Relaxed);
-        if i < HELD {
-            let iov = bindings::kvec {
-                iov_base: (BUFS.load(Relaxed) + i * LEN) as *mut c_void,
-                iov_len: LEN,
-            };
-            let m = msg(&iov, i, 0);
-            // SAFETY: The open endpoint and a buffer of its own (safety
-            // requirement); `m` and `iov` are read during the call only.
-            let r = unsafe { sys::kfi_recvmsg(EP.load(Relaxed) as *mut sys::kfid_ep, &m, 0) };
-            if r != 0 {
-                pr_err!("repost {} failed: {}\n", i, r);
-            }
+        let k = CALLS.fetch_add(1, Relaxed);
+        if k + 1 < CHAIN.load(Relaxed) {
+            // SAFETY: As required of this call.
+            unsafe { post(k + 1) };
         }
         DEPTH.fetch_sub(1, Relaxed);
     }
 
-    /// A handler that reposts the receive that completed, on an endpoint
-    /// holding many messages that came before any receive: each repost
-    /// takes the next held message at once. The handler must not run
-    /// nested inside its own repost, once per held message (each level a
-    /// post and a handler call deep on the stack): it runs one call at a
-    /// time, and every message completes, in order, whole.
-    #[test]
-    fn reposting_handler_does_not_nest_over_held_messages() -> Result {
+    /// As [`repost`]; in addition, the call that reposts the receive for
+    /// the last held message also posts the next one and has the client
+    /// send it its message at once.
+    ///
+    /// # Safety
+    ///
+    /// As for [`repost`].
+    unsafe extern "C" fn top_up(cq: *mut sys::kfid_cq, context: *mut c_void) {
+        // SAFETY: As required of this call.
+        unsafe { repost(cq, context) };
+        if CALLS.load(Relaxed) != HELD - 1 {
+            return;
+        }
+        // SAFETY: As above.
+        unsafe { post(HELD) };
+        let byte = [HELD as u8; LEN];
+        let iov = bindings::kvec {
+            iov_base: byte.as_ptr() as *mut c_void,
+            iov_len: LEN,
+        };
+        let m = msg(&iov, HELD, 0);
+        // SAFETY: The open client endpoint; an inject send copies `byte`
+        // during the call.
+        let r = unsafe {
+            sys::kfi_sendmsg(CEP.load(Relaxed) as *mut sys::kfid_ep, &m, sys::KFI_INJECT)
+        };
+        if r != 0 {
+            pr_err!("kfi_sockets_handlers: message {} not sent: {}\n", HELD, r);
+        }
+    }
+
+    /// `EBADE`, with `what` in the log, unless `ok`: a failed check ends
+    /// the case cleanly (a panic outside a test's own body would not).
+    fn check(ok: bool, what: &str) -> Result {
+        if !ok {
+            pr_err!("kfi_sockets_handlers: {}\n", what);
+            return Err(EBADE);
+        }
+        Ok(())
+    }
+
+    /// Sets up a connection whose server endpoint holds `HELD` messages
+    /// of `LEN` bytes (message `i` all bytes `i`) and whose CQ calls
+    /// `handler` ([`repost`] posting up to `chain` receives), posts its
+    /// first receive and returns, after checking that `receives` receives
+    /// completed in order with their messages, each with one handler
+    /// call, the most handler calls ever under way at once.
+    fn held_then_posted(
+        port: &CStr,
+        handler: unsafe extern "C" fn(*mut sys::kfid_cq, *mut c_void),
+        chain: usize,
+        receives: usize,
+    ) -> Result<usize> {
         // Before the endpoints: freed after them.
-        let mut rbufs = KVec::from_elem(0u8, HELD * LEN, GFP_KERNEL)?;
+        let mut rbufs = KVec::from_elem(0u8, receives * LEN, GFP_KERNEL)?;
         let mut sbufs = KVec::with_capacity(HELD * LEN, GFP_KERNEL)?;
         for i in 0..HELD {
             sbufs.extend_from_slice(&[i as u8; LEN], GFP_KERNEL)?;
         }
-        let n = net(c"7660")?;
+        let n = net(port)?;
         let _pep = listen(&n)?;
-        let ccq = cq_sized(&n, 2 * HELD)?;
+        let ccq = cq_sized(&n, 2 * receives)?;
         let attr = sys::kfi_cq_attr {
-            size: 2 * HELD,
+            size: 2 * receives,
             format: sys::KFI_CQ_FORMAT_DATA,
-            comp_handler: Some(repost),
+            comp_handler: Some(handler),
             ..Default::default()
         };
         // SAFETY: No pointer in the attributes; the handler is this
-        // module's, and the CQ is closed before the test returns.
+        // module's, and the CQ is closed before this returns.
         let scq = unsafe { n.domain.open_cq(&attr) }?;
         let (cep, sep) = connected_pair(&n, &ccq, &scq)?;
         BUFS.store(rbufs.as_mut_ptr() as usize, Relaxed);
-        EP.store(sep.as_ptr() as usize, Relaxed);
-        POSTED.store(1, Relaxed);
-        DEPTH.store(0, Relaxed);
-        MAX_DEPTH.store(0, Relaxed);
+        SEP.store(sep.as_ptr() as usize, Relaxed);
+        CEP.store(cep.as_ptr() as usize, Relaxed);
+        CHAIN.store(chain, Relaxed);
+        for a in [&CALLS, &DEPTH, &MAX_DEPTH] {
+            a.store(0, Relaxed);
+        }
 
         for i in 0..HELD {
             let t = kvec(&sbufs[i * LEN..(i + 1) * LEN]);
             // SAFETY: An open endpoint; the buffer outlives the send's
             // completion, read below.
-            assert_eq!(rc(unsafe { cep.sendmsg(&msg(&t, i, 0), 0) }), 0);
+            let r = unsafe { cep.sendmsg(&msg(&t, i, 0), sys::KFI_DELIVERY_COMPLETE) };
+            check(rc(r) == 0, "a send failed")?;
         }
+        // Delivered: each one is held once its send completes.
         let mut e = sys::kfi_cq_data_entry::default();
         for _ in 0..HELD {
-            assert_eq!(sread(&ccq, &mut e), 1);
+            check(sread(&ccq, &mut e) == 1, "a send did not complete")?;
         }
-        // All sent; give them time to be held.
-        fsleep(Delta::from_millis(200));
-
-        let first = bindings::kvec {
-            iov_base: rbufs.as_mut_ptr().cast(),
-            iov_len: LEN,
-        };
-        // SAFETY: An open endpoint; `rbufs` outlives every receive, all
-        // read below.
-        assert_eq!(rc(unsafe { sep.recvmsg(&msg(&first, 0, 0), 0) }), 0);
-        for i in 0..HELD {
-            assert_eq!(sread(&scq, &mut e), 1);
-            assert_eq!((e.op_context as usize, e.len), (i, LEN));
+        // SAFETY: As required: the case's endpoint and buffers.
+        unsafe { post(0) };
+        for i in 0..receives {
+            check(sread(&scq, &mut e) == 1, "a receive did not complete")?;
+            let got = (e.op_context as usize, e.len);
+            if got != (i, LEN) {
+                pr_err!("kfi_sockets_handlers: completion {} was {:?}\n", i, got);
+                return Err(EBADE);
+            }
         }
+        // SAFETY: An open CQ; `e` has room for one entry.
+        let more = unsafe { sys::kfi_cq_read(scq.as_ptr(), (&raw mut e).cast(), 1) };
+        check(
+            more == -(bindings::EAGAIN as isize),
+            "a completion too many",
+        )?;
+        check(CALLS.load(Relaxed) == receives, "not one handler call each")?;
         for (i, b) in rbufs.chunks(LEN).enumerate() {
-            assert!(b.iter().all(|&x| x == i as u8));
+            check(b.iter().all(|&x| x == i as u8), "a message misplaced")?;
         }
-        // One call at a time (nested, it would be `HELD` deep).
-        assert_eq!(MAX_DEPTH.load(Relaxed), 1);
         drop((cep, sep));
-        EP.store(0, Relaxed);
+        SEP.store(0, Relaxed);
+        CEP.store(0, Relaxed);
+        Ok(MAX_DEPTH.load(Relaxed))
+    }
+
+    /// A handler that reposts the receive that completed, on an endpoint
+    /// holding many messages that came before any receive: each repost
+    /// takes the next held message. The handler must not run nested
+    /// inside its own repost, once per held message (each level a post
+    /// and a handler call deep on the stack): it runs one call at a time,
+    /// and every message completes, in order, whole.
+    #[test]
+    fn reposting_handler_does_not_nest_over_held_messages() -> Result {
+        let depth = held_then_posted(c"7660", repost, HELD, HELD)?;
+        // Nested, it would be `HELD` deep.
+        assert_eq!(depth, 1);
+        Ok(())
+    }
+
+    /// As above, but the handler that reposts the receive for the last
+    /// held message also posts one more receive, and has the peer send a
+    /// new message at once (received in softirq, maybe before the repost
+    /// has reported the held message). The new message still completes
+    /// after the held ones.
+    #[test]
+    fn receives_posted_by_a_handler_complete_in_message_order() -> Result {
+        held_then_posted(c"7661", top_up, HELD, HELD + 1)?;
         Ok(())
     }
 }
