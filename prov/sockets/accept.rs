@@ -164,12 +164,13 @@ impl Drop for Listening {
     /// context; waits at most for one run of the work.
     fn drop(&mut self) {
         let l = &self.0;
+        // Before `take`: a run under way stops at its next accept.
+        l.state.lock().closing = true;
         // The accept work holds `take` through its run: with it, no socket
         // is between its accept and the restore of the data callback it
         // inherited from the hook (`kfi_sockets_accepted` needs the hook
         // to find the callback to restore).
         let take = l.take.lock();
-        l.state.lock().closing = true;
         let owner = crate::progress::unhook_raw(&l.sock);
         drop(take);
         if !owner.is_null() {
