@@ -6,7 +6,9 @@
 //! them; an RDM endpoint's connections to all its peers share them.
 //!
 //! Posting works in any context but hard interrupt (the lists are
-//! allocated when the endpoint is opened). A message with no receive is
+//! allocated when the endpoint is opened, but for the receives posted
+//! while another post reports, `RxState::due`, which may fail a post
+//! with `ENOMEM`). A message with no receive is
 //! held within the endpoint's bounds (`held.rs`, the tag matcher); one
 //! that finds no room parks its connection, which files itself in
 //! `stalled`; posting a receive queues that work again.
@@ -51,7 +53,12 @@ pub(crate) struct RxState {
     /// in order, and reports those that take held messages. A CQ handler
     /// that reposts the receive that completed then never nests one post
     /// and one handler call per held message on its stack, and receives
-    /// still complete in the order of their messages. At most `QUEUE`.
+    /// still complete in the order of their messages. Each one had room
+    /// in its queue when it was posted (`EAGAIN` otherwise), so it is
+    /// queued without fail later; one that fails (its endpoint closed) is
+    /// reported as a failed receive. A post that reports also posts and
+    /// reports the receives other threads post meanwhile, for as long as
+    /// they keep posting.
     due: KVec<Deferred>,
     /// A post is reporting (see `due`).
     reporting: bool,
@@ -64,6 +71,10 @@ enum Deferred {
 }
 
 impl Deferred {
+    fn is_tagged(&self) -> bool {
+        matches!(self, Deferred::Tagged { .. })
+    }
+
     fn op(&self) -> &RxOp {
         match self {
             Deferred::Msg(op) | Deferred::Tagged { op, .. } => op,
@@ -187,7 +198,12 @@ impl RxQueues {
                 return Err(ENOTCONN);
             }
             if s.reporting {
-                if s.due.len() >= QUEUE {
+                // Room now: only the reporting post queues receives while
+                // it reports, so this one will find it.
+                let tagged = matches!(d, Deferred::Tagged { .. });
+                let queued = if tagged { s.tagged.len().0 } else { s.rx.len() };
+                let before = s.due.iter().filter(|e| e.is_tagged() == tagged).count();
+                if queued.saturating_add(before) >= QUEUE {
                     return Err(EAGAIN);
                 }
                 s.due.reserve(1, GFP_ATOMIC)?;
@@ -332,7 +348,7 @@ impl RxQueues {
     pub(crate) fn close(&self) {
         // The held messages are dropped here, outside the lock, with the
         // rest.
-        let (rx, trx, held, cq) = {
+        let (rx, trx, held, due, cq) = {
             let mut s = self.state.lock();
             s.closing = true;
             // Their receive work sees the queues closed.
@@ -341,6 +357,9 @@ impl RxQueues {
                 core::mem::take(&mut s.rx),
                 s.tagged.take_all(),
                 s.held.take_all(),
+                // Posted after those queued: they fail after them (the
+                // reporting post then finds none left).
+                core::mem::take(&mut s.due),
                 s.cq,
             )
         };
@@ -352,6 +371,9 @@ impl RxQueues {
         for r in trx.iter() {
             let c = r.entry(sys::KFI_RECV | sys::KFI_TAGGED);
             report_err(cq, &c, ECANCELED);
+        }
+        for d in due.iter() {
+            report_err(cq, &d.entry(), ECANCELED);
         }
     }
 }
