@@ -381,6 +381,7 @@ impl Shared {
         self.rxq.unstall(self);
         if self.owns_rx {
             self.rxq.close();
+            self.rxq.quiesce();
         }
         progress::wait_idle(self);
         self.workers.wait_idle();

@@ -246,6 +246,7 @@ impl Drop for RdmEp {
             b.shutdown();
         }
         r.rxq.close();
+        r.rxq.quiesce();
         // One bound for all of them: each sends the responses it has
         // queued (`Shared::close_by`).
         let by = conn::drain_deadline();

@@ -14,9 +14,10 @@
 //! `stalled`; posting a receive queues that work again.
 
 use kernel::{
-    new_spinlock_irq,
+    new_condvar, new_spinlock_irq, new_work,
     prelude::*,
-    sync::{Arc, SpinLockIrq},
+    sync::{Arc, CondVar, SpinLockIrq},
+    workqueue::{impl_has_work, Work, WorkItem},
 };
 
 use crate::{
@@ -31,7 +32,7 @@ use crate::{
         },
     },
     op::{RxOp, Unexpected},
-    progress, rx,
+    progress, rx, wq,
 };
 
 pub(crate) struct RxState {
@@ -56,12 +57,16 @@ pub(crate) struct RxState {
     /// still complete in the order of their messages. Each one had room
     /// in its queue when it was posted (`EAGAIN` otherwise), so it is
     /// queued without fail later; one that fails (its endpoint closed) is
-    /// reported as a failed receive. A post that reports also posts and
-    /// reports the receives other threads post meanwhile, for as long as
-    /// they keep posting.
+    /// reported as a failed receive. A post reports [`REPORT_BUDGET`]
+    /// receives at most; the due work then posts the rest, as many per
+    /// run (as before, a close or cancel may report `ECANCELED` ahead of
+    /// the receive being reported meanwhile).
     due: KVec<Deferred>,
-    /// A post is reporting (see `due`).
+    /// A post, or the due work, is reporting (see `due`).
     reporting: bool,
+    /// The due work is queued or running; it is the one reporting then
+    /// (`reporting` is set too).
+    due_work: bool,
 }
 
 /// A receive posted while another post was reporting (`RxState::due`).
@@ -121,11 +126,38 @@ impl Posted {
 /// that peer only.
 const PEER_SHARE_DIV: usize = 4;
 
+/// Receives one post reports at most, its own included (those that take
+/// held messages or fail, each with its handler call): a handler that
+/// reposts while its peer keeps sending would otherwise keep the posting
+/// caller, maybe a softirq, for as long as the peer likes. The due work
+/// (`RxQueues::due_work`) posts the rest, as many per run.
+const REPORT_BUDGET: usize = 16;
+
 /// The receive queues of one endpoint.
 #[pin_data]
 pub(crate) struct RxQueues {
     #[pin]
     pub(crate) state: SpinLockIrq<RxState>,
+    /// Posts what is left in `RxState::due` when a post has reported its
+    /// budget, in process context.
+    #[pin]
+    due_work: Work<RxQueues>,
+    /// Woken when the due work ends ([`RxQueues::quiesce`]).
+    #[pin]
+    idle: CondVar,
+}
+
+impl_has_work! {
+    impl HasWork<Self> for RxQueues { self.due_work }
+}
+
+impl WorkItem for RxQueues {
+    type Pointer = Arc<RxQueues>;
+
+    fn run(this: Arc<RxQueues>) {
+        let _noio = wq::NoIo::begin();
+        this.post_due(0, true);
+    }
 }
 
 impl RxQueues {
@@ -162,7 +194,10 @@ impl RxQueues {
                     stalled: KVec::new(),
                     due: KVec::new(),
                     reporting: false,
+                    due_work: false,
                 }),
+                due_work <- new_work!("kfi_sockets::rx_due"),
+                idle <- new_condvar!("kfi_sockets::rx_due_idle"),
             }),
             GFP_KERNEL,
         )
@@ -179,7 +214,7 @@ impl RxQueues {
 
     /// `kfi_recvmsg` with `flags`: takes the oldest held message, else
     /// queues the receive (`EAGAIN` when `QUEUE` wait).
-    pub(crate) fn post(&self, m: &sys::kfi_msg, flags: u64) -> Result {
+    pub(crate) fn post(self: &Arc<Self>, m: &sys::kfi_msg, flags: u64) -> Result {
         let op = RxOp {
             context: m.context as usize,
             asked: flags & sys::KFI_COMPLETION != 0,
@@ -190,8 +225,9 @@ impl RxQueues {
 
     /// Posts `d` now, or, while another post reports, leaves it to that
     /// one (see `RxState::due`); reports it if it took a held message, and
-    /// then what was left meanwhile. Any context but hard interrupt.
-    fn post_one(&self, d: Deferred) -> Result {
+    /// then what was left meanwhile, within [`REPORT_BUDGET`]. Any context
+    /// but hard interrupt.
+    fn post_one(self: &Arc<Self>, d: Deferred) -> Result {
         let (first, cq) = {
             let mut s = self.state.lock();
             if s.closing {
@@ -221,7 +257,7 @@ impl RxQueues {
             }
         };
         first.report(cq);
-        self.post_due();
+        self.post_due(1, false);
         Ok(())
     }
 
@@ -259,12 +295,24 @@ impl RxQueues {
         }
     }
 
-    /// The reporting post posts, in order, the receives left to it, and
-    /// reports those that take held messages or fail, until none is left.
-    fn post_due(&self) {
+    /// The reporting post (`by_work`: the due work), which has reported
+    /// `reported` receives, posts in order the receives left to it, and
+    /// reports those that take held messages or fail, until none is left
+    /// or it has reported [`REPORT_BUDGET`]: then it leaves the rest to the
+    /// due work, queued (again, if it is the one) behind the other work.
+    fn post_due(self: &Arc<Self>, mut reported: usize, by_work: bool) {
         loop {
             let (p, cq) = {
                 let mut s = self.state.lock();
+                if reported >= REPORT_BUDGET && !s.due.is_empty() {
+                    // `reporting` stays set: the work reports for us. A
+                    // post only reports while the work is not active, and
+                    // a running work is no longer queued, so this queues
+                    // it (were it queued, that run would post the rest).
+                    s.due_work = true;
+                    let _ = wq::queue().enqueue(self.clone());
+                    return;
+                }
                 let d = match s.due.remove(0) {
                     Ok(d) => d,
                     Err(_) => {
@@ -272,12 +320,31 @@ impl RxQueues {
                         // Its room (grown only while handlers posted) goes
                         // back.
                         s.due = KVec::new();
+                        if by_work {
+                            s.due_work = false;
+                            self.idle.notify_all();
+                        }
                         return;
                     }
                 };
                 (Self::apply(&mut s, d), s.cq)
             };
+            if !matches!(p, Posted::Queued) {
+                reported += 1;
+            }
             p.report(cq);
+        }
+    }
+
+    /// Waits, after [`Self::close`], until the due work has ended: it
+    /// reports nothing more once this returns (the CQ may be closed next).
+    /// Process context, from the ULP's close only: never from a handler
+    /// (which may not sleep), nor from a work item of the provider's queue
+    /// (under memory pressure its one rescuer could be this very wait).
+    pub(crate) fn quiesce(&self) {
+        let mut s = self.state.lock();
+        while s.due_work {
+            self.idle.wait(&mut s);
         }
     }
 
@@ -304,7 +371,7 @@ impl RxQueues {
 
     /// `kfi_trecvmsg`: takes the oldest matching held message, else
     /// queues the receive.
-    pub(crate) fn post_tagged(&self, t: &sys::kfi_msg_tagged, flags: u64) -> Result {
+    pub(crate) fn post_tagged(self: &Arc<Self>, t: &sys::kfi_msg_tagged, flags: u64) -> Result {
         let op = RxOp {
             context: t.msg.context as usize,
             asked: flags & sys::KFI_COMPLETION != 0,

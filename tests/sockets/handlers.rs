@@ -14,6 +14,7 @@ mod handler_tests {
     use kernel::{
         bindings,
         prelude::*,
+        task::Task,
         time::{delay::fsleep, Delta},
     };
 
@@ -26,6 +27,13 @@ mod handler_tests {
     /// endpoint's 64 held messages, and few enough that nested calls
     /// (what the first case looks for) stay within the stack.
     const HELD: usize = 16;
+    /// Messages held before the first receive in the case that counts
+    /// the receives its first post reports: more than [`POST_REPORTS`],
+    /// fewer than the endpoint's 64.
+    const HELD_MANY: usize = 48;
+    /// Receives one post of kfi_sockets reports at most, its own included
+    /// (`Documentation/api.rst`).
+    const POST_REPORTS: usize = 16;
     /// Bytes of each message.
     const LEN: usize = 8;
 
@@ -41,6 +49,12 @@ mod handler_tests {
     static DEPTH: AtomicUsize = AtomicUsize::new(0);
     static MAX_DEPTH: AtomicUsize = AtomicUsize::new(0);
     static CHAIN: AtomicUsize = AtomicUsize::new(0);
+    /// The task in the case's first post while it posts, and the handler
+    /// calls made in that task meanwhile (reported by that post: all
+    /// messages are held before it, so no data callback that interrupts
+    /// the task reports one).
+    static POSTER: AtomicUsize = AtomicUsize::new(0);
+    static IN_POST: AtomicUsize = AtomicUsize::new(0);
 
     /// Posts receive `i` of the case on the server endpoint.
     ///
@@ -71,6 +85,9 @@ mod handler_tests {
     unsafe extern "C" fn repost(_cq: *mut sys::kfid_cq, _context: *mut c_void) {
         let depth = DEPTH.fetch_add(1, Relaxed) + 1;
         MAX_DEPTH.fetch_max(depth, Relaxed);
+        if Task::current_raw() as usize == POSTER.load(Relaxed) {
+            IN_POST.fetch_add(1, Relaxed);
+        }
         let k = CALLS.fetch_add(1, Relaxed);
         if k + 1 < CHAIN.load(Relaxed) {
             // SAFETY: As required of this call.
@@ -125,22 +142,31 @@ mod handler_tests {
         Ok(())
     }
 
-    /// Sets up a connection whose server endpoint holds `HELD` messages
+    /// What [`held_then_posted`] saw of the handler calls.
+    struct Seen {
+        /// The most calls ever under way at once.
+        depth: usize,
+        /// The calls made within the first post, in its task.
+        in_post: usize,
+    }
+
+    /// Sets up a connection whose server endpoint holds `held` messages
     /// of `LEN` bytes (message `i` all bytes `i`) and whose CQ calls
     /// `handler` ([`repost`] posting up to `chain` receives), posts its
     /// first receive and returns, after checking that `receives` receives
     /// completed in order with their messages, each with one handler
-    /// call, the most handler calls ever under way at once.
+    /// call, what it saw of the calls.
     fn held_then_posted(
         port: &CStr,
         handler: unsafe extern "C" fn(*mut sys::kfid_cq, *mut c_void),
+        held: usize,
         chain: usize,
         receives: usize,
-    ) -> Result<usize> {
+    ) -> Result<Seen> {
         // Before the endpoints: freed after them.
         let mut rbufs = KVec::from_elem(0u8, receives * LEN, GFP_KERNEL)?;
-        let mut sbufs = KVec::with_capacity(HELD * LEN, GFP_KERNEL)?;
-        for i in 0..HELD {
+        let mut sbufs = KVec::with_capacity(held * LEN, GFP_KERNEL)?;
+        for i in 0..held {
             sbufs.extend_from_slice(&[i as u8; LEN], GFP_KERNEL)?;
         }
         let n = net(port)?;
@@ -163,11 +189,11 @@ mod handler_tests {
         SEP.store(sep.as_ptr() as usize, Relaxed);
         CEP.store(cep.as_ptr() as usize, Relaxed);
         CHAIN.store(chain, Relaxed);
-        for a in [&CALLS, &DEPTH, &MAX_DEPTH] {
+        for a in [&CALLS, &DEPTH, &MAX_DEPTH, &IN_POST] {
             a.store(0, Relaxed);
         }
 
-        for i in 0..HELD {
+        for i in 0..held {
             let t = kvec(&sbufs[i * LEN..(i + 1) * LEN]);
             // SAFETY: An open endpoint; the buffer outlives the send's
             // completion, read below.
@@ -176,11 +202,13 @@ mod handler_tests {
         }
         // Delivered: each one is held once its send completes.
         let mut e = sys::kfi_cq_data_entry::default();
-        for _ in 0..HELD {
+        for _ in 0..held {
             check(sread(&ccq, &mut e) == 1, "a send did not complete")?;
         }
+        POSTER.store(Task::current_raw() as usize, Relaxed);
         // SAFETY: As required: the case's endpoint and buffers.
         unsafe { post(0) };
+        POSTER.store(0, Relaxed);
         for i in 0..receives {
             check(sread(&scq, &mut e) == 1, "a receive did not complete")?;
             let got = (e.op_context as usize, e.len);
@@ -205,7 +233,10 @@ mod handler_tests {
         for (i, b) in rbufs.chunks(LEN).enumerate() {
             check(b.iter().all(|&x| x == i as u8), "a message misplaced")?;
         }
-        Ok(MAX_DEPTH.load(Relaxed))
+        Ok(Seen {
+            depth: MAX_DEPTH.load(Relaxed),
+            in_post: IN_POST.load(Relaxed),
+        })
     }
 
     /// Most milliseconds a case waits for the handler's last call.
@@ -216,7 +247,7 @@ mod handler_tests {
 
     impl Drop for Reset {
         fn drop(&mut self) {
-            for a in [&CHAIN, &SEP, &CEP, &BUFS] {
+            for a in [&CHAIN, &SEP, &CEP, &BUFS, &POSTER] {
                 a.store(0, Relaxed);
             }
         }
@@ -230,9 +261,9 @@ mod handler_tests {
     /// and every message completes, in order, whole.
     #[test]
     fn reposting_handler_does_not_nest_over_held_messages() -> Result {
-        let depth = held_then_posted(c"7660", repost, HELD, HELD)?;
+        let seen = held_then_posted(c"7660", repost, HELD, HELD, HELD)?;
         // Nested, it would be `HELD` deep.
-        assert_eq!(depth, 1);
+        assert_eq!(seen.depth, 1);
         Ok(())
     }
 
@@ -243,7 +274,22 @@ mod handler_tests {
     /// after the held ones.
     #[test]
     fn receives_posted_by_a_handler_complete_in_message_order() -> Result {
-        held_then_posted(c"7661", top_up, HELD, HELD + 1)?;
+        held_then_posted(c"7661", top_up, HELD, HELD, HELD + 1)?;
+        Ok(())
+    }
+
+    /// As the first case, with more held messages than one post reports:
+    /// the post that takes the first one reports [`POST_REPORTS`] and
+    /// returns, a work item of the provider reports the rest, and all
+    /// complete in order, whole, one handler call at a time. A peer that
+    /// keeps sending to a reposting handler cannot keep the poster (maybe
+    /// a softirq) for as long as it likes.
+    #[test]
+    fn a_post_reports_a_bounded_number_of_held_messages() -> Result {
+        let seen = held_then_posted(c"7662", repost, HELD_MANY, HELD_MANY, HELD_MANY)?;
+        assert_eq!(seen.depth, 1);
+        // Without the bound, the post would report all `HELD_MANY`.
+        assert_eq!(seen.in_post, POST_REPORTS);
         Ok(())
     }
 }
