@@ -73,6 +73,11 @@ int kfi_sockets_read_sock(struct sock *sk, void *parser);
  * its lock held (rx/soft.rs).
  */
 int kfi_sockets_inq(struct sock *sk);
+/*
+ * Whether @sk holds TCP urgent data not read yet (the protocol has none);
+ * its lock held (rx/soft.rs).
+ */
+bool kfi_sockets_urg_pending(struct sock *sk);
 
 /*
  * Copies the first @len bytes @sk holds for reading to @to without taking

@@ -115,17 +115,22 @@ int kfi_sockets_read_sock(struct sock *sk, void *parser)
 	return tcp_read_sock(sk, &desc, kfi_sockets_read_actor);
 }
 
-/* Bytes the socket holds for reading; its lock held. */
-int kfi_sockets_inq(struct sock *sk)
+bool kfi_sockets_urg_pending(struct sock *sk)
 {
 	const struct tcp_sock *tp = tcp_sk(sk);
 
+	return unlikely(READ_ONCE(tp->urg_data)) &&
+	       !before(READ_ONCE(tp->urg_seq), READ_ONCE(tp->copied_seq));
+}
+
+/* Bytes the socket holds for reading; its lock held. */
+int kfi_sockets_inq(struct sock *sk)
+{
 	/*
 	 * The protocol has no urgent data, and tcp_read_sock() would stop at
 	 * it for good.
 	 */
-	if (unlikely(READ_ONCE(tp->urg_data)) &&
-	    !before(READ_ONCE(tp->urg_seq), READ_ONCE(tp->copied_seq)))
+	if (kfi_sockets_urg_pending(sk))
 		return -EPROTO;
 	return tcp_inq(sk);
 }

@@ -10,7 +10,7 @@ attempt uses a fresh TCP connection:
   length, a request cut short -- the listener must drop the connection and
   report nothing;
 - after a handshake the test accepts (private data "garbage-N"): one bad
-  frame each (the last with TCP urgent data) -- the endpoint must end with
+  frame each (the last two with TCP urgent data) -- the endpoint must end with
   an EPROTO error and a SHUTDOWN event, never an oops, a write out of
   bounds or a stuck endpoint.
 
@@ -111,6 +111,10 @@ AFTER = [
     # A header's worth of bytes whose last is TCP urgent data (MSG_OOB),
     # which the protocol has none of.
     (socket.MSG_OOB, b"u" * 40),
+    # A well-formed message whose last payload byte is urgent, sent a
+    # moment after its header: the receive work, which took the header,
+    # reads the payload (the urgent byte inline).
+    (socket.MSG_OOB, hdr(MSG, length=8), b"m" * 8),
 ]
 
 
@@ -125,7 +129,12 @@ def main():
         drain(s)
     for i, junk in enumerate(AFTER):
         s = handshake(port, host, b"garbage-%d" % i, deadline)
-        if isinstance(junk, tuple):
+        if isinstance(junk, tuple) and len(junk) == 3:
+            flags, first, junk = junk
+            s.sendall(first)
+            time.sleep(0.3)
+            assert s.send(junk, flags) == len(junk)
+        elif isinstance(junk, tuple):
             flags, junk = junk
             assert s.send(junk, flags) == len(junk)
         else:

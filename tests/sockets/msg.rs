@@ -364,7 +364,7 @@ mod msg_tests {
     #[test]
     fn user_space_garbage_sender() -> Result {
         // Bad frames after a handshake that garbage.py sends.
-        const AFTER: usize = 13;
+        const AFTER: usize = 14;
         let n = net(c"7479")?;
         let pep = listen(&n)?;
         let c = cq_sized(&n, 64)?;

@@ -36,7 +36,7 @@ use crate::{
     progress,
     sock_sys::{
         self, c_callback, kfi_sockets_inq, kfi_sockets_peek, kfi_sockets_read_sock,
-        kfi_sockets_skb_copy,
+        kfi_sockets_skb_copy, kfi_sockets_urg_pending,
     },
     wire::{flags, Hdr, Op, RmaDescs, HDR_LEN, RMA_DESC_LEN, RMA_IOV_MAX},
 };
@@ -192,6 +192,11 @@ fn expect_early(sh: &Shared, sk: *mut bindings::sock, avail: usize) -> bool {
 /// the receive work if anything is left for it. Softirq or process
 /// context; never sleeps.
 pub(crate) fn receive(sh: &Arc<Shared>, sk: *mut bindings::sock) {
+    // SAFETY: The data callback's socket, locked by the caller.
+    if unsafe { kfi_sockets_urg_pending(sk) } {
+        urgent(sh);
+        return;
+    }
     match claim(sh) {
         Claim::Mine => {}
         Claim::Work => {
@@ -253,6 +258,15 @@ pub(crate) fn receive(sh: &Arc<Shared>, sk: *mut bindings::sock) {
     if work {
         progress::kick_rx(sh);
     }
+}
+
+/// The peer sent TCP urgent data, which the protocol has none of: the
+/// connection ends with `EPROTO`, whoever reads the socket (the receive
+/// work, which reads an urgent byte inline as any other, ends it at the
+/// end of its run). Softirq or process context; never sleeps.
+fn urgent(sh: &Arc<Shared>) {
+    sh.state.lock().rx_failed.get_or_insert(EPROTO);
+    progress::kick_rx(sh);
 }
 
 /// Who handles the bytes that arrived.
