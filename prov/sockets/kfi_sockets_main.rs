@@ -72,6 +72,10 @@ module! {
             default: 128,
             description: "Most connections of one RDM endpoint, accepted and opened, handshakes included (more are refused)",
         },
+        rdm_max_peers_per_host: u32 {
+            default: 32,
+            description: "Most connections that the peers on one host (one IP address) may open to an RDM endpoint, handshakes included (more are refused)",
+        },
         listen_backlog_max: u32 {
             default: 64,
             description: "Most connection requests a passive endpoint holds until the ULP answers them (more are refused)",
@@ -140,6 +144,11 @@ pub(crate) fn mr_close_grace_ms() -> u32 {
 /// The `rdm_max_peers` parameter (at least 1).
 pub(crate) fn rdm_max_peers() -> usize {
     (module_parameters::rdm_max_peers.value() as usize).max(1)
+}
+
+/// The `rdm_max_peers_per_host` parameter (at least 1).
+pub(crate) fn rdm_max_peers_per_host() -> usize {
+    (module_parameters::rdm_max_peers_per_host.value() as usize).max(1)
 }
 
 /// The `listen_backlog_max` parameter (at least 1).

@@ -567,18 +567,22 @@ mod cases {
 
     /// Issue 10, bug 4: an RDM endpoint holds at most `rdm_max_peers`
     /// connections. One more peer is refused (no connection, no memory);
-    /// once a peer hangs up, its room is free again.
+    /// once a peer hangs up, its room is free again. The peers are on as
+    /// many hosts (127.0.0.N) as `rdm_max_peers_per_host` needs.
     #[test]
     fn rdm_peers_are_bounded() -> Result {
         let r = rdm_side(c"7493")?;
-        let claim = |i: usize| SockAddr::v4([127, 0, 0, 1], 20000 + i as u16);
+        let host = |i: usize| [127, 0, 0, 1 + (i / RDM_MAX_PEERS_PER_HOST) as u8];
+        let claim = |i: usize| SockAddr::v4(host(i), 20000 + i as u16);
         let mut peers = KVec::with_capacity(RDM_MAX_PEERS, GFP_KERNEL)?;
         for i in 0..RDM_MAX_PEERS {
-            let (accepted, s) = rdm_claim([127, 0, 0, 1], 7493, &claim(i))?;
+            let (accepted, s) = rdm_claim(host(i), 7493, &claim(i))?;
             ensure!(accepted, "peer {} of {} was refused", i, RDM_MAX_PEERS);
             peers.push(s, GFP_KERNEL)?;
         }
-        let (accepted, extra) = rdm_claim([127, 0, 0, 1], 7493, &claim(RDM_MAX_PEERS))?;
+        // From a host with no connection yet.
+        let last = RDM_MAX_PEERS;
+        let (accepted, extra) = rdm_claim(host(last), 7493, &claim(last))?;
         ensure!(
             !accepted,
             "peer {} was accepted beyond rdm_max_peers",
@@ -589,7 +593,7 @@ mod cases {
         drop(peers.pop());
         let mut back = false;
         for _ in 0..50 {
-            let (accepted, s) = rdm_claim([127, 0, 0, 1], 7493, &claim(RDM_MAX_PEERS))?;
+            let (accepted, s) = rdm_claim(host(last), 7493, &claim(last))?;
             if accepted {
                 peers.push(s, GFP_KERNEL)?;
                 back = true;
@@ -598,6 +602,56 @@ mod cases {
             fsleep(Delta::from_millis(100));
         }
         ensure!(back, "the room of a peer that left never came back");
+        drop(peers);
+        drop(r);
+        Ok(())
+    }
+
+    /// The peers on one host open at most `rdm_max_peers_per_host`
+    /// connections to an RDM endpoint: one more from that host is refused
+    /// while the endpoint still has room, and a peer on another host is
+    /// still accepted; once one of the first hangs up, its host has room
+    /// again.
+    #[test]
+    fn rdm_peers_of_one_host_are_bounded() -> Result {
+        let r = rdm_side(c"7663")?;
+        let one = [127, 0, 0, 1];
+        let claim = |ip: [u8; 4], i: usize| SockAddr::v4(ip, 21000 + i as u16);
+        let mut peers = KVec::with_capacity(RDM_MAX_PEERS_PER_HOST + 1, GFP_KERNEL)?;
+        for i in 0..RDM_MAX_PEERS_PER_HOST {
+            let (accepted, s) = rdm_claim(one, 7663, &claim(one, i))?;
+            ensure!(accepted, "peer {} of one host was refused", i);
+            peers.push(s, GFP_KERNEL)?;
+        }
+        let last = RDM_MAX_PEERS_PER_HOST;
+        let (accepted, extra) = rdm_claim(one, 7663, &claim(one, last))?;
+        ensure!(
+            !accepted,
+            "peer {} of one host was accepted beyond rdm_max_peers_per_host",
+            last + 1
+        );
+        drop(extra);
+        let other = [127, 0, 0, 2];
+        let (accepted, s) = rdm_claim(other, 7663, &claim(other, 0))?;
+        ensure!(accepted, "a peer on another host was refused");
+        peers.push(s, GFP_KERNEL)?;
+        // The first peer leaves: its host's room comes back once its end
+        // is noticed.
+        drop(peers.remove(0));
+        let mut back = false;
+        for _ in 0..50 {
+            let (accepted, s) = rdm_claim(one, 7663, &claim(one, last))?;
+            if accepted {
+                peers.push(s, GFP_KERNEL)?;
+                back = true;
+                break;
+            }
+            fsleep(Delta::from_millis(100));
+        }
+        ensure!(
+            back,
+            "the room of a peer that left never came back to its host"
+        );
         drop(peers);
         drop(r);
         Ok(())

@@ -24,6 +24,16 @@ fn has_incoming(conns: &[Conn], peer: &SockAddr) -> bool {
         .any(|c| c.incoming && c.peer.as_bytes() == peer.as_bytes() && c.conn.usable())
 }
 
+/// The live connections that peers on `peer`'s host (its IP) opened, and
+/// their requests being accepted (`claimed`).
+fn from_host(conns: &[Conn], claimed: &[SockAddr], peer: &SockAddr) -> usize {
+    let filed = conns
+        .iter()
+        .filter(|c| c.incoming && c.peer.same_ip(peer) && c.conn.usable())
+        .count();
+    filed.saturating_add(claimed.iter().filter(|c| c.same_ip(peer)).count())
+}
+
 /// Takes the connections that ended out of the list, for the caller to
 /// close outside the lock (the next use of such a peer reconnects). If
 /// there is no memory to hold them, they stay listed until a later call.
@@ -172,7 +182,10 @@ fn end_reading(r: &Rdm) {
 /// against the socket: the IP must be the one the peer connects from (a
 /// wildcard claim is filed under that IP), and no live connection that the
 /// peer opened may have it already, nor a request being accepted (`EACCES`
-/// or `EADDRINUSE` otherwise). Filed in its canonical form: a peer that
+/// or `EADDRINUSE` otherwise). The peers on one host open
+/// `rdm_max_peers_per_host` connections at most (`ENOSPC` beyond), so that
+/// one host cannot take all of the endpoint's `rdm_max_peers` and keep the
+/// others out. Filed in its canonical form: a peer that
 /// varies the bytes that do not name an address (`sin_zero`, the flow
 /// label) still claims the same one. Taken for this request in the same step
 /// (`State::claimed`): the caller releases it with [`unclaim`] once the
@@ -190,6 +203,9 @@ fn claim_peer(r: &Rdm, sock: &Socket, data: &[u8]) -> Result<SockAddr> {
     let mut s = r.state.lock();
     if has_incoming(&s.conns, &peer) || s.claimed.iter().any(|c| c.as_bytes() == peer.as_bytes()) {
         return Err(EADDRINUSE);
+    }
+    if from_host(&s.conns, &s.claimed, &peer) >= crate::rdm_max_peers_per_host() {
+        return Err(ENOSPC);
     }
     s.claimed.push(peer, GFP_KERNEL)?;
     Ok(peer)
