@@ -94,6 +94,14 @@ int kfi_sockets_peek(struct sock *sk, void *to, unsigned int len);
 int kfi_sockets_inq_hint(struct socket *sock);
 
 /*
+ * kfi_sockets_urg_pending() without the socket's lock, by its only reader
+ * (the receive work, between frames): an urgent byte that arrived before
+ * the call is seen; one that arrives during it is the data callback's
+ * (rx.rs).
+ */
+bool kfi_sockets_urg_hint(struct socket *sock);
+
+/*
  * Whether the peer has ended @sock's connection, read without taking a
  * byte (a receive parked on a message, rx/recv.rs): the socket's pending
  * error (negative, left pending), -ECONNRESET once the peer's FIN came or

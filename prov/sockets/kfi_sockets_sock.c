@@ -123,6 +123,11 @@ bool kfi_sockets_urg_pending(struct sock *sk)
 	       !before(READ_ONCE(tp->urg_seq), READ_ONCE(tp->copied_seq));
 }
 
+bool kfi_sockets_urg_hint(struct socket *sock)
+{
+	return kfi_sockets_urg_pending(sock->sk);
+}
+
 /* Bytes the socket holds for reading; its lock held. */
 int kfi_sockets_inq(struct sock *sk)
 {
@@ -303,9 +308,10 @@ int kfi_sockets_hook(struct socket *sock, void *owner)
 	 */
 	sk->sk_allocation = GFP_NOIO;
 	/*
-	 * A peer's urgent byte stays in the stream (the receive work reads
-	 * it as any byte, never skips it); the data callback ends the
-	 * connection on it (kfi_sockets_inq()).
+	 * A peer's urgent byte stays in the stream (a read takes it as any
+	 * byte, never skips it); the data callback, and the receive work
+	 * between frames, end the connection on it (kfi_sockets_urg_pending(),
+	 * kfi_sockets_urg_hint()).
 	 */
 	lock_sock(sk);
 	sock_set_flag(sk, SOCK_URGINLINE);

@@ -24,7 +24,7 @@ use crate::{
     ksock::{Deadline, Socket},
     op::Resp,
     progress,
-    sock_sys::kfi_sockets_inq_hint,
+    sock_sys::{kfi_sockets_inq_hint, kfi_sockets_urg_hint},
     wire::{flags, Hdr, Op, RmaDescs, HDR_LEN},
 };
 
@@ -200,12 +200,24 @@ impl Rx<'_> {
         let mut frames = 0usize;
         let mut bytes = 0u64;
         loop {
+            // TCP urgent data (the protocol has none) ends the connection
+            // before the next frame: the data callback hands over one that
+            // arrives while we read (`rx_failed`), this finds one that came
+            // before the socket had the callback.
+            // SAFETY: A live socket; the call only reads sequence numbers
+            // and flags.
+            if unsafe { kfi_sockets_urg_hint(self.sock.as_raw()) } {
+                return Err(EPROTO);
+            }
             let parked = {
                 let mut s = self.sh.state.lock();
                 if s.closing || s.draining {
                     // A header read ahead is dropped with the connection:
                     // a drain always ends in its close.
                     return Ok(Ran::Idle);
+                }
+                if let Some(e) = s.rx_failed.take() {
+                    return Err(e);
                 }
                 self.rma = s.parked_rma.take();
                 s.parked.take()
