@@ -73,8 +73,8 @@ module! {
             description: "Most connections of one RDM endpoint, accepted and opened, handshakes included (more are refused)",
         },
         rdm_max_peers_per_host: u32 {
-            default: 32,
-            description: "Most connections that the peers on one host (one IP address) may open to an RDM endpoint, handshakes included (more are refused)",
+            default: 0,
+            description: "Most connections that the peers on one host (one IP address) may open to an RDM endpoint, handshakes included (more are refused; 0: half of rdm_max_peers)",
         },
         listen_backlog_max: u32 {
             default: 64,
@@ -146,9 +146,14 @@ pub(crate) fn rdm_max_peers() -> usize {
     (module_parameters::rdm_max_peers.value() as usize).max(1)
 }
 
-/// The `rdm_max_peers_per_host` parameter (at least 1).
+/// The `rdm_max_peers_per_host` parameter, half of `rdm_max_peers` when 0
+/// (at least 1): enough for many endpoints on one host, and never all.
 pub(crate) fn rdm_max_peers_per_host() -> usize {
-    (module_parameters::rdm_max_peers_per_host.value() as usize).max(1)
+    match module_parameters::rdm_max_peers_per_host.value() as usize {
+        0 => rdm_max_peers() / 2,
+        n => n,
+    }
+    .max(1)
 }
 
 /// The `listen_backlog_max` parameter (at least 1).

@@ -200,15 +200,6 @@ impl Rx<'_> {
         let mut frames = 0usize;
         let mut bytes = 0u64;
         loop {
-            // TCP urgent data (the protocol has none) ends the connection
-            // before the next frame: the data callback hands over one that
-            // arrives while we read (`rx_failed`), this finds one that came
-            // before the socket had the callback.
-            // SAFETY: A live socket; the call only reads sequence numbers
-            // and flags.
-            if unsafe { kfi_sockets_urg_hint(self.sock.as_raw()) } {
-                return Err(EPROTO);
-            }
             let parked = {
                 let mut s = self.sh.state.lock();
                 if s.closing || s.draining {
@@ -216,8 +207,18 @@ impl Rx<'_> {
                     // a drain always ends in its close.
                     return Ok(Ran::Idle);
                 }
+                // TCP urgent data (the protocol has none) ends the
+                // connection before the next frame: the data callback
+                // hands over one that arrives while we read (`rx_failed`),
+                // this finds one that came before the socket had the
+                // callback.
                 if let Some(e) = s.rx_failed.take() {
                     return Err(e);
+                }
+                // SAFETY: A live socket; the call only reads sequence
+                // numbers and flags.
+                if unsafe { kfi_sockets_urg_hint(self.sock.as_raw()) } {
+                    return Err(EPROTO);
                 }
                 self.rma = s.parked_rma.take();
                 s.parked.take()

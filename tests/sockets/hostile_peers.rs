@@ -415,7 +415,7 @@ pub(crate) fn wait_readable(s: &Socket, ms: u64) -> bool {
 /// kfi_sockets' default `rdm_max_peers`, `rdm_max_peers_per_host` and
 /// `listen_backlog_max`.
 pub(crate) const RDM_MAX_PEERS: usize = 128;
-pub(crate) const RDM_MAX_PEERS_PER_HOST: usize = 32;
+pub(crate) const RDM_MAX_PEERS_PER_HOST: usize = RDM_MAX_PEERS / 2;
 pub(crate) const LISTEN_BACKLOG_MAX: usize = 64;
 
 /// A raw peer from `from` that has asked the RDM endpoint on

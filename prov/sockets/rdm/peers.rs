@@ -185,7 +185,8 @@ fn end_reading(r: &Rdm) {
 /// or `EADDRINUSE` otherwise). The peers on one host open
 /// `rdm_max_peers_per_host` connections at most (`ENOSPC` beyond), so that
 /// one host cannot take all of the endpoint's `rdm_max_peers` and keep the
-/// others out. Filed in its canonical form: a peer that
+/// others out (its requests still count against `handshake_max` while
+/// they are read, as any host's). Filed in its canonical form: a peer that
 /// varies the bytes that do not name an address (`sin_zero`, the flow
 /// label) still claims the same one. Taken for this request in the same step
 /// (`State::claimed`): the caller releases it with [`unclaim`] once the
