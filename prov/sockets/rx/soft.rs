@@ -262,8 +262,8 @@ pub(crate) fn receive(sh: &Arc<Shared>, sk: *mut bindings::sock) {
 
 /// The peer sent TCP urgent data, which the protocol has none of: the
 /// connection ends with `EPROTO`, whoever reads the socket (the receive
-/// work, which reads an urgent byte inline as any other, ends it at the
-/// end of its run). Softirq or process context; never sleeps.
+/// work, which reads an urgent byte inline as any other, ends it before
+/// its next frame). Softirq or process context; never sleeps.
 fn urgent(sh: &Arc<Shared>) {
     sh.state.lock().rx_failed.get_or_insert(EPROTO);
     progress::kick_rx(sh);
