@@ -163,8 +163,36 @@ pub(crate) fn connect_accept_with_private_data() -> Result {
     Ok(())
 }
 
+/// A reject's private data reaches the side that connected. Over iWARP,
+/// siw may see the listener's close before it reads the MPA reply that
+/// carries the data (its `SIW_CM_WORK_PEER_CLOSE` in `AWAIT_MPAREP`):
+/// rdma_cm then reports a reject with no private data, seen once in about
+/// forty CI runs. There a reject without data is tried again, on another
+/// port, a few times; data that does arrive must be the ULP's, and at
+/// least one try must bring it.
 pub(crate) fn reject_carries_private_data() -> Result {
-    let s = side(c"7612")?;
+    let iwarp = device().1 == c"iWARP";
+    let ports: &[&CStr] = if iwarp {
+        &[c"7612", c"7647", c"7648", c"7649"]
+    } else {
+        &[c"7612"]
+    };
+    for port in ports {
+        if reject_once(port)? {
+            return Ok(());
+        }
+        pr_info!("kfi_ibverbs test: a reject came without its private data (siw)\n");
+    }
+    pr_err!("kfi_ibverbs test: no reject brought its private data\n");
+    Err(ENODATA)
+}
+
+/// One connect that the listener on `port` rejects with private data:
+/// true if the data arrived, false if none did (see above), an error for
+/// anything else. Checks fail without a panic (this is not a case's own
+/// body).
+fn reject_once(port: &CStr) -> Result<bool> {
+    let s = side(port)?;
     let d = step("domain", s.fabric.domain(s.src.entry()))?;
     let eq = step("eq", s.fabric.eq(16))?;
     let pep = step("listen", s.fabric.listen(s.src.entry(), &eq))?;
@@ -176,14 +204,26 @@ pub(crate) fn reject_carries_private_data() -> Result {
     };
     pep.reject(&req, b"no room")?;
     // The handle is answered: a second answer is refused.
-    assert_eq!(pep.reject(&req, b"again"), Err(EINVAL));
+    let again = pep.reject(&req, b"again");
+    if again != Err(EINVAL) {
+        pr_err!("kfi_ibverbs test: a second reject gave {:?}\n", again);
+        return Err(EBADE);
+    }
     let CmEvent::Failed { fid, err, data } = eq.sread(WAIT_MS)? else {
         return Err(EPROTO);
     };
-    assert!(cep.is(fid));
-    assert_eq!(err, ECONNREFUSED);
-    assert_eq!(data.as_bytes(), b"no room");
-    Ok(())
+    if !cep.is(fid) || err != ECONNREFUSED {
+        pr_err!("kfi_ibverbs test: the reject was reported as {:?}\n", err);
+        return Err(EBADE);
+    }
+    match data.as_bytes() {
+        b"no room" => Ok(true),
+        [] if device().1 == c"iWARP" => Ok(false),
+        other => {
+            pr_err!("kfi_ibverbs test: the reject's data was {:?}\n", other);
+            Err(EBADE)
+        }
+    }
 }
 
 pub(crate) fn connect_to_nobody_fails_in_time() -> Result {
