@@ -45,6 +45,8 @@ mod kfi;
 #[allow(dead_code)]
 #[path = "../../prov/sockets/ksock.rs"]
 mod ksock;
+#[path = "peer_bounds.rs"]
+mod peer_bounds;
 // Shared by source inclusion; each module uses a part.
 #[path = "msg.rs"]
 mod msg;

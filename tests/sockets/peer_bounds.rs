@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `kfi_sockets_peer_bounds`: how many peers kfi_sockets takes. Raw
+//! kernel-socket peers ask an RDM endpoint or a passive endpoint for
+//! connections until its bound (`rdm_max_peers`,
+//! `rdm_max_peers_per_host`, `listen_backlog_max`): one more is refused,
+//! and room comes back once a peer leaves or the ULP answers.
+//!
+//! Checks return an error instead of asserting, so that a failing case
+//! still closes its objects.
+
+use kernel::{
+    prelude::*,
+    time::{delay::fsleep, Delta},
+};
+
+use super::{
+    frame,
+    hostile_peers::*,
+    kfi::kfi_sys as sys,
+    ksock::{SockAddr, Socket},
+    net::*,
+};
+
+#[kunit_tests(kfi_sockets_peer_bounds)]
+mod cases {
+    use super::*;
+
+    /// Issue 10, bug 4: an RDM endpoint holds at most `rdm_max_peers`
+    /// connections. One more peer is refused (no connection, no memory);
+    /// once a peer hangs up, its room is free again. The peers are on as
+    /// many hosts (127.0.0.N) as `rdm_max_peers_per_host` needs.
+    #[test]
+    fn rdm_peers_are_bounded() -> Result {
+        let r = rdm_side(c"7493")?;
+        let host = |i: usize| [127, 0, 0, 1 + (i / RDM_MAX_PEERS_PER_HOST) as u8];
+        let claim = |i: usize| SockAddr::v4(host(i), 20000 + i as u16);
+        let mut peers = KVec::with_capacity(RDM_MAX_PEERS, GFP_KERNEL)?;
+        for i in 0..RDM_MAX_PEERS {
+            let (accepted, s) = rdm_claim(host(i), 7493, &claim(i))?;
+            ensure!(accepted, "peer {} of {} was refused", i, RDM_MAX_PEERS);
+            peers.push(s, GFP_KERNEL)?;
+        }
+        // From a host with no connection yet.
+        let last = RDM_MAX_PEERS;
+        let (accepted, extra) = rdm_claim(host(last), 7493, &claim(last))?;
+        ensure!(
+            !accepted,
+            "peer {} was accepted beyond rdm_max_peers",
+            RDM_MAX_PEERS + 1
+        );
+        drop(extra);
+        // One peer leaves: its room comes back once its end is noticed.
+        drop(peers.pop());
+        let mut back = false;
+        for _ in 0..50 {
+            let (accepted, s) = rdm_claim(host(last), 7493, &claim(last))?;
+            if accepted {
+                peers.push(s, GFP_KERNEL)?;
+                back = true;
+                break;
+            }
+            fsleep(Delta::from_millis(100));
+        }
+        ensure!(back, "the room of a peer that left never came back");
+        drop(peers);
+        drop(r);
+        Ok(())
+    }
+
+    /// The peers on one host open at most `rdm_max_peers_per_host`
+    /// connections to an RDM endpoint: one more from that host is refused
+    /// while the endpoint still has room, and a peer on another host is
+    /// still accepted; once one of the first hangs up, its host has room
+    /// again.
+    #[test]
+    fn rdm_peers_of_one_host_are_bounded() -> Result {
+        let r = rdm_side(c"7663")?;
+        let one = [127, 0, 0, 1];
+        let claim = |ip: [u8; 4], i: usize| SockAddr::v4(ip, 21000 + i as u16);
+        let mut peers = KVec::with_capacity(RDM_MAX_PEERS_PER_HOST + 1, GFP_KERNEL)?;
+        for i in 0..RDM_MAX_PEERS_PER_HOST {
+            let (accepted, s) = rdm_claim(one, 7663, &claim(one, i))?;
+            ensure!(accepted, "peer {} of one host was refused", i);
+            peers.push(s, GFP_KERNEL)?;
+        }
+        let last = RDM_MAX_PEERS_PER_HOST;
+        let (accepted, extra) = rdm_claim(one, 7663, &claim(one, last))?;
+        ensure!(
+            !accepted,
+            "peer {} of one host was accepted beyond rdm_max_peers_per_host",
+            last + 1
+        );
+        drop(extra);
+        let other = [127, 0, 0, 2];
+        let (accepted, s) = rdm_claim(other, 7663, &claim(other, 0))?;
+        ensure!(accepted, "a peer on another host was refused");
+        peers.push(s, GFP_KERNEL)?;
+        // The first peer leaves: its host's room comes back once its end
+        // is noticed.
+        drop(peers.remove(0));
+        let mut back = false;
+        for _ in 0..50 {
+            let (accepted, s) = rdm_claim(one, 7663, &claim(one, last))?;
+            if accepted {
+                peers.push(s, GFP_KERNEL)?;
+                back = true;
+                break;
+            }
+            fsleep(Delta::from_millis(100));
+        }
+        ensure!(
+            back,
+            "the room of a peer that left never came back to its host"
+        );
+        drop(peers);
+        drop(r);
+        Ok(())
+    }
+
+    /// Issue 10, bug 4: a passive endpoint holds at most
+    /// `listen_backlog_max` requests the ULP has not answered. One more is
+    /// refused at once (`Reject`); answering one makes room again.
+    #[test]
+    fn listen_backlog_is_bounded() -> Result {
+        let n = net(c"7494")?;
+        let pep = listen(&n)?;
+        let a = SockAddr::v4([127, 0, 0, 1], 7494);
+        let mut raws = KVec::with_capacity(LISTEN_BACKLOG_MAX + 2, GFP_KERNEL)?;
+        let mut infos: KVec<crate::kfi::ulp::ConnReq> =
+            KVec::with_capacity(LISTEN_BACKLOG_MAX, GFP_KERNEL)?;
+        let outcome = (|| -> Result {
+            for i in 0..LISTEN_BACKLOG_MAX {
+                let raw = Socket::tcp(&a)?;
+                frame::connect_start(&raw, &a, b"waiting")?;
+                raws.push(raw, GFP_KERNEL)?;
+                let (ev, buf, _) = event(&n)?;
+                ensure!(ev == sys::KFI_CONNREQ, "request {}: event {}", i, ev);
+                infos.push(take_req(&buf)?, GFP_KERNEL)?;
+            }
+            let extra = Socket::tcp(&a)?;
+            frame::connect_start(&extra, &a, b"one too many")?;
+            ensure!(
+                wait_readable(&extra, 5000),
+                "request {} got no answer",
+                LISTEN_BACKLOG_MAX + 1
+            );
+            ensure!(
+                matches!(
+                    frame::connect_finish(&extra),
+                    Ok(frame::Answer::Rejected(_))
+                ),
+                "request {} was not refused",
+                LISTEN_BACKLOG_MAX + 1
+            );
+            drop(extra);
+            // The ULP answers one: room for one more.
+            let first = infos.first().ok_or(EINVAL)?;
+            let ret = rc(pep.reject(first.info(), &[]));
+            ensure!(ret == 0, "kfi_reject: {}", ret);
+            let next = Socket::tcp(&a)?;
+            frame::connect_start(&next, &a, b"next")?;
+            raws.push(next, GFP_KERNEL)?;
+            let (ev, buf, _) = event(&n)?;
+            ensure!(ev == sys::KFI_CONNREQ, "after a reject: event {}", ev);
+            infos.push(take_req(&buf)?, GFP_KERNEL)?;
+            Ok(())
+        })();
+        // The reported requests' infos are freed.
+        drop(infos);
+        drop(raws);
+        drop(pep);
+        outcome
+    }
+}
