@@ -31,6 +31,7 @@ mod op;
 mod pep;
 mod progress;
 mod rdm;
+mod readers;
 mod rx;
 mod rxq;
 mod sock_sys;
@@ -74,7 +75,7 @@ module! {
         },
         rdm_max_peers_per_host: u32 {
             default: 0,
-            description: "Most connections that the peers on one host (one IP address) may open to an RDM endpoint, handshakes included (more are refused; 0: half of rdm_max_peers)",
+            description: "Most connections that the peers on one host (see ipv6_host_prefix) may open to an RDM endpoint, handshakes included (more are refused; 0: half of rdm_max_peers)",
         },
         listen_backlog_max: u32 {
             default: 64,
@@ -95,6 +96,14 @@ module! {
         handshake_max: u32 {
             default: 16,
             description: "Most accepted connections per listening endpoint whose request is still being read (more are refused)",
+        },
+        ipv6_host_prefix: u32 {
+            default: 128,
+            description: "Leading bits of an IPv6 address that name its host for the per-host bounds (64: a /64 is one host; at most 128, one address)",
+        },
+        handshake_max_per_host: u32 {
+            default: 0,
+            description: "Most of a listening endpoint's requests being read that come from one host (see ipv6_host_prefix; more are refused; 0: half of handshake_max)",
         },
         inline_tx: u32 {
             default: 1,
@@ -184,6 +193,22 @@ pub(crate) fn response_timeout_ms() -> u32 {
 /// The `handshake_max` parameter (at least 1).
 pub(crate) fn handshake_max() -> usize {
     (module_parameters::handshake_max.value() as usize).max(1)
+}
+
+/// The `handshake_max_per_host` parameter, half of `handshake_max` when 0
+/// (at least 1): one host's silent connections leave the others room.
+pub(crate) fn handshake_max_per_host() -> usize {
+    match module_parameters::handshake_max_per_host.value() as usize {
+        0 => handshake_max() / 2,
+        n => n,
+    }
+    .max(1)
+}
+
+/// The `ipv6_host_prefix` parameter (at most 128): how many leading bits
+/// of an IPv6 peer's address `SockAddr::same_host` compares.
+pub(crate) fn ipv6_host_prefix() -> u32 {
+    module_parameters::ipv6_host_prefix.value().min(128)
 }
 
 /// The `handshake_timeout_ms` parameter.

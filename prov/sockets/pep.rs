@@ -7,7 +7,8 @@
 //! `KFI_CONNREQ` event whose info names the request's handle. A passive
 //! endpoint holds at most `listen_backlog_max` requests (being read, or
 //! waiting for the ULP's accept or reject), and reads at most
-//! `handshake_max` at once; more are refused at once.
+//! `handshake_max` at once, `handshake_max_per_host` of them from one host
+//! (`readers.rs`); more are refused at once.
 
 use kernel::{
     new_mutex,
@@ -24,6 +25,7 @@ use crate::{
         toolkit::{handles::HandleTable, workers::Workers},
     },
     ksock::{Deadline, NetNs, SockAddr, Socket},
+    readers::Readers,
     request_info,
     sock_sys::kfi_sockets_reuseaddr,
 };
@@ -64,6 +66,8 @@ struct State {
     /// Sockets whose request is being read: shut down at close, so no
     /// worker waits on a silent peer.
     busy: KVec<Arc<Socket>>,
+    /// The hosts of the requests being read (those of `busy`).
+    readers: Readers,
     closing: bool,
 }
 
@@ -119,6 +123,8 @@ fn spawn(sh: &Arc<Shared>, f: impl FnOnce(&Arc<Shared>) + Send + 'static) -> Res
 /// own, within the bounds.
 fn take(sh: &Arc<Shared>, s: &Arc<Socket>) -> Result {
     let key = Arc::as_ptr(sh) as usize;
+    // A socket reset since its accept has no peer: nothing to read.
+    let peer = s.peer_addr()?;
     // Only the accept work adds requests (one run at a time), so the
     // count cannot grow between the check and the push.
     let waiting = REQUESTS.lock().owned_by(key);
@@ -132,15 +138,18 @@ fn take(sh: &Arc<Shared>, s: &Arc<Socket>) -> Result {
             return Err(refuse(s, ENOSPC));
         }
         // Requests being read hold a worker each (until the handshake
-        // deadline, for a silent peer): a few at once.
-        if st.busy.len() >= crate::handshake_max() {
+        // deadline, for a silent peer): a few at once, fewer per host.
+        if let Err(e) = st.readers.begin(&peer) {
             drop(st);
-            return Err(refuse(s, EBUSY));
+            return Err(if e == EBUSY { refuse(s, e) } else { e });
         }
-        st.busy.push(s.clone(), GFP_KERNEL)?;
+        if let Err(e) = st.busy.push(s.clone(), GFP_KERNEL) {
+            st.readers.end(&peer);
+            return Err(e.into());
+        }
     }
     let s2 = s.clone();
-    spawn(sh, move |sh| handshake(sh, s2)).inspect_err(|_| untrack(sh, s))
+    spawn(sh, move |sh| handshake(sh, s2, peer)).inspect_err(|_| untrack(sh, s, &peer))
 }
 
 /// Refuses a connection that would exceed a bound (`e`): the peer reads a
@@ -151,14 +160,17 @@ pub(crate) fn refuse(s: &Socket, e: Error) -> Error {
     e
 }
 
-fn untrack(sh: &Shared, s: &Arc<Socket>) {
-    sh.state.lock().busy.retain(|b| !Arc::ptr_eq(b, s));
+fn untrack(sh: &Shared, s: &Arc<Socket>, peer: &SockAddr) {
+    let mut st = sh.state.lock();
+    st.busy.retain(|b| !Arc::ptr_eq(b, s));
+    st.readers.end(peer);
 }
 
-/// Reads a request and reports it; the socket is no longer busy after.
-fn handshake(sh: &Arc<Shared>, s: Arc<Socket>) {
+/// Reads a request from `peer` and reports it; the socket is no longer
+/// busy after.
+fn handshake(sh: &Arc<Shared>, s: Arc<Socket>, peer: SockAddr) {
     read_request(sh, &s);
-    untrack(sh, &s);
+    untrack(sh, &s, &peer);
 }
 
 /// Reads a request and reports it.
@@ -217,6 +229,7 @@ impl SockPep {
                     eq: None,
                     listener: None,
                     busy: KVec::new(),
+                    readers: Readers::new(),
                     closing: false,
                 }),
                 workers <- Workers::new(),

@@ -59,6 +59,7 @@ use crate::{
     mr::MrTable,
     op::TxOp,
     pep::listen_socket,
+    readers::Readers,
     rxq::RxQueues,
 };
 
@@ -90,7 +91,7 @@ impl RdmEp {
                     listener: None,
                     conns: KVec::new(),
                     busy: KVec::new(),
-                    reading: 0,
+                    reading: Readers::new(),
                     claimed: KVec::new(),
                     opening: KVec::new(),
                     failed: KVec::new(),

@@ -183,6 +183,45 @@ impl SockAddr {
         self.ip6() == other.ip6()
     }
 
+    /// Whether both addresses are on one host, as the per-host bounds
+    /// count peers: the same IPv4 address (mapped or not); for IPv6, the
+    /// same first `v6_prefix` bits (at most 128) and the same scope (a
+    /// link-local address on another interface is on another link). An
+    /// IPv6 host often has a whole /64 to pick addresses from, but a
+    /// cluster's nodes often share one /64 too: the caller chooses.
+    pub(crate) fn same_host(&self, other: &SockAddr, v6_prefix: u32) -> bool {
+        match (self.v4_ip(), other.v4_ip()) {
+            (Some(a), Some(b)) => a == b,
+            (None, None) => {
+                let bits = v6_prefix.min(128);
+                let (a, b) = (
+                    u128::from_be_bytes(self.ip6()),
+                    u128::from_be_bytes(other.ip6()),
+                );
+                // A shift by 128 would overflow: no bits, no mask.
+                let mask = u128::MAX.checked_shl(128 - bits).unwrap_or(0);
+                a & mask == b & mask && self.scope() == other.scope()
+            }
+            _ => false,
+        }
+    }
+
+    /// The IPv4 address, of an IPv4 address or an IPv4-mapped IPv6 one.
+    fn v4_ip(&self) -> Option<[u8; 4]> {
+        match self {
+            Self::V4(a) => Some(a.sin_addr.s_addr.to_ne_bytes()),
+            Self::V6(_) => self.v4_mapped(),
+        }
+    }
+
+    /// The IPv6 scope (interface) id, 0 for IPv4.
+    fn scope(&self) -> u32 {
+        match self {
+            Self::V4(_) => 0,
+            Self::V6(a) => a.sin6_scope_id,
+        }
+    }
+
     /// Whether the IP is the wildcard (`0.0.0.0`, `::`).
     pub(crate) fn ip_unspecified(&self) -> bool {
         match self {

@@ -21,7 +21,9 @@ use kernel::{
 
 use super::{
     frame,
-    hostile_peers::{drain, post_read, post_write, rdm_net, wait_readable, Hangup},
+    hostile_peers::{
+        drain, post_read, post_write, rdm_net, wait_readable, Hangup, HANDSHAKE_MAX_PER_HOST,
+    },
     kfi::{kfabric::Owned, kfi_sys as sys},
     ksock::{SockAddr, Socket},
     net::*,
@@ -75,8 +77,18 @@ fn accepted_raw(
     port: u16,
     c: &Owned<sys::kfid_cq>,
 ) -> Result<(Arc<Socket>, Owned<sys::kfid_ep>)> {
+    accepted_raw_from([127, 0, 0, 1], n, port, c)
+}
+
+/// As [`accepted_raw`], the raw client on host `from` (127.0.0.N).
+fn accepted_raw_from(
+    from: [u8; 4],
+    n: &Net,
+    port: u16,
+    c: &Owned<sys::kfid_cq>,
+) -> Result<(Arc<Socket>, Owned<sys::kfid_ep>)> {
     let a = SockAddr::v4([127, 0, 0, 1], port);
-    let raw = Arc::new(Socket::tcp(&a)?, GFP_KERNEL)?;
+    let raw = Arc::new(bound_socket(from)?, GFP_KERNEL)?;
     frame::connect_start(&raw, &a, b"deadlines")?;
     let (ev, buf, _) = event(n)?;
     check!(ev == sys::KFI_CONNREQ, "listener event {}", ev);
@@ -87,6 +99,48 @@ fn accepted_raw(
         frame::Answer::Accepted(_) => Ok((raw, sep)),
         frame::Answer::Rejected(_) => Err(ECONNREFUSED),
     }
+}
+
+/// A TCP socket bound to host `from` (127.0.0.N), any port: a peer on
+/// that host.
+fn bound_socket(from: [u8; 4]) -> Result<Socket> {
+    let local = SockAddr::v4(from, 0);
+    let s = Socket::tcp(&local)?;
+    s.bind(&local)?;
+    Ok(s)
+}
+
+/// Connects `count` silent peers on host `from` to 127.0.0.1:`port`
+/// (they send nothing), adding them to `silent`.
+fn connect_silent(from: [u8; 4], port: u16, count: usize, silent: &mut KVec<Socket>) -> Result {
+    let a = SockAddr::v4([127, 0, 0, 1], port);
+    for _ in 0..count {
+        let s = bound_socket(from)?;
+        s.connect(&a)?;
+        silent.push(s, GFP_KERNEL)?;
+    }
+    Ok(())
+}
+
+/// A request from host `from` to the listener on 127.0.0.1:`port` is
+/// answered `Reject` at once (within 3 s).
+fn refused_at_once(from: [u8; 4], port: u16, what: &str) -> Result {
+    let extra = bound_socket(from)?;
+    frame::connect_start(&extra, &SockAddr::v4([127, 0, 0, 1], port), b"one too many")?;
+    let t = Instant::<Monotonic>::now();
+    while !extra.readable() && ms_since(&t) < 3000 {
+        fsleep(Delta::from_millis(20));
+    }
+    check!(extra.readable(), "{} waits", what);
+    check!(
+        matches!(
+            frame::connect_finish(&extra),
+            Ok(frame::Answer::Rejected(_))
+        ),
+        "{} was not refused",
+        what
+    );
+    Ok(())
 }
 
 /// Posts a receive of `buf` with context `ctx` on `ep`.
@@ -362,47 +416,55 @@ mod cases {
     /// Issue 10, bug 5: a listener reads at most `handshake_max` requests
     /// at once; a connection beyond that is answered `Reject` and closed at
     /// once instead of taking one more worker; once the silent peers go,
-    /// it serves again.
+    /// it serves again. The silent peers are on two hosts (127.0.0.1 and
+    /// .2, as many as `handshake_max_per_host` allows each), the extra one
+    /// on a third.
     #[test]
     fn handshakes_in_progress_are_capped() -> Result {
         let n = net(c"7503")?;
         let pep = listen(&n)?;
         let c = cq(&n)?;
-        let a = SockAddr::v4([127, 0, 0, 1], 7503);
         let mut silent = KVec::with_capacity(HANDSHAKE_MAX, GFP_KERNEL)?;
         let outcome = (|| -> Result {
-            for _ in 0..HANDSHAKE_MAX {
-                let s = Socket::tcp(&a)?;
-                s.connect(&a)?;
-                silent.push(s, GFP_KERNEL)?;
-            }
+            connect_silent([127, 0, 0, 1], 7503, HANDSHAKE_MAX_PER_HOST, &mut silent)?;
+            connect_silent([127, 0, 0, 2], 7503, HANDSHAKE_MAX_PER_HOST, &mut silent)?;
             // Let the acceptor take them all (it reads none: they are
             // silent).
             fsleep(Delta::from_millis(500));
-            let extra = Socket::tcp(&a)?;
-            frame::connect_start(&extra, &a, b"one too many")?;
-            let t = Instant::<Monotonic>::now();
-            while !extra.readable() && ms_since(&t) < 3000 {
-                fsleep(Delta::from_millis(20));
-            }
-            check!(
-                extra.readable(),
-                "request {} waits with {} silent ones",
-                HANDSHAKE_MAX + 1,
-                HANDSHAKE_MAX
-            );
-            check!(
-                matches!(
-                    frame::connect_finish(&extra),
-                    Ok(frame::Answer::Rejected(_))
-                ),
-                "request {} was not refused",
-                HANDSHAKE_MAX + 1
-            );
+            refused_at_once([127, 0, 0, 3], 7503, "a request beyond handshake_max")?;
             silent.clear();
             // The silent peers' workers see their ends and let go.
             fsleep(Delta::from_millis(500));
             still_serving(&n, 7503, &c)
+        })();
+        drop(silent);
+        drop(pep);
+        outcome
+    }
+
+    /// One host's requests take at most `handshake_max_per_host` of a
+    /// listener's reading slots: with that many silent peers on
+    /// 127.0.0.1, one more from there is refused at once, while a request
+    /// from 127.0.0.2 is read and accepted; once the silent peers go,
+    /// 127.0.0.1 is served again.
+    #[test]
+    fn handshakes_of_one_host_are_capped() -> Result {
+        let n = net(c"7664")?;
+        let pep = listen(&n)?;
+        let c = cq(&n)?;
+        let mut silent = KVec::with_capacity(HANDSHAKE_MAX_PER_HOST, GFP_KERNEL)?;
+        let outcome = (|| -> Result {
+            connect_silent([127, 0, 0, 1], 7664, HANDSHAKE_MAX_PER_HOST, &mut silent)?;
+            fsleep(Delta::from_millis(500));
+            refused_at_once([127, 0, 0, 1], 7664, "a request beyond one host's share")?;
+            let (raw, sep) = accepted_raw_from([127, 0, 0, 2], &n, 7664, &c)
+                .inspect_err(|e| pr_err!("kfi_sockets_deadlines: another host: {:?}\n", e))?;
+            drop(sep);
+            drop(raw);
+            silent.clear();
+            // Their workers see the ends and let go of the host's slots.
+            fsleep(Delta::from_millis(1000));
+            still_serving(&n, 7664, &c)
         })();
         drop(silent);
         drop(pep);

@@ -412,11 +412,12 @@ pub(crate) fn wait_readable(s: &Socket, ms: u64) -> bool {
     s.readable()
 }
 
-/// kfi_sockets' default `rdm_max_peers`, `rdm_max_peers_per_host` and
-/// `listen_backlog_max`.
+/// kfi_sockets' default `rdm_max_peers`, `rdm_max_peers_per_host`,
+/// `listen_backlog_max` and `handshake_max_per_host`.
 pub(crate) const RDM_MAX_PEERS: usize = 128;
 pub(crate) const RDM_MAX_PEERS_PER_HOST: usize = RDM_MAX_PEERS / 2;
 pub(crate) const LISTEN_BACKLOG_MAX: usize = 64;
+pub(crate) const HANDSHAKE_MAX_PER_HOST: usize = 8;
 
 /// A raw peer from `from` that has asked the RDM endpoint on
 /// 127.0.0.1:`port` for a connection, claiming to be `claim`; not

@@ -334,6 +334,54 @@ mod ksock_tests {
         Ok(())
     }
 
+    /// The per-host bounds count peers together by `same_host`: one IPv4
+    /// address, written as such or IPv4-mapped; for IPv6, the addresses
+    /// that share the prefix given (`ipv6_host_prefix`), on one link
+    /// (scope) for link-local addresses.
+    #[test]
+    fn hosts_are_grouped() -> Result {
+        let v6 = |host: &[u8]| SockAddr::parse(host, b"1");
+        let scoped = |host: &[u8], scope: u32| -> Result<SockAddr> {
+            let mut b = [0u8; size_of::<kernel::bindings::sockaddr_in6>()];
+            for (d, s) in b.iter_mut().zip(v6(host)?.as_bytes()) {
+                *d = *s;
+            }
+            let at = core::mem::offset_of!(kernel::bindings::sockaddr_in6, sin6_scope_id);
+            for (d, s) in b.iter_mut().skip(at).zip(scope.to_ne_bytes()) {
+                *d = s;
+            }
+            SockAddr::from_bytes(&b)
+        };
+        let a = SockAddr::v4([192, 0, 2, 1], 1);
+        for prefix in [0, 64, 128] {
+            assert!(a.same_host(&SockAddr::v4([192, 0, 2, 1], 2), prefix));
+            assert!(!a.same_host(&SockAddr::v4([192, 0, 2, 2], 1), prefix));
+            assert!(a.same_host(&v6(b"::ffff:c000:201")?, prefix));
+            assert!(v6(b"::ffff:c000:201")?.same_host(&a, prefix));
+            assert!(!a.same_host(&v6(b"::ffff:c000:202")?, prefix));
+            // IPv4-compatible is not IPv4-mapped.
+            assert!(!a.same_host(&v6(b"::c000:201")?, prefix));
+        }
+        let b = v6(b"2001:db8:1:2::1")?;
+        let same_64 = v6(b"2001:db8:1:2:ffff:ffff:ffff:ffff")?;
+        let next_64 = v6(b"2001:db8:1:3::1")?;
+        assert!(b.same_host(&v6(b"2001:db8:1:2::1")?, 128));
+        assert!(!b.same_host(&same_64, 128));
+        assert!(b.same_host(&same_64, 64));
+        assert!(!b.same_host(&next_64, 64));
+        assert!(b.same_host(&next_64, 56));
+        assert!(b.same_host(&next_64, 0));
+        // Beyond 128 counts as 128.
+        assert!(!b.same_host(&same_64, 200));
+        assert!(!b.same_host(&v6(b"::ffff:2001:db8")?, 64));
+        let ll = scoped(b"fe80::1", 2)?;
+        assert!(ll.same_host(&scoped(b"fe80::2:3", 2)?, 64));
+        assert!(!ll.same_host(&scoped(b"fe80::2:3", 2)?, 128));
+        assert!(!ll.same_host(&scoped(b"fe80::1", 3)?, 64));
+        assert!(!ll.same_host(&scoped(b"fe80::1", 3)?, 128));
+        Ok(())
+    }
+
     /// A send that runs out of time fails with `ETIMEDOUT`, whatever part
     /// of it the socket took: never a short count (which frames read as a
     /// failed connection). The socket's timeout counts in jiffies and may

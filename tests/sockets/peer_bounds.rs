@@ -3,8 +3,9 @@
 //! `kfi_sockets_peer_bounds`: how many peers kfi_sockets takes. Raw
 //! kernel-socket peers ask an RDM endpoint or a passive endpoint for
 //! connections until its bound (`rdm_max_peers`,
-//! `rdm_max_peers_per_host`, `listen_backlog_max`): one more is refused,
-//! and room comes back once a peer leaves or the ULP answers.
+//! `rdm_max_peers_per_host`, `listen_backlog_max`,
+//! `handshake_max_per_host`): one more is refused, and room comes back
+//! once a peer leaves or the ULP answers.
 //!
 //! Checks return an error instead of asserting, so that a failing case
 //! still closes its objects.
@@ -116,6 +117,59 @@ mod cases {
         drop(peers);
         drop(r);
         Ok(())
+    }
+
+    /// An RDM endpoint reads at most `handshake_max_per_host` requests
+    /// from one host at once: with that many silent peers on 127.0.0.1,
+    /// one more request from there is refused, one from 127.0.0.2 is
+    /// accepted, and once the silent peers go, 127.0.0.1 is served again.
+    #[test]
+    fn rdm_handshakes_of_one_host_are_bounded() -> Result {
+        let r = rdm_side(c"7665")?;
+        let one = [127, 0, 0, 1];
+        let claim = |ip: [u8; 4], i: usize| SockAddr::v4(ip, 22000 + i as u16);
+        let mut silent = KVec::with_capacity(HANDSHAKE_MAX_PER_HOST, GFP_KERNEL)?;
+        let mut peers = KVec::with_capacity(2, GFP_KERNEL)?;
+        let outcome = (|| -> Result {
+            let to = SockAddr::v4(one, 7665);
+            for _ in 0..HANDSHAKE_MAX_PER_HOST {
+                let s = Socket::tcp(&to)?;
+                s.connect(&to)?;
+                silent.push(s, GFP_KERNEL)?;
+            }
+            // Let the acceptor take them all (they send nothing).
+            fsleep(Delta::from_millis(500));
+            let (accepted, extra) = rdm_claim(one, 7665, &claim(one, 0))?;
+            ensure!(
+                !accepted,
+                "a request beyond one host's share of handshakes was accepted"
+            );
+            drop(extra);
+            let other = [127, 0, 0, 2];
+            let (accepted, s) = rdm_claim(other, 7665, &claim(other, 0))?;
+            ensure!(accepted, "a peer on another host was refused");
+            peers.push(s, GFP_KERNEL)?;
+            silent.clear();
+            let mut back = false;
+            for _ in 0..50 {
+                fsleep(Delta::from_millis(100));
+                let (accepted, s) = rdm_claim(one, 7665, &claim(one, 1))?;
+                if accepted {
+                    peers.push(s, GFP_KERNEL)?;
+                    back = true;
+                    break;
+                }
+            }
+            ensure!(
+                back,
+                "the host's silent peers left, and it still was refused"
+            );
+            Ok(())
+        })();
+        drop(silent);
+        drop(peers);
+        drop(r);
+        outcome
     }
 
     /// Issue 10, bug 4: a passive endpoint holds at most

@@ -24,14 +24,15 @@ fn has_incoming(conns: &[Conn], peer: &SockAddr) -> bool {
         .any(|c| c.incoming && c.peer.as_bytes() == peer.as_bytes() && c.conn.usable())
 }
 
-/// The live connections that peers on `peer`'s host (its IP) opened, and
+/// The live connections that peers on `peer`'s host (`SockAddr::same_host`) opened, and
 /// their requests being accepted (`claimed`).
 fn from_host(conns: &[Conn], claimed: &[SockAddr], peer: &SockAddr) -> usize {
+    let prefix = crate::ipv6_host_prefix();
     let filed = conns
         .iter()
-        .filter(|c| c.incoming && c.peer.same_ip(peer) && c.conn.usable())
+        .filter(|c| c.incoming && c.peer.same_host(peer, prefix) && c.conn.usable())
         .count();
-    filed.saturating_add(claimed.iter().filter(|c| c.same_ip(peer)).count())
+    filed.saturating_add(claimed.iter().filter(|c| c.same_host(peer, prefix)).count())
 }
 
 /// Takes the connections that ended out of the list, for the caller to
@@ -149,33 +150,30 @@ fn connection(r: &Rdm, sock: Arc<Socket>, peer: SockAddr) -> Result<Arc<Shared>>
 /// Takes a peer's connection (from the listener's accept work): its
 /// request is read on a worker of its own.
 pub(super) fn take(r: &Arc<Rdm>, s: &Arc<Socket>) -> Result {
-    begin_reading(r).map_err(|e| refuse(s, e))?;
+    // A socket reset since its accept has no peer: nothing to read.
+    let from = s.peer_addr()?;
+    begin_reading(r, &from).map_err(|e| if e == EBUSY { refuse(s, e) } else { e })?;
     if let Err(e) = track(r, s, false) {
-        end_reading(r);
+        end_reading(r, &from);
         return Err(if e == ENOSPC { refuse(s, e) } else { e });
     }
     let s2 = s.clone();
-    spawn(r, move |r| incoming(r, s2)).inspect_err(|_| {
+    spawn(r, move |r| incoming(r, s2, from)).inspect_err(|_| {
         untrack(r, s);
-        end_reading(r);
+        end_reading(r, &from);
     })
 }
 
-/// Counts a peer's request about to be read: at most `handshake_max` at
-/// once (`EBUSY` beyond), so peers that connect and stay silent cannot
-/// make the endpoint hold a worker for each.
-fn begin_reading(r: &Rdm) -> Result {
-    let mut s = r.state.lock();
-    if s.reading >= crate::handshake_max() {
-        return Err(EBUSY);
-    }
-    s.reading += 1;
-    Ok(())
+/// Counts a request from `from` about to be read (`readers.rs`: `EBUSY`
+/// beyond `handshake_max`, or `handshake_max_per_host` from its host), so
+/// peers that connect and stay silent cannot make the endpoint hold a
+/// worker for each, nor one host take all the slots.
+fn begin_reading(r: &Rdm, from: &SockAddr) -> Result {
+    r.state.lock().reading.begin(from)
 }
 
-fn end_reading(r: &Rdm) {
-    let mut s = r.state.lock();
-    s.reading = s.reading.saturating_sub(1);
+fn end_reading(r: &Rdm, from: &SockAddr) {
+    r.state.lock().reading.end(from);
 }
 
 /// The address a peer's request claims (its listening address), checked
@@ -185,8 +183,8 @@ fn end_reading(r: &Rdm) {
 /// or `EADDRINUSE` otherwise). The peers on one host open
 /// `rdm_max_peers_per_host` connections at most (`ENOSPC` beyond), so that
 /// one host cannot take all of the endpoint's `rdm_max_peers` and keep the
-/// others out (its requests still count against `handshake_max` while
-/// they are read, as any host's). Filed in its canonical form: a peer that
+/// others out (while they are read, its requests count against
+/// `handshake_max_per_host`, see [`begin_reading`]). Filed in its canonical form: a peer that
 /// varies the bytes that do not name an address (`sin_zero`, the flow
 /// label) still claims the same one. Taken for this request in the same step
 /// (`State::claimed`): the caller releases it with [`unclaim`] once the
@@ -224,8 +222,9 @@ fn unclaim(r: &Rdm, peer: &SockAddr) {
     }
 }
 
-/// A peer's request: its private data is the peer's listening address.
-fn incoming(r: &Arc<Rdm>, sock: Arc<Socket>) {
+/// A peer's request from `from` (the socket's peer): its private data is
+/// the peer's listening address.
+fn incoming(r: &Arc<Rdm>, sock: Arc<Socket>, from: SockAddr) {
     let outcome = (|| -> Result {
         let data = with_timeout(&sock, || frame::read_connreq(&sock))?;
         let peer = match claim_peer(r, &sock, &data) {
@@ -248,7 +247,7 @@ fn incoming(r: &Arc<Rdm>, sock: Arc<Socket>) {
         filed
     })();
     untrack(r, &sock);
-    end_reading(r);
+    end_reading(r, &from);
     if outcome.is_err() {
         sock.shutdown();
     }

@@ -17,6 +17,7 @@ use crate::{
     ksock::{NetNs, SockAddr, Socket},
     mr::MrTable,
     op::TxOp,
+    readers::Readers,
     rxq::RxQueues,
 };
 
@@ -59,8 +60,9 @@ pub(super) struct State {
     /// Sockets of requests being read, and of a connection being opened:
     /// shut down at close so no worker waits on a silent peer.
     pub(super) busy: KVec<Arc<Socket>>,
-    /// Peers' requests being read (at most `handshake_max`).
-    pub(super) reading: usize,
+    /// The hosts of the peers' requests being read (at most
+    /// `handshake_max`, `handshake_max_per_host` from one host).
+    pub(super) reading: Readers,
     /// Addresses of peers' requests that passed the check and are being
     /// accepted (at most one per address, and `handshake_max` in all):
     /// taken until the connection is filed, so that a twin request is
