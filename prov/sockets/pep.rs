@@ -7,8 +7,9 @@
 //! `KFI_CONNREQ` event whose info names the request's handle. A passive
 //! endpoint holds at most `listen_backlog_max` requests (being read, or
 //! waiting for the ULP's accept or reject), and reads at most
-//! `handshake_max` at once, `handshake_max_per_host` of them from one host
-//! (`readers.rs`); more are refused at once.
+//! `handshake_max` at once, `handshake_max_per_host` of them from one host,
+//! a crowded host's oldest giving way to another host's (`readers.rs`);
+//! more are refused at once.
 
 use kernel::{
     new_mutex,
@@ -66,7 +67,7 @@ struct State {
     /// Sockets whose request is being read: shut down at close, so no
     /// worker waits on a silent peer.
     busy: KVec<Arc<Socket>>,
-    /// The hosts of the requests being read (those of `busy`).
+    /// The requests being read (those of `busy`), by host.
     readers: Readers,
     closing: bool,
 }
@@ -139,17 +140,26 @@ fn take(sh: &Arc<Shared>, s: &Arc<Socket>) -> Result {
         }
         // Requests being read hold a worker each (until the handshake
         // deadline, for a silent peer): a few at once, fewer per host.
-        if let Err(e) = st.readers.begin(&peer) {
-            drop(st);
-            return Err(if e == EBUSY { refuse(s, e) } else { e });
+        let evicted = match st.readers.begin(&peer, s) {
+            Ok(v) => v,
+            Err(e) => {
+                drop(st);
+                return Err(if e == EBUSY { refuse(s, e) } else { e });
+            }
+        };
+        let pushed = st.busy.push(s.clone(), GFP_KERNEL);
+        if pushed.is_err() {
+            st.readers.end(s);
         }
-        if let Err(e) = st.busy.push(s.clone(), GFP_KERNEL) {
-            st.readers.end(&peer);
-            return Err(e.into());
+        drop(st);
+        // Its worker sees the end of the stream and lets go of it.
+        if let Some(v) = evicted {
+            v.shutdown();
         }
+        pushed?;
     }
     let s2 = s.clone();
-    spawn(sh, move |sh| handshake(sh, s2, peer)).inspect_err(|_| untrack(sh, s, &peer))
+    spawn(sh, move |sh| handshake(sh, s2)).inspect_err(|_| untrack(sh, s))
 }
 
 /// Refuses a connection that would exceed a bound (`e`): the peer reads a
@@ -160,17 +170,16 @@ pub(crate) fn refuse(s: &Socket, e: Error) -> Error {
     e
 }
 
-fn untrack(sh: &Shared, s: &Arc<Socket>, peer: &SockAddr) {
+fn untrack(sh: &Shared, s: &Arc<Socket>) {
     let mut st = sh.state.lock();
     st.busy.retain(|b| !Arc::ptr_eq(b, s));
-    st.readers.end(peer);
+    st.readers.end(s);
 }
 
-/// Reads a request from `peer` and reports it; the socket is no longer
-/// busy after.
-fn handshake(sh: &Arc<Shared>, s: Arc<Socket>, peer: SockAddr) {
+/// Reads a request and reports it; the socket is no longer busy after.
+fn handshake(sh: &Arc<Shared>, s: Arc<Socket>) {
     read_request(sh, &s);
-    untrack(sh, &s, &peer);
+    untrack(sh, &s);
 }
 
 /// Reads a request and reports it.

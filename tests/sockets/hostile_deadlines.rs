@@ -416,9 +416,8 @@ mod cases {
     /// Issue 10, bug 5: a listener reads at most `handshake_max` requests
     /// at once; a connection beyond that is answered `Reject` and closed at
     /// once instead of taking one more worker; once the silent peers go,
-    /// it serves again. The silent peers are on two hosts (127.0.0.1 and
-    /// .2, as many as `handshake_max_per_host` allows each), the extra one
-    /// on a third.
+    /// it serves again. The silent peers are on as many hosts (127.0.0.1
+    /// to .16), so none can give way to the extra one, from a 17th.
     #[test]
     fn handshakes_in_progress_are_capped() -> Result {
         let n = net(c"7503")?;
@@ -426,16 +425,54 @@ mod cases {
         let c = cq(&n)?;
         let mut silent = KVec::with_capacity(HANDSHAKE_MAX, GFP_KERNEL)?;
         let outcome = (|| -> Result {
-            connect_silent([127, 0, 0, 1], 7503, HANDSHAKE_MAX_PER_HOST, &mut silent)?;
-            connect_silent([127, 0, 0, 2], 7503, HANDSHAKE_MAX_PER_HOST, &mut silent)?;
+            for h in 1..=HANDSHAKE_MAX as u8 {
+                connect_silent([127, 0, 0, h], 7503, 1, &mut silent)?;
+            }
             // Let the acceptor take them all (it reads none: they are
             // silent).
             fsleep(Delta::from_millis(500));
-            refused_at_once([127, 0, 0, 3], 7503, "a request beyond handshake_max")?;
+            let extra = [127, 0, 0, HANDSHAKE_MAX as u8 + 1];
+            refused_at_once(extra, 7503, "a request beyond handshake_max")?;
+            // Nothing is ever sent to a silent peer: readable is closed.
+            for (i, s) in silent.iter().enumerate() {
+                check!(!s.readable(), "silent peer {} was dropped", i);
+            }
             silent.clear();
             // The silent peers' workers see their ends and let go.
             fsleep(Delta::from_millis(500));
             still_serving(&n, 7503, &c)
+        })();
+        drop(silent);
+        drop(pep);
+        outcome
+    }
+
+    /// When a listener's slots are full, a request from a host that holds
+    /// none takes the place of the oldest request of a host that holds
+    /// the most: two hosts with 8 silent peers each (all 16 slots) do not
+    /// keep a third host out. Exactly one silent peer is dropped.
+    #[test]
+    fn crowded_hosts_give_way() -> Result {
+        let n = net(c"7666")?;
+        let pep = listen(&n)?;
+        let c = cq(&n)?;
+        let mut silent = KVec::with_capacity(HANDSHAKE_MAX, GFP_KERNEL)?;
+        let outcome = (|| -> Result {
+            connect_silent([127, 0, 0, 1], 7666, HANDSHAKE_MAX_PER_HOST, &mut silent)?;
+            connect_silent([127, 0, 0, 2], 7666, HANDSHAKE_MAX_PER_HOST, &mut silent)?;
+            fsleep(Delta::from_millis(500));
+            let (raw, sep) = accepted_raw_from([127, 0, 0, 3], &n, 7666, &c)
+                .inspect_err(|e| pr_err!("kfi_sockets_deadlines: a third host: {:?}\n", e))?;
+            drop(sep);
+            drop(raw);
+            let mut dropped = 0;
+            for s in silent.iter() {
+                if closed_within(s, 100) {
+                    dropped += 1;
+                }
+            }
+            check!(dropped == 1, "{} silent peers dropped, not 1", dropped);
+            Ok(())
         })();
         drop(silent);
         drop(pep);

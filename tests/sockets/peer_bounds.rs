@@ -172,6 +172,39 @@ mod cases {
         outcome
     }
 
+    /// An RDM endpoint whose handshake slots two hosts fill (8 silent
+    /// peers each) still reads a third host's request: it takes the place
+    /// of one silent peer, which is dropped.
+    #[test]
+    fn rdm_crowded_hosts_give_way() -> Result {
+        let r = rdm_side(c"7667")?;
+        let mut silent = KVec::with_capacity(2 * HANDSHAKE_MAX_PER_HOST, GFP_KERNEL)?;
+        let outcome = (|| -> Result {
+            let to = SockAddr::v4([127, 0, 0, 1], 7667);
+            for host in [1u8, 2] {
+                for _ in 0..HANDSHAKE_MAX_PER_HOST {
+                    let local = SockAddr::v4([127, 0, 0, host], 0);
+                    let s = Socket::tcp(&local)?;
+                    s.bind(&local)?;
+                    s.connect(&to)?;
+                    silent.push(s, GFP_KERNEL)?;
+                }
+            }
+            fsleep(Delta::from_millis(500));
+            let third = [127, 0, 0, 3];
+            let (accepted, s) = rdm_claim(third, 7667, &SockAddr::v4(third, 23000))?;
+            ensure!(accepted, "a third host was kept out by two crowded ones");
+            drop(s);
+            // Nothing is ever sent to a silent peer: readable is closed.
+            let dropped = silent.iter().filter(|s| wait_readable(s, 100)).count();
+            ensure!(dropped == 1, "{} silent peers dropped, not 1", dropped);
+            Ok(())
+        })();
+        drop(silent);
+        drop(r);
+        outcome
+    }
+
     /// Issue 10, bug 4: a passive endpoint holds at most
     /// `listen_backlog_max` requests the ULP has not answered. One more is
     /// refused at once (`Reject`); answering one makes room again.

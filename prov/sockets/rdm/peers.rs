@@ -150,30 +150,36 @@ fn connection(r: &Rdm, sock: Arc<Socket>, peer: SockAddr) -> Result<Arc<Shared>>
 /// Takes a peer's connection (from the listener's accept work): its
 /// request is read on a worker of its own.
 pub(super) fn take(r: &Arc<Rdm>, s: &Arc<Socket>) -> Result {
-    // A socket reset since its accept has no peer: nothing to read.
-    let from = s.peer_addr()?;
-    begin_reading(r, &from).map_err(|e| if e == EBUSY { refuse(s, e) } else { e })?;
+    begin_reading(r, s).map_err(|e| if e == EBUSY { refuse(s, e) } else { e })?;
     if let Err(e) = track(r, s, false) {
-        end_reading(r, &from);
+        end_reading(r, s);
         return Err(if e == ENOSPC { refuse(s, e) } else { e });
     }
     let s2 = s.clone();
-    spawn(r, move |r| incoming(r, s2, from)).inspect_err(|_| {
+    spawn(r, move |r| incoming(r, s2)).inspect_err(|_| {
         untrack(r, s);
-        end_reading(r, &from);
+        end_reading(r, s);
     })
 }
 
-/// Counts a request from `from` about to be read (`readers.rs`: `EBUSY`
+/// Counts the request on `s` about to be read (`readers.rs`: `EBUSY`
 /// beyond `handshake_max`, or `handshake_max_per_host` from its host), so
 /// peers that connect and stay silent cannot make the endpoint hold a
-/// worker for each, nor one host take all the slots.
-fn begin_reading(r: &Rdm, from: &SockAddr) -> Result {
-    r.state.lock().reading.begin(from)
+/// worker for each, nor a few hosts take all the slots: a crowded host's
+/// oldest request may give way, its socket shut down here.
+fn begin_reading(r: &Rdm, s: &Arc<Socket>) -> Result {
+    // A socket reset since its accept has no peer: nothing to read.
+    let from = s.peer_addr()?;
+    let evicted = r.state.lock().reading.begin(&from, s)?;
+    // Its worker sees the end of the stream and lets go of it.
+    if let Some(v) = evicted {
+        v.shutdown();
+    }
+    Ok(())
 }
 
-fn end_reading(r: &Rdm, from: &SockAddr) {
-    r.state.lock().reading.end(from);
+fn end_reading(r: &Rdm, s: &Arc<Socket>) {
+    r.state.lock().reading.end(s);
 }
 
 /// The address a peer's request claims (its listening address), checked
@@ -222,9 +228,8 @@ fn unclaim(r: &Rdm, peer: &SockAddr) {
     }
 }
 
-/// A peer's request from `from` (the socket's peer): its private data is
-/// the peer's listening address.
-fn incoming(r: &Arc<Rdm>, sock: Arc<Socket>, from: SockAddr) {
+/// A peer's request: its private data is the peer's listening address.
+fn incoming(r: &Arc<Rdm>, sock: Arc<Socket>) {
     let outcome = (|| -> Result {
         let data = with_timeout(&sock, || frame::read_connreq(&sock))?;
         let peer = match claim_peer(r, &sock, &data) {
@@ -247,7 +252,7 @@ fn incoming(r: &Arc<Rdm>, sock: Arc<Socket>, from: SockAddr) {
         filed
     })();
     untrack(r, &sock);
-    end_reading(r, &from);
+    end_reading(r, &sock);
     if outcome.is_err() {
         sock.shutdown();
     }

@@ -60,8 +60,8 @@ pub(super) struct State {
     /// Sockets of requests being read, and of a connection being opened:
     /// shut down at close so no worker waits on a silent peer.
     pub(super) busy: KVec<Arc<Socket>>,
-    /// The hosts of the peers' requests being read (at most
-    /// `handshake_max`, `handshake_max_per_host` from one host).
+    /// The peers' requests being read, by host (at most `handshake_max`,
+    /// `handshake_max_per_host` from one host).
     pub(super) reading: Readers,
     /// Addresses of peers' requests that passed the check and are being
     /// accepted (at most one per address, and `handshake_max` in all):
