@@ -95,7 +95,7 @@ module! {
         },
         handshake_max: u32 {
             default: 16,
-            description: "Most accepted connections per listening endpoint whose request is still being read (more are refused)",
+            description: "Most accepted connections per listening endpoint whose request is still being read (more are refused; at most 256)",
         },
         ipv6_host_prefix: u32 {
             default: 128,
@@ -190,9 +190,11 @@ pub(crate) fn response_timeout_ms() -> u32 {
     module_parameters::response_timeout_ms.value()
 }
 
-/// The `handshake_max` parameter (at least 1).
+/// The `handshake_max` parameter, 1 to 256: a worker each, and the
+/// listener's lock scans them all for each request when they are full
+/// (`readers.rs`).
 pub(crate) fn handshake_max() -> usize {
-    (module_parameters::handshake_max.value() as usize).max(1)
+    (module_parameters::handshake_max.value() as usize).clamp(1, 256)
 }
 
 /// The `handshake_max_per_host` parameter, half of `handshake_max` when 0

@@ -140,6 +140,9 @@ fn take(sh: &Arc<Shared>, s: &Arc<Socket>) -> Result {
         }
         // Requests being read hold a worker each (until the handshake
         // deadline, for a silent peer): a few at once, fewer per host.
+        // Room first: a request that takes another's slot must not fail
+        // after that one was shut down.
+        st.busy.reserve(1, GFP_KERNEL)?;
         let evicted = match st.readers.begin(&peer, s) {
             Ok(v) => v,
             Err(e) => {
@@ -147,16 +150,13 @@ fn take(sh: &Arc<Shared>, s: &Arc<Socket>) -> Result {
                 return Err(if e == EBUSY { refuse(s, e) } else { e });
             }
         };
-        let pushed = st.busy.push(s.clone(), GFP_KERNEL);
-        if pushed.is_err() {
-            st.readers.end(s);
-        }
+        // Within the room reserved: cannot fail.
+        let _ = st.busy.push_within_capacity(s.clone());
         drop(st);
         // Its worker sees the end of the stream and lets go of it.
         if let Some(v) = evicted {
             v.shutdown();
         }
-        pushed?;
     }
     let s2 = s.clone();
     spawn(sh, move |sh| handshake(sh, s2)).inspect_err(|_| untrack(sh, s))
@@ -189,8 +189,11 @@ fn read_request(sh: &Arc<Shared>, s: &Arc<Socket>) {
         return;
     };
     let (eq, fid) = {
-        let st = sh.state.lock();
-        if st.closing {
+        let mut st = sh.state.lock();
+        // Read: its slot is free for the next request, unless it gave the
+        // slot away while it was read (its socket was shut down).
+        let evicted = st.readers.end(s);
+        if evicted || st.closing {
             s.shutdown();
             return;
         }

@@ -7,9 +7,11 @@
 //! `handshake_max_per_host` from one host. When all the slots are taken,
 //! a request from a host that holds fewer of them than the one that holds
 //! the most takes the place of that host's oldest request, which the
-//! caller ends: hosts that keep silent connections open cannot keep the
-//! others out, however many addresses they have. Kept under the endpoint's
-//! lock; process context ([`Readers::begin`] allocates).
+//! caller ends: a few hosts that keep silent connections open cannot keep
+//! the others out (it takes `handshake_max` hosts, each of which holds
+//! one slot). A request leaves as soon as it has been read, so only
+//! requests still waiting for their peer give way. Kept under the
+//! endpoint's lock; process context ([`Readers::begin`] allocates).
 
 use kernel::{prelude::*, sync::Arc};
 
@@ -108,11 +110,16 @@ impl Readers {
             .map(|(i, _)| i)
     }
 
-    /// Ends the request on `sock` that [`Readers::begin`] counted (evicted
-    /// or not).
-    pub(crate) fn end(&mut self, sock: &Arc<Socket>) {
-        if let Some(i) = self.all.iter().position(|r| Arc::ptr_eq(&r.sock, sock)) {
-            let _ = self.all.remove(i);
+    /// Ends the request on `sock` that [`Readers::begin`] counted, once it
+    /// has been read (so that eviction never takes a request that is being
+    /// answered or accepted) or has failed; nothing if it ended already.
+    /// Whether it had given its slot away: then its connection is to end
+    /// (even with the request read, from what the socket held before its
+    /// shutdown).
+    pub(crate) fn end(&mut self, sock: &Arc<Socket>) -> bool {
+        match self.all.iter().position(|r| Arc::ptr_eq(&r.sock, sock)) {
+            Some(i) => self.all.remove(i).is_ok_and(|r| r.evicted),
+            None => false,
         }
     }
 }

@@ -193,14 +193,7 @@ impl SockAddr {
         match (self.v4_ip(), other.v4_ip()) {
             (Some(a), Some(b)) => a == b,
             (None, None) => {
-                let bits = v6_prefix.min(128);
-                let (a, b) = (
-                    u128::from_be_bytes(self.ip6()),
-                    u128::from_be_bytes(other.ip6()),
-                );
-                // A shift by 128 would overflow: no bits, no mask.
-                let mask = u128::MAX.checked_shl(128 - bits).unwrap_or(0);
-                a & mask == b & mask && self.scope() == other.scope()
+                prefix_eq(&self.ip6(), &other.ip6(), v6_prefix) && self.scope() == other.scope()
             }
             _ => false,
         }
@@ -252,6 +245,21 @@ impl SockAddr {
     pub(super) fn raw(&self) -> (*mut bindings::sockaddr_unsized, c_int) {
         let b = self.as_bytes();
         (b.as_ptr().cast_mut().cast(), b.len() as c_int)
+    }
+}
+
+/// Whether `a` and `b` agree in their first `bits` bits (all 128 when
+/// more).
+fn prefix_eq(a: &[u8; 16], b: &[u8; 16], bits: u32) -> bool {
+    let bits = bits.min(128) as usize;
+    let (whole, rest) = (bits / 8, bits % 8);
+    if a.get(..whole) != b.get(..whole) {
+        return false;
+    }
+    match (a.get(whole), b.get(whole)) {
+        // `rest` is below 8: the shift keeps its top `rest` bits.
+        (Some(x), Some(y)) if rest != 0 => (x ^ y) >> (8 - rest) == 0,
+        _ => true,
     }
 }
 

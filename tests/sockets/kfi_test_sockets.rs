@@ -371,6 +371,12 @@ mod ksock_tests {
         assert!(!b.same_host(&next_64, 64));
         assert!(b.same_host(&next_64, 56));
         assert!(b.same_host(&next_64, 0));
+        // Prefixes that end inside a byte: the 4th groups 0x0002 and
+        // 0x000f agree in their first 12 bits, 0x0002 and 0x0003 in 15.
+        let low_f = v6(b"2001:db8:1:f::1")?;
+        assert!(b.same_host(&low_f, 60));
+        assert!(!b.same_host(&low_f, 61));
+        assert!(b.same_host(&next_64, 63));
         // Beyond 128 counts as 128.
         assert!(!b.same_host(&same_64, 200));
         assert!(!b.same_host(&v6(b"::ffff:2001:db8")?, 64));

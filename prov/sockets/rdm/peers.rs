@@ -150,10 +150,12 @@ fn connection(r: &Rdm, sock: Arc<Socket>, peer: SockAddr) -> Result<Arc<Shared>>
 /// Takes a peer's connection (from the listener's accept work): its
 /// request is read on a worker of its own.
 pub(super) fn take(r: &Arc<Rdm>, s: &Arc<Socket>) -> Result {
-    begin_reading(r, s).map_err(|e| if e == EBUSY { refuse(s, e) } else { e })?;
-    if let Err(e) = track(r, s, false) {
-        end_reading(r, s);
-        return Err(if e == ENOSPC { refuse(s, e) } else { e });
+    // The room for its connection first: a request that takes another's
+    // handshake slot must not be refused after that one was shut down.
+    track(r, s, false).map_err(|e| if e == ENOSPC { refuse(s, e) } else { e })?;
+    if let Err(e) = begin_reading(r, s) {
+        untrack(r, s);
+        return Err(if e == EBUSY { refuse(s, e) } else { e });
     }
     let s2 = s.clone();
     spawn(r, move |r| incoming(r, s2)).inspect_err(|_| {
@@ -178,6 +180,8 @@ fn begin_reading(r: &Rdm, s: &Arc<Socket>) -> Result {
     Ok(())
 }
 
+/// Ends the slot of the request on `s` if it still has one (a request
+/// that was read gave it up then).
 fn end_reading(r: &Rdm, s: &Arc<Socket>) {
     r.state.lock().reading.end(s);
 }
@@ -232,6 +236,11 @@ fn unclaim(r: &Rdm, peer: &SockAddr) {
 fn incoming(r: &Arc<Rdm>, sock: Arc<Socket>) {
     let outcome = (|| -> Result {
         let data = with_timeout(&sock, || frame::read_connreq(&sock))?;
+        // Read: its slot is free for the next request, unless it gave the
+        // slot away while it was read (its socket was shut down).
+        if r.state.lock().reading.end(&sock) {
+            return Err(ECONNABORTED);
+        }
         let peer = match claim_peer(r, &sock, &data) {
             Ok(p) => p,
             Err(e) => {
