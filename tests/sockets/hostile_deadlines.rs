@@ -687,4 +687,98 @@ mod cases {
         drop(av);
         outcome
     }
+
+    /// Room given back when a receive posted while a message was read
+    /// takes that message wakes the connections parked for want of it
+    /// (review of session 32): four RDM peers fill the endpoint's 64
+    /// places for unmatched tagged messages (16 each), the last of them
+    /// with a message whose payload is still on its way, and a fifth
+    /// peer's message finds no room and waits. A receive posted for the
+    /// arriving message takes it once its payload is in: the fifth peer's
+    /// message must then be held and answered, with no other post.
+    #[test]
+    fn room_a_late_match_gives_back_wakes_the_parked() -> Result {
+        const SHARE: usize = UNEXP_MAX / 4;
+        let mut rbuf = [0u8; 8];
+        let (ns, av) = rdm_net(c"7668", 4)?;
+        let c = cq_sized(&ns, 128)?;
+        let ep = rdm_endpoint(&ns, &c, &av)?;
+        let server = SockAddr::v4([127, 0, 0, 1], 7668);
+        let peer = |port: u16| -> Result<Arc<Socket>> {
+            let s = Arc::new(Socket::tcp(&server)?, GFP_KERNEL)?;
+            let claim = SockAddr::v4([127, 0, 0, 1], port);
+            frame::connect_start(&s, &server, claim.as_bytes())?;
+            match frame::connect_finish(&s)? {
+                frame::Answer::Accepted(_) => Ok(s),
+                frame::Answer::Rejected(_) => Err(ECONNREFUSED),
+            }
+        };
+        let mut peers = KVec::with_capacity(5, GFP_KERNEL)?;
+        let mut socks = KVec::with_capacity(5, GFP_KERNEL)?;
+        for i in 0..5u16 {
+            let s = peer(21100 + i)?;
+            socks.push(s.clone(), GFP_KERNEL)?;
+            peers.push(s, GFP_KERNEL)?;
+        }
+        let dog = Hangup::start(socks, 12_000)?;
+        let outcome = (|| -> Result {
+            for (p, s) in peers.iter().take(4).enumerate() {
+                let n = if p == 3 { SHARE - 1 } else { SHARE };
+                for i in 0..n {
+                    let mut h = Hdr::new(Op::Tagged, i as u64 + 1, 0);
+                    h.tag = 100 + p as u64;
+                    frame::send_frame(s, &h, &[], &[&[p as u8; 8]])?;
+                }
+            }
+            // The last place: a message whose payload stops half-way.
+            let slow = peers.get(3).ok_or(EINVAL)?;
+            let mut h = Hdr::new(Op::Tagged, 99, 0);
+            h.tag = 200;
+            h.len = 8;
+            slow.send(&[&h.encode(), &[9u8; 4]])?;
+            fsleep(Delta::from_millis(500));
+            let fifth = peers.get(4).ok_or(EINVAL)?;
+            let mut h = Hdr::new(Op::Tagged, 77, 0);
+            h.tag = 300;
+            h.flags |= flags::DELIVERY_COMPLETE;
+            frame::send_frame(fifth, &h, &[], &[&[7u8; 8]])?;
+            check!(
+                !wait_readable(fifth, 500),
+                "the fifth peer's message was answered with no room for it"
+            );
+            // Its post kicks the parked connection, which finds no room
+            // yet: the slow message still has it.
+            post_trecv(&ep, &mut rbuf, 200, 1)?;
+            fsleep(Delta::from_millis(500));
+            slow.send(&[&[9u8; 4]])?;
+            let mut e = sys::kfi_cq_data_entry::default();
+            let r = sread(&c, &mut e);
+            check!(
+                r == 1 && e.op_context as usize == 1,
+                "the late-matched message: {} (context {})",
+                r,
+                e.op_context as usize
+            );
+            check!(
+                wait_readable(fifth, 3000),
+                "the fifth peer's message still waits, with room free"
+            );
+            let ack = frame::recv_hdr(fifth)?;
+            check!(
+                ack.op == Op::Ack && ack.id == 77 && ack.data == 0,
+                "not the ack of the held message: {:?} {}",
+                ack.op,
+                ack.id
+            );
+            Ok(())
+        })();
+        dog.stop();
+        drop(ep);
+        drop(peers);
+        drop(c);
+        drop(av);
+        outcome?;
+        check!(rbuf == [9u8; 8], "the late-matched message's bytes differ");
+        Ok(())
+    }
 }

@@ -244,6 +244,9 @@ impl Rx<'_> {
             } else {
                 // Posted while we read: it would have taken this message.
                 s.held.release(room);
+                // The room is back: connections parked for want of it go
+                // on (the post kicked them while we still had it).
+                RxQueues::resume(&mut s);
                 (Some((s.rx.remove(0).ok(), u)), s.cq)
             }
         };
@@ -334,7 +337,14 @@ impl Rx<'_> {
                 return Err(ECANCELED);
             }
             let cq = s.cq;
-            s.tagged.hold(room, h.tag, u)?.map(|m| (m, cq))
+            let taken = s.tagged.hold(room, h.tag, u)?;
+            if taken.is_some() {
+                // A receive posted while we read took it, and the room is
+                // back: connections parked for want of it go on (the post
+                // kicked them while we still had it).
+                RxQueues::resume(&mut s);
+            }
+            taken.map(|m| (m, cq))
         };
         if let Some((m, cq)) = taken {
             complete_matched(cq, &m);
