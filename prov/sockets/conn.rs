@@ -252,10 +252,13 @@ pub(crate) struct Shared {
     pub(crate) rxq: Arc<RxQueues>,
     /// Whether the receive queues end with this connection (MSG).
     pub(crate) owns_rx: bool,
-    /// This connection's number, never reused: the source its held
-    /// messages are counted under, which outlive it on an RDM endpoint
-    /// (the connection's address would be reused by the next one).
+    /// This connection's number, never reused.
     pub(crate) id: u64,
+    /// The source its held messages are counted under (`rxq.rs`): on an
+    /// RDM endpoint the peer's host (`host_key.rs`), whose held messages
+    /// outlive its connections, so that reconnecting buys no new share;
+    /// else the connection's number.
+    pub(crate) share: u64,
 }
 
 /// The next connection's number.
@@ -263,7 +266,8 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 impl Shared {
     /// A connection of an endpoint: `sock` if already connected (accepted),
-    /// else to `dest`. Process context.
+    /// else to `dest`; its held messages counted under `share`, or under
+    /// its own number. Process context.
     pub(crate) fn new(
         sock: Option<Arc<Socket>>,
         dest: Option<SockAddr>,
@@ -271,8 +275,10 @@ impl Shared {
         mrs: Arc<MrTable>,
         rxq: Arc<RxQueues>,
         owns_rx: bool,
+        share: Option<u64>,
     ) -> Result<Arc<Self>> {
         let request = sock.is_some();
+        let number = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         Arc::pin_init(
             try_pin_init!(Shared {
                 state <- new_spinlock_irq!(State {
@@ -317,7 +323,8 @@ impl Shared {
                 mrs,
                 rxq,
                 owns_rx,
-                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+                id: number,
+                share: share.unwrap_or(number),
             }),
             GFP_KERNEL,
         )

@@ -98,6 +98,7 @@ impl SockEp {
             mrs,
             rxq,
             true,
+            None,
         )?))
     }
 }

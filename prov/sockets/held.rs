@@ -9,8 +9,8 @@
 //! most `UNEXP_MAX` messages and `unexpected_bytes_max` payload bytes per
 //! endpoint, room reserved before the payload is read (so several
 //! connections reading at once cannot exceed them), and on an RDM
-//! endpoint a share of them per connection, so that one peer's messages
-//! cannot take the room of the others. A message that finds no room
+//! endpoint a share of them per peer host (`Shared::share`), so that one
+//! peer's messages cannot take the room of the others. A message that finds no room
 //! parks its connection until a receive is posted, as before.
 //!
 //! No locking of its own: kept under the lock of the receive queues. No

@@ -26,6 +26,7 @@ mod bufs;
 mod conn;
 mod ep;
 mod held;
+mod host_key;
 mod mr;
 mod op;
 mod pep;

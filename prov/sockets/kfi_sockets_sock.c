@@ -11,6 +11,7 @@
 #include <linux/preempt.h>
 #include <linux/rcupdate.h>
 #include <linux/sched/task_stack.h>
+#include <linux/siphash.h>
 #include <linux/slab.h>
 #include <linux/tcp.h>
 #include <linux/timer.h>
@@ -494,4 +495,15 @@ struct workqueue_struct *kfi_sockets_alloc_wq(int unbound)
 struct workqueue_struct *kfi_sockets_alloc_long_wq(void)
 {
 	return alloc_workqueue("kfi_sockets_long", WQ_UNBOUND, 0);
+}
+
+u64 kfi_sockets_host_key(const u8 *ip, u32 scope)
+{
+	static siphash_aligned_key_t key;
+	u64 words[3] = { 0 };
+
+	net_get_random_once(&key, sizeof(key));
+	memcpy(words, ip, 16);
+	words[2] = scope;
+	return siphash(words, sizeof(words), &key);
 }

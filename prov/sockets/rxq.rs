@@ -119,11 +119,12 @@ impl Posted {
     }
 }
 
-/// The share of the unexpected queues' bounds one connection of an RDM
-/// endpoint may use: a quarter (16 messages, a quarter of
+/// The share of the unexpected queues' bounds the connections of one
+/// peer host of an RDM endpoint may use (`Shared::share`), however many
+/// and however often they come: a quarter (16 messages, a quarter of
 /// `unexpected_bytes_max`; a larger message waits in the socket for its
-/// receive), so one peer's unreceived messages or unmatched tags park
-/// that peer only.
+/// receive), so one host's unreceived messages or unmatched tags park
+/// that host's connections only.
 const PEER_SHARE_DIV: usize = 4;
 
 /// Receives one post reports at most, its own included (those that take

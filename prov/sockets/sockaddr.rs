@@ -184,19 +184,36 @@ impl SockAddr {
     }
 
     /// Whether both addresses are on one host, as the per-host bounds
-    /// count peers: the same IPv4 address (mapped or not); for IPv6, the
-    /// same first `v6_prefix` bits (at most 128) and the same scope (a
+    /// count peers: the same [`Self::host`].
+    pub(crate) fn same_host(&self, other: &SockAddr, v6_prefix: u32) -> bool {
+        self.host(v6_prefix) == other.host(v6_prefix)
+    }
+
+    /// What names the host of this address: the same IPv4 address (mapped
+    /// or not: both as `::ffff:a.b.c.d`, scope 0); for IPv6, the first
+    /// `v6_prefix` bits (at most 128; the rest zero) and the scope (a
     /// link-local address on another interface is on another link). An
     /// IPv6 host often has a whole /64 to pick addresses from, but a
-    /// cluster's nodes often share one /64 too: the caller chooses.
-    pub(crate) fn same_host(&self, other: &SockAddr, v6_prefix: u32) -> bool {
-        match (self.v4_ip(), other.v4_ip()) {
-            (Some(a), Some(b)) => a == b,
-            (None, None) => {
-                prefix_eq(&self.ip6(), &other.ip6(), v6_prefix) && self.scope() == other.scope()
-            }
-            _ => false,
+    /// cluster's nodes often share one /64 too: the caller chooses. No
+    /// IPv6 address but an IPv4-mapped one has the bytes of an IPv4 host
+    /// (zeroing bits cannot make `::ffff:0:0/96` of another address).
+    pub(crate) fn host(&self, v6_prefix: u32) -> ([u8; 16], u32) {
+        if self.v4_ip().is_some() {
+            return (self.ip6(), 0);
         }
+        let mut ip = self.ip6();
+        let bits = v6_prefix.min(128) as usize;
+        for (i, b) in ip.iter_mut().enumerate() {
+            let first = i * 8;
+            if first + 8 <= bits {
+                continue;
+            }
+            // The bits of this byte beyond the prefix are zeroed; `keep`
+            // is below 8, so the shift does not overflow.
+            let keep = bits.saturating_sub(first);
+            *b &= !(0xffu8 >> keep);
+        }
+        (ip, self.scope())
     }
 
     /// The IPv4 address, of an IPv4 address or an IPv4-mapped IPv6 one.
@@ -245,21 +262,6 @@ impl SockAddr {
     pub(super) fn raw(&self) -> (*mut bindings::sockaddr_unsized, c_int) {
         let b = self.as_bytes();
         (b.as_ptr().cast_mut().cast(), b.len() as c_int)
-    }
-}
-
-/// Whether `a` and `b` agree in their first `bits` bits (all 128 when
-/// more).
-fn prefix_eq(a: &[u8; 16], b: &[u8; 16], bits: u32) -> bool {
-    let bits = bits.min(128) as usize;
-    let (whole, rest) = (bits / 8, bits % 8);
-    if a.get(..whole) != b.get(..whole) {
-        return false;
-    }
-    match (a.get(whole), b.get(whole)) {
-        // `rest` is below 8: the shift keeps its top `rest` bits.
-        (Some(x), Some(y)) if rest != 0 => (x ^ y) >> (8 - rest) == 0,
-        _ => true,
     }
 }
 

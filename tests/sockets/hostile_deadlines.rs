@@ -22,7 +22,8 @@ use kernel::{
 use super::{
     frame,
     hostile_peers::{
-        drain, post_read, post_write, rdm_net, wait_readable, Hangup, HANDSHAKE_MAX_PER_HOST,
+        drain, post_read, post_write, rdm_accepted, rdm_net, rdm_request, small_message_is_held,
+        wait_readable, Hangup, HANDSHAKE_MAX_PER_HOST,
     },
     kfi::{kfabric::Owned, kfi_sys as sys},
     ksock::{SockAddr, Socket},
@@ -141,6 +142,14 @@ fn refused_at_once(from: [u8; 4], port: u16, what: &str) -> Result {
         what
     );
     Ok(())
+}
+
+/// A raw peer on host `from` (127.0.0.N) that the RDM endpoint on
+/// 127.0.0.1:`port` accepted, claiming port `claim` of its host.
+fn rdm_peer(from: [u8; 4], port: u16, claim: u16) -> Result<Arc<Socket>> {
+    let s = rdm_request(from, port, &SockAddr::v4(from, claim))?;
+    check!(rdm_accepted(&s), "peer {:?}:{} was refused", from, claim);
+    Ok(Arc::new(s, GFP_KERNEL)?)
 }
 
 /// Posts a receive of `buf` with context `ctx` on `ep`.
@@ -612,18 +621,9 @@ mod cases {
         for _ in 0..=UNEXP_MAX {
             rbufs.push([0u8; 8], GFP_KERNEL)?;
         }
-        let server = SockAddr::v4([127, 0, 0, 1], 7505);
-        let peer = |port: u16| -> Result<Arc<Socket>> {
-            let s = Arc::new(Socket::tcp(&server)?, GFP_KERNEL)?;
-            let claim = SockAddr::v4([127, 0, 0, 1], port);
-            frame::connect_start(&s, &server, claim.as_bytes())?;
-            match frame::connect_finish(&s)? {
-                frame::Answer::Accepted(_) => Ok(s),
-                frame::Answer::Rejected(_) => Err(ECONNREFUSED),
-            }
-        };
-        let greedy = peer(21000)?;
-        let other = peer(21001)?;
+        // On two hosts: the peers of one host share one share.
+        let greedy = rdm_peer([127, 0, 0, 1], 7505, 21000)?;
+        let other = rdm_peer([127, 0, 0, 2], 7505, 21001)?;
         let mut socks = KVec::new();
         socks.push(greedy.clone(), GFP_KERNEL)?;
         socks.push(other.clone(), GFP_KERNEL)?;
@@ -703,20 +703,11 @@ mod cases {
         let (ns, av) = rdm_net(c"7668", 4)?;
         let c = cq_sized(&ns, 128)?;
         let ep = rdm_endpoint(&ns, &c, &av)?;
-        let server = SockAddr::v4([127, 0, 0, 1], 7668);
-        let peer = |port: u16| -> Result<Arc<Socket>> {
-            let s = Arc::new(Socket::tcp(&server)?, GFP_KERNEL)?;
-            let claim = SockAddr::v4([127, 0, 0, 1], port);
-            frame::connect_start(&s, &server, claim.as_bytes())?;
-            match frame::connect_finish(&s)? {
-                frame::Answer::Accepted(_) => Ok(s),
-                frame::Answer::Rejected(_) => Err(ECONNREFUSED),
-            }
-        };
         let mut peers = KVec::with_capacity(5, GFP_KERNEL)?;
         let mut socks = KVec::with_capacity(5, GFP_KERNEL)?;
-        for i in 0..5u16 {
-            let s = peer(21100 + i)?;
+        // Each on a host of its own: a host's peers share one share.
+        for i in 0..5u8 {
+            let s = rdm_peer([127, 0, 0, 1 + i], 7668, 21100)?;
             socks.push(s.clone(), GFP_KERNEL)?;
             peers.push(s, GFP_KERNEL)?;
         }
@@ -780,5 +771,41 @@ mod cases {
         outcome?;
         check!(rbuf == [9u8; 8], "the late-matched message's bytes differ");
         Ok(())
+    }
+
+    /// The messages a peer leaves held outlive its connection, and count
+    /// against its host's share still (review of session 32): a peer on
+    /// 127.0.0.1 that fills its share with unmatched tagged messages,
+    /// hangs up and comes back, four times over, does not fill the
+    /// endpoint's 64 places; a peer on another host still has its message
+    /// held and answered.
+    #[test]
+    fn reconnecting_buys_no_new_share() -> Result {
+        const SHARE: usize = UNEXP_MAX / 4;
+        let (ns, av) = rdm_net(c"7669", 4)?;
+        let c = cq_sized(&ns, 128)?;
+        let ep = rdm_endpoint(&ns, &c, &av)?;
+        let outcome = (|| -> Result {
+            for round in 0..4u16 {
+                let s = rdm_peer([127, 0, 0, 1], 7669, 21200 + round)?;
+                for i in 0..SHARE {
+                    let mut h = Hdr::new(Op::Tagged, i as u64 + 1, 0);
+                    h.tag = 1;
+                    frame::send_frame(&s, &h, &[], &[&[round as u8; 8]])?;
+                }
+                // Time to hold what fits before the peer hangs up.
+                fsleep(Delta::from_millis(300));
+            }
+            let other = rdm_peer([127, 0, 0, 2], 7669, 21300)?;
+            small_message_is_held(
+                &other,
+                Some(2),
+                "another host's message: one reconnecting peer took all the room",
+            )
+        })();
+        drop(ep);
+        drop(c);
+        drop(av);
+        outcome
     }
 }

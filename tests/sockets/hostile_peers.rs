@@ -443,15 +443,17 @@ pub(crate) fn rdm_claim(from: [u8; 4], port: u16, claim: &SockAddr) -> Result<(b
 }
 
 /// An RDM endpoint on 127.0.0.1:`port` (`cport`, the same as a
-/// string) and two raw peers it accepted, claiming the next two ports.
+/// string) and two raw peers it accepted, on hosts 127.0.0.1 and .2 (the
+/// peers of one host share one share of held messages), claiming the
+/// next two ports.
 pub(crate) fn two_rdm_peers(
     cport: &core::ffi::CStr,
     port: u16,
 ) -> Result<(RdmSide, Socket, Socket)> {
     let r = rdm_side(cport)?;
-    let claim = |i: u16| SockAddr::v4([127, 0, 0, 1], port + i);
-    let (ok_a, a) = rdm_claim([127, 0, 0, 1], port, &claim(1))?;
-    let (ok_b, b) = rdm_claim([127, 0, 0, 1], port, &claim(2))?;
+    let (one, two) = ([127, 0, 0, 1], [127, 0, 0, 2]);
+    let (ok_a, a) = rdm_claim(one, port, &SockAddr::v4(one, port + 1))?;
+    let (ok_b, b) = rdm_claim(two, port, &SockAddr::v4(two, port + 2))?;
     ensure!(ok_a && ok_b, "peers refused: {} {}", ok_a, ok_b);
     Ok((r, a, b))
 }

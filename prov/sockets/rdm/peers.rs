@@ -13,6 +13,7 @@ use super::state::{spawn, Conn, Rdm};
 use crate::{
     conn::{self, Shared},
     frame::{self, Answer},
+    host_key,
     ksock::{SockAddr, Socket},
     pep::{refuse, with_timeout},
 };
@@ -140,6 +141,8 @@ fn connection(r: &Rdm, sock: Arc<Socket>, peer: SockAddr) -> Result<Arc<Shared>>
         r.mrs.clone(),
         r.rxq.clone(),
         false,
+        // The peer's host: its held messages outlive this connection.
+        Some(host_key::of(&peer)),
     )?;
     let cq = r.state.lock().tx_cq;
     conn.state.lock().tx_cq = cq;

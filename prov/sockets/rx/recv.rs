@@ -193,9 +193,10 @@ impl Rx<'_> {
                     progress::arm_timer(self.sock, ms);
                     return step;
                 }
-                // The connection's share: it alone parks when that is
+                // The share of the connection's source (on an RDM
+                // endpoint, the peer's host): it alone parks when that is
                 // used.
-                return match s.held.reserve_from(h.len as usize, self.sh.id as usize) {
+                return match s.held.reserve_from(h.len as usize, self.sh.share as usize) {
                     Some(room) => {
                         drop(s);
                         self.hold_msg(h, room)
@@ -283,9 +284,10 @@ impl Rx<'_> {
                         progress::arm_timer(self.sock, ms);
                         return step;
                     }
-                    // The connection's share: it alone parks when that is
-                    // used.
-                    match s.tagged.reserve_from(len, self.sh.id as usize) {
+                    // The share of the connection's source (on an RDM
+                    // endpoint, the peer's host): it alone parks when
+                    // that is used.
+                    match s.tagged.reserve_from(len, self.sh.share as usize) {
                         Room::Reserved(r) => Err(r),
                         // Larger than everything we would ever hold.
                         Room::Never => return Err(EPROTO),
