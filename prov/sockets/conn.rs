@@ -252,12 +252,10 @@ pub(crate) struct Shared {
     pub(crate) rxq: Arc<RxQueues>,
     /// Whether the receive queues end with this connection (MSG).
     pub(crate) owns_rx: bool,
-    /// This connection's number, never reused.
-    pub(crate) id: u64,
     /// The source its held messages are counted under (`rxq.rs`): on an
     /// RDM endpoint the peer's host (`host_key.rs`), whose held messages
     /// outlive its connections, so that reconnecting buys no new share;
-    /// else the connection's number.
+    /// else a number of this connection's, never reused.
     pub(crate) share: u64,
 }
 
@@ -267,7 +265,7 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 impl Shared {
     /// A connection of an endpoint: `sock` if already connected (accepted),
     /// else to `dest`; its held messages counted under `share`, or under
-    /// its own number. Process context.
+    /// a number of its own. Process context.
     pub(crate) fn new(
         sock: Option<Arc<Socket>>,
         dest: Option<SockAddr>,
@@ -278,7 +276,7 @@ impl Shared {
         share: Option<u64>,
     ) -> Result<Arc<Self>> {
         let request = sock.is_some();
-        let number = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        let share = share.unwrap_or_else(|| NEXT_ID.fetch_add(1, Ordering::Relaxed));
         Arc::pin_init(
             try_pin_init!(Shared {
                 state <- new_spinlock_irq!(State {
@@ -323,8 +321,7 @@ impl Shared {
                 mrs,
                 rxq,
                 owns_rx,
-                id: number,
-                share: share.unwrap_or(number),
+                share,
             }),
             GFP_KERNEL,
         )

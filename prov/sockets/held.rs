@@ -80,7 +80,7 @@ impl HeldMsgs {
     }
 
     /// Reserves room for a message of `bytes` payload bytes from source
-    /// `src` (any number naming it, such as its connection's address);
+    /// `src` (any number naming it: on an RDM endpoint, its peer's host);
     /// `None` when there is none now, for it or for anyone.
     pub(crate) fn reserve_from(&mut self, bytes: usize, src: usize) -> Option<MsgRoom> {
         let count = self.msgs.len().saturating_add(self.open.len());

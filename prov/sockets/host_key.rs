@@ -7,9 +7,9 @@
 
 use crate::{ksock::SockAddr, sock_sys::kfi_sockets_host_key};
 
-/// The key of `peer`'s host: a keyed hash (`kfi_sockets_host_key`), so a
-/// peer cannot pick addresses whose keys collide with another host's.
-/// Any context.
+/// The key of `peer`'s host: a keyed hash (`kfi_sockets_host_key`, its key
+/// drawn once per module load), so a peer cannot pick addresses whose keys
+/// collide with another host's. Any context.
 pub(crate) fn of(peer: &SockAddr) -> u64 {
     let (ip, scope) = peer.host(crate::ipv6_host_prefix());
     // SAFETY: `ip` is 16 readable bytes, only read during the call.

@@ -176,19 +176,19 @@ unsigned int kfi_sockets_noio_begin(void);
 void kfi_sockets_noio_end(unsigned int flags);
 
 /*
+ * The key of the host whose address is the 16 bytes at @ip (IPv6, or
+ * IPv4-mapped) on link @scope: a keyed hash whose key is drawn once per
+ * module load, so that a peer cannot pick addresses whose keys collide
+ * with another host's (host_key.rs). Any context.
+ */
+u64 kfi_sockets_host_key(const u8 *ip, u32 scope);
+
+/*
  * Defined in Rust (#[no_mangle]), called by kfi_sockets_sock.c from the
  * socket callbacks (softirq, or the thread that releases the socket's
  * lock) and the hook's timer (softirq). @owner is the pointer given to
  * kfi_sockets_hook() or kfi_sockets_hook_listener().
  */
-
-/*
- * The key of the host whose address is the 16 bytes at @ip (IPv6, or
- * IPv4-mapped) on link @scope: a keyed hash whose key is drawn once per
- * boot, so that a peer cannot pick addresses whose keys collide with
- * another host's (host_key.rs). Any context.
- */
-u64 kfi_sockets_host_key(const u8 *ip, u32 scope);
 
 /* The connection has something to receive (progress.rs). */
 void kfi_sockets_rx_ready(void *owner);

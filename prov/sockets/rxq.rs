@@ -168,14 +168,15 @@ impl RxQueues {
         Self::with_share(1)
     }
 
-    /// As [`Self::new`], for the connections of an RDM endpoint, each
-    /// with its share of the tagged unexpected queue (`PEER_SHARE_DIV`).
+    /// As [`Self::new`], for the connections of an RDM endpoint, those of
+    /// each peer host with one share of the unexpected queues
+    /// (`PEER_SHARE_DIV`).
     pub(crate) fn new_shared() -> Result<Arc<Self>> {
         Self::with_share(PEER_SHARE_DIV)
     }
 
-    /// Empty queues; a connection holds at most `1 / div` of the tagged
-    /// unexpected queue's bounds.
+    /// Empty queues; a source (`Shared::share`) holds at most `1 / div`
+    /// of the unexpected queues' bounds.
     fn with_share(div: usize) -> Result<Arc<Self>> {
         let bytes = crate::unexpected_bytes_max();
         Arc::pin_init(

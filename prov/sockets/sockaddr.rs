@@ -191,8 +191,9 @@ impl SockAddr {
 
     /// What names the host of this address: the same IPv4 address (mapped
     /// or not: both as `::ffff:a.b.c.d`, scope 0); for IPv6, the first
-    /// `v6_prefix` bits (at most 128; the rest zero) and the scope (a
-    /// link-local address on another interface is on another link). An
+    /// `v6_prefix` bits (at most 128; the rest zero) and, for a link-local
+    /// address, the scope (on another interface it is on another link;
+    /// other addresses name one host whatever scope a caller wrote). An
     /// IPv6 host often has a whole /64 to pick addresses from, but a
     /// cluster's nodes often share one /64 too: the caller chooses. No
     /// IPv6 address but an IPv4-mapped one has the bytes of an IPv4 host
@@ -202,6 +203,9 @@ impl SockAddr {
             return (self.ip6(), 0);
         }
         let mut ip = self.ip6();
+        // fe80::/10.
+        let link_local = ip[0] == 0xfe && ip[1] & 0xc0 == 0x80;
+        let scope = if link_local { self.scope() } else { 0 };
         let bits = v6_prefix.min(128) as usize;
         for (i, b) in ip.iter_mut().enumerate() {
             let first = i * 8;
@@ -213,7 +217,7 @@ impl SockAddr {
             let keep = bits.saturating_sub(first);
             *b &= !(0xffu8 >> keep);
         }
-        (ip, self.scope())
+        (ip, scope)
     }
 
     /// The IPv4 address, of an IPv4 address or an IPv4-mapped IPv6 one.

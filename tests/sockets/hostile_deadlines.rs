@@ -46,7 +46,7 @@ const FRAME_TIMEOUT_MS: i64 = 5000;
 const HANDSHAKE_TIMEOUT_MS: i64 = 10000;
 const HANDSHAKE_MAX: usize = 16;
 const RESPONSE_TIMEOUT_MS: i64 = 30000;
-/// Tagged messages an RDM endpoint holds (a connection a quarter).
+/// Tagged messages an RDM endpoint holds (a peer host a quarter).
 const UNEXP_MAX: usize = 64;
 
 /// Milliseconds since `t`.
@@ -608,7 +608,7 @@ mod cases {
     }
 
     /// Issue 10, bug 8: an RDM endpoint's unexpected tagged messages are
-    /// shared out per connection: a peer that sends 64 unmatched tagged
+    /// shared out per peer host: a peer that sends 64 unmatched tagged
     /// messages holds at most a quarter of the room, so another peer's
     /// message is still held and acknowledged. Every message arrives once
     /// the receives are posted.

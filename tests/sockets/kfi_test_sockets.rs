@@ -380,6 +380,8 @@ mod ksock_tests {
         // Beyond 128 counts as 128.
         assert!(!b.same_host(&same_64, 200));
         assert!(!b.same_host(&v6(b"::ffff:2001:db8")?, 64));
+        // A scope on a global address does not make another host.
+        assert!(b.same_host(&scoped(b"2001:db8:1:2::1", 5)?, 128));
         let ll = scoped(b"fe80::1", 2)?;
         assert!(ll.same_host(&scoped(b"fe80::2:3", 2)?, 64));
         assert!(!ll.same_host(&scoped(b"fe80::2:3", 2)?, 128));

@@ -15,7 +15,7 @@
 //! and a peer can never make the provider hold more. A reservation ends
 //! in [`TagMatcher::hold`] or [`TagMatcher::release`].
 //!
-//! Several sources (an RDM endpoint's connections) may share one matcher:
+//! Several sources (an RDM endpoint's peer hosts) may share one matcher:
 //! each gets a share of the bounds ([`Limits::source_held`],
 //! [`Limits::source_bytes`]), so one source's unmatched messages cannot
 //! take all the room and park the others. A message larger than a share
@@ -190,7 +190,7 @@ impl<R, U> TagMatcher<R, U> {
     }
 
     /// As [`Self::reserve`], for a message from source `src` (any number
-    /// naming it, such as its connection's address): `Full` also when
+    /// naming it, such as its peer's host): `Full` also when
     /// `src` has used its share, though the queue has room for others, or
     /// when the message alone is larger than a share (a first message
     /// too: one peer's single large message must not take the room of
