@@ -95,6 +95,7 @@ impl RdmEp {
                     claimed: KVec::new(),
                     opening: KVec::new(),
                     failed: KVec::new(),
+                    untried: KVec::new(),
                     closing: false,
                 }),
                 txq <- new_spinlock_irq!(TxQueue {

@@ -194,4 +194,46 @@ mod cases {
         }
         Ok(())
     }
+
+    /// The status word of an answer is the peer's to pick, not the code
+    /// our read completes with in every case (review of session 32): the
+    /// kernel's internal codes (`ERESTARTSYS`, 512) and those that ask to
+    /// retry (`EAGAIN`, `EINTR`) come out as `EREMOTEIO`; a plain error
+    /// (`EACCES`) stays as it is. The connection stays up.
+    #[test]
+    fn an_answer_cannot_pick_an_internal_errno() -> Result {
+        let n = net(c"7672")?;
+        let l = raw_listener(7672)?;
+        let c = cq(&n)?;
+        let (ep, raw) = kfi_client(&n, &c, &l)?;
+        let mut buf = KVec::new();
+        buf.resize(LEN, 0u8, GFP_KERNEL)?;
+        let outcome = (|| -> Result {
+            let cases = [
+                (512u64, EREMOTEIO),
+                (u64::from(EAGAIN.to_errno().unsigned_abs()), EREMOTEIO),
+                (u64::from(EINTR.to_errno().unsigned_abs()), EREMOTEIO),
+                (u64::from(EACCES.to_errno().unsigned_abs()), EACCES),
+            ];
+            for (ctx, (status, want)) in cases.into_iter().enumerate() {
+                ensure!(post_read(&ep, &mut buf, 0x77, ctx) == 0, "read not posted");
+                let id = read_request(&raw)?;
+                let mut h = Hdr::new(Op::ReadResp, id, 0);
+                h.data = status;
+                send_in(&raw, &h.encode(), 1)?;
+                let err = cq_error(&c, WAIT_MS)?;
+                ensure!(
+                    (err.op_context as usize, err.err) == (ctx, -want.to_errno()),
+                    "status {}: read {} failed with {}",
+                    status,
+                    err.op_context as usize,
+                    err.err
+                );
+            }
+            Ok(())
+        })();
+        drop(ep);
+        drop(raw);
+        outcome
+    }
 }

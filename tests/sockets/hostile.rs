@@ -20,7 +20,7 @@ use kernel::{
 use super::{
     frame,
     kfi::{kfabric::Owned, kfi_sys as sys},
-    ksock::{SockAddr, Socket, Wait},
+    ksock::{Deadline, SockAddr, Socket, Wait},
     net::*,
     wire::{flags, Hdr, Op, RmaDesc, HDR_LEN, RMA_DESC_LEN},
 };
@@ -688,6 +688,75 @@ mod cases {
         drop(s);
         drop(good);
         drop(silent);
+        Ok(())
+    }
+
+    /// An RDM peer that accepts our connection and breaks it at once, each
+    /// time (review of session 32): its `Accept` comes with garbage behind
+    /// it, so the connection usually ends before an operation could take
+    /// it. A send to it (delivery complete: only the peer's answer would
+    /// complete it) must fail within a few seconds, after a connection or
+    /// three, instead of waiting (and having the endpoint reconnect) for
+    /// as long as the peer likes.
+    #[test]
+    fn rdm_peer_that_hangs_up_at_once_fails_the_send() -> Result {
+        // Declared before the endpoint, so dropped after it on every path.
+        let payload = [3u8; 8];
+        let r = rdm_side(c"7670")?;
+        let l = raw_listener(7671)?;
+        let to = av_insert(&r.av, &SockAddr::v4([127, 0, 0, 1], 7671))?;
+        let pv = kvec(&payload);
+        let mut m = msg(&pv, 1, 0);
+        m.addr = to;
+        // SAFETY: Open endpoint; `payload` outlives the endpoint, whose
+        // close ends the send.
+        let ret = unsafe { rc(r.ep.sendmsg(&m, sys::KFI_DELIVERY_COMPLETE)) };
+        ensure!(ret == 0, "send not posted: {}", ret);
+        let accept = Hdr::new(Op::Accept, 0, 0).encode();
+        let t = Instant::<Monotonic>::now();
+        let mut connections = 0u32;
+        let mut failed = None;
+        while t.elapsed().as_millis() < 5000 {
+            if let Ok(s) = l.accept(true) {
+                s.set_rx_deadline(Some(Deadline::after_ms(2000)));
+                if frame::read_connreq(&s).is_ok() {
+                    // One segment: the garbage is in when the endpoint
+                    // starts the connection.
+                    let _ = s.send(&[&accept, &[0xff; 64]]);
+                }
+                connections += 1;
+                drop(s);
+            }
+            let mut e = sys::kfi_cq_data_entry::default();
+            let got = sread_ms(&r.c, &mut e, 20);
+            ensure!(got != 1, "the send to a peer that hung up completed");
+            if got == -(sys::KFI_EAVAIL as isize) {
+                let mut err = sys::kfi_cq_err_entry::default();
+                ensure!(r.c.readerr(&mut err) == 1, "no error entry");
+                failed = Some((err.op_context as usize, err.err));
+                break;
+            }
+        }
+        let Some((ctx, errno)) = failed else {
+            pr_err!(
+                "kfi_sockets_hostile: the send still waits after {} connections\n",
+                connections
+            );
+            return Err(EBADE);
+        };
+        ensure!(
+            ctx == 1 && errno > 0,
+            "error completion {} for context {}",
+            errno,
+            ctx
+        );
+        ensure!(
+            connections <= 3,
+            "{} connections opened for one send",
+            connections
+        );
+        drop(r);
+        drop(l);
         Ok(())
     }
 }

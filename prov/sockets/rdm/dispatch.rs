@@ -139,9 +139,19 @@ fn opener(r: &Arc<Rdm>, peer: SockAddr) {
     {
         let mut s = r.state.lock();
         s.opening.retain(|p| p.as_bytes() != peer.as_bytes());
-        if let Err(e) = outcome {
+        match outcome {
+            Ok(_) => {
+                let noted = s.untried.iter().any(|p| p.as_bytes() == peer.as_bytes());
+                // Beyond `QUEUE` notes, or without memory for one, a
+                // connection that ends untried is opened again.
+                if !noted && s.untried.len() < QUEUE {
+                    let _ = s.untried.push(peer, GFP_KERNEL);
+                }
+            }
             // Without memory to note it, the next pass simply opens again.
-            let _ = s.failed.push((peer, e), GFP_KERNEL);
+            Err(e) => {
+                let _ = s.failed.push((peer, e), GFP_KERNEL);
+            }
         }
     }
     kick(r);
@@ -177,6 +187,10 @@ fn hand_over(r: &Arc<Rdm>, op: &mut TxOp, dest: u64, failed: &[(SockAddr, Error)
         .iter()
         .find(|c| c.peer.as_bytes() == peer.as_bytes() && c.conn.usable())
         .map(|c| c.conn.clone());
+    let untried = s
+        .untried
+        .iter()
+        .position(|p| p.as_bytes() == peer.as_bytes());
     if let Some(c) = found {
         drop(s);
         return match c.queue(op) {
@@ -184,11 +198,24 @@ fn hand_over(r: &Arc<Rdm>, op: &mut TxOp, dest: u64, failed: &[(SockAddr, Error)
             // above: `op` is still ours, and the next pass finds room or
             // opens a new connection.
             Err(e) if e == EAGAIN || e == ENOTCONN => Handed::Wait,
-            other => Handed::Done(other),
+            other => {
+                if other.is_ok() && untried.is_some() {
+                    // The peer's connection took an operation.
+                    let mut s = r.state.lock();
+                    s.untried.retain(|p| p.as_bytes() != peer.as_bytes());
+                }
+                Handed::Done(other)
+            }
         };
     }
     if let Some((_, e)) = failed.iter().find(|(p, _)| p.as_bytes() == peer.as_bytes()) {
         return Handed::Done(Err(*e));
+    }
+    if let Some(i) = untried {
+        // The connection we opened for it ended before it took anything:
+        // this operation fails; the next one may try a new connection.
+        let _ = s.untried.remove(i);
+        return Handed::Done(Err(ECONNRESET));
     }
     if s.opening.iter().any(|p| p.as_bytes() == peer.as_bytes()) {
         return Handed::Wait;

@@ -73,6 +73,13 @@ pub(super) struct State {
     /// Peers whose opening failed, with the error, for the dispatcher to
     /// fail the operations that waited for them.
     pub(super) failed: KVec<(SockAddr, Error)>,
+    /// Peers we opened a connection to that has taken no operation yet:
+    /// if it ends first, the next operation for that peer fails
+    /// (`ECONNRESET`) instead of opening yet another, so that a peer that
+    /// accepts and hangs up at once cannot keep operations waiting (and
+    /// us reconnecting) for ever. At most one entry per peer, `QUEUE` in
+    /// all.
+    pub(super) untried: KVec<SockAddr>,
     pub(super) closing: bool,
 }
 

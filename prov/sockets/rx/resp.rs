@@ -84,11 +84,19 @@ pub(crate) fn finish(cq: Reports, p: &Pending, st: Result) {
 }
 
 /// A received status word as a result: 0, or a positive errno (anything
-/// else is `EIO`).
+/// else is `EIO`). The peer picks it, so the codes our operation must
+/// never complete with are `EREMOTEIO` instead: the kernel's internal ones
+/// (512 and up: `ERESTARTSYS`, `EIOCBQUEUED`, ... would be taken for
+/// "restart" or "still in progress" by a caller that passes the error
+/// on), and `EAGAIN` and `EINTR`, which ask to retry what has ended.
 fn status(v: u64) -> Result {
     match v {
         0 => Ok(()),
-        1..4096 => Err(Error::from_errno(-(v as i32))),
+        1..512 => match Error::from_errno(-(v as i32)) {
+            e if e == EAGAIN || e == EINTR => Err(EREMOTEIO),
+            e => Err(e),
+        },
+        512..4096 => Err(EREMOTEIO),
         _ => Err(EIO),
     }
 }
