@@ -34,6 +34,8 @@ mod frame;
 mod framing;
 #[path = "handlers.rs"]
 mod handlers;
+#[path = "held_shares.rs"]
+mod held_shares;
 #[path = "hostile.rs"]
 mod hostile;
 #[path = "hostile_deadlines.rs"]
