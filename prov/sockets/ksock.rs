@@ -79,9 +79,12 @@ impl Deadline {
 /// `sock` came from `sock_create_kern` or `kernel_accept` and is not
 /// released. `rx_deadline`/`tx_deadline` hold a [`Deadline`]'s
 /// nanoseconds, or 0 for none; `rx_pace`/`tx_pace` say how they move.
+/// `rx_cap` holds a `Deadline`'s nanoseconds, or 0 for none: the
+/// receives end by then whatever `rx_deadline` says.
 pub(crate) struct Socket {
     sock: NonNull<bindings::socket>,
     rx_deadline: AtomicI64,
+    rx_cap: AtomicI64,
     tx_deadline: AtomicI64,
     rx_pace: Pace,
     tx_pace: Pace,
@@ -168,6 +171,7 @@ impl Socket {
         Self {
             sock,
             rx_deadline: AtomicI64::new(0),
+            rx_cap: AtomicI64::new(0),
             tx_deadline: AtomicI64::new(0),
             rx_pace: Pace::new(),
             tx_pace: Pace::new(),
@@ -196,6 +200,24 @@ impl Socket {
         if d.is_some() {
             self.rx_pace.set(step_ms);
         }
+    }
+
+    /// Ends the receives by `cap` (`None`: no cap), however their deadline
+    /// moves: a deadline that something other than the frame in hand sets
+    /// (a response to one of our operations is due, and it cannot arrive
+    /// before this frame ends). The caller serialises the setters.
+    pub(crate) fn set_rx_cap(&self, cap: Option<Deadline>) {
+        self.rx_cap.store(cap.map_or(0, |d| d.0), Ordering::Relaxed);
+    }
+
+    /// Brings the receives' cap forward to `cap` if that is earlier
+    /// ([`Self::set_rx_cap`]).
+    pub(crate) fn lower_rx_cap(&self, cap: Deadline) {
+        let _ = self
+            .rx_cap
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
+                (c == 0 || cap.0 < c).then_some(cap.0)
+            });
     }
 
     /// [`Self::set_rx_deadline_paced`] for the sends: the peer earns time
@@ -636,10 +658,19 @@ impl Socket {
         self.received(Ok(n as usize)).map(Some)
     }
 
-    /// The deadline set for `dir`, in `Deadline` nanoseconds (0: none).
+    /// The deadline set for `dir`, in `Deadline` nanoseconds (0: none);
+    /// for the receives, their cap if it is earlier.
     fn deadline(&self, dir: Dir) -> i64 {
         match dir {
-            Dir::Rx => self.rx_deadline.load(Ordering::Relaxed),
+            Dir::Rx => {
+                let d = self.rx_deadline.load(Ordering::Relaxed);
+                let cap = self.rx_cap.load(Ordering::Relaxed);
+                if cap != 0 && (d == 0 || cap < d) {
+                    cap
+                } else {
+                    d
+                }
+            }
             Dir::Tx => self.tx_deadline.load(Ordering::Relaxed),
         }
     }

@@ -93,7 +93,15 @@ fn run_frames(sh: &Arc<Shared>, sock: &Arc<Socket>) {
             // Behind the work items queued meanwhile.
             progress::kick_rx(sh);
         }
-        Err(e) => teardown(sh, sock, e),
+        Err(e) => {
+            if e == ETIMEDOUT {
+                // A frame may have run into the deadline of a response
+                // (`Rx::cap_by_responses`): the operation waiting for it
+                // fails with `ETIMEDOUT`, as when the timer finds it.
+                let _ = expire_responses(sh, sock);
+            }
+            teardown(sh, sock, e);
+        }
     }
 }
 
@@ -245,6 +253,7 @@ impl Rx<'_> {
                     h
                 }
             };
+            self.cap_by_responses(&h);
             // Held responses do not wait while we wait for the rest, nor,
             // for a large frame, while we copy the last frame the socket
             // holds: the peer, answered, sends its next frames meanwhile,
@@ -272,6 +281,9 @@ impl Rx<'_> {
                 Op::Shutdown => return Err(ESHUTDOWN),
                 Op::ConnReq | Op::Accept | Op::Reject => return Err(EPROTO),
             };
+            // Until the next frame's header is in, its frame deadline
+            // bounds it, and our operations sent meanwhile.
+            self.sock.set_rx_cap(None);
             if let Step::Parked = step {
                 return Ok(Ran::Idle);
             }
@@ -281,6 +293,27 @@ impl Rx<'_> {
                 return self.pause();
             }
         }
+    }
+
+    /// Caps the receive of frame `h` at the earliest deadline of our
+    /// operations' responses (`response_timeout_ms`, `rx/resp.rs`), the one
+    /// `h` is the response to aside: those responses cannot arrive before
+    /// this frame ends, and a peer that takes its time over a large frame,
+    /// at the pace its deadline allows, must not hold them past their
+    /// deadline (the frame then fails with `ETIMEDOUT` and `run_frames`
+    /// expires them). Our operations sent meanwhile bring the cap forward
+    /// (`tx::sent`).
+    fn cap_by_responses(&self, h: &Hdr) {
+        let answers = matches!(h.op, Op::ReadResp | Op::AtomicResp | Op::Ack);
+        let s = self.sh.state.lock();
+        let due = s
+            .pending
+            .iter()
+            .filter(|p| !(p.answering || (answers && p.id == h.id)))
+            .filter_map(|p| p.due)
+            .reduce(Deadline::earlier);
+        self.sock.set_rx_cap(due);
+        drop(s);
     }
 
     /// Ends a run whose budget is spent between two frames. A header read

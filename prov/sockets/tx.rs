@@ -449,6 +449,11 @@ fn sent(sh: &Shared, sock: &Socket, id: u64, cq: Reports) {
         };
         p.sent = true;
         p.due = due;
+        if let Some(d) = due {
+            // A frame the receive work is in the middle of ends by then
+            // (`Rx::cap_by_responses`).
+            sock.lower_rx_cap(d);
+        }
         let early = p.early;
         match early {
             Some(st) => s.pending.remove(i).ok().map(|p| (p, st)),

@@ -258,6 +258,65 @@ fn expect_timeout(
     Ok(())
 }
 
+/// A peer on `port` (`name`) that never answers our RMA write and sends a large
+/// message slowly, at the pace its frame deadline allows (the write
+/// posted before the message begins, or with `write_later` once it has):
+/// the answer could only come after the message, so the connection ends
+/// when the write is due (EQ error `ETIMEDOUT`, `KFI_SHUTDOWN`), not when
+/// the message would have ended (about 100 s here); the receive being
+/// filled fails with `ETIMEDOUT`, then the write.
+fn slow_frame_holds_no_response(name: &CStr, port: u16, write_later: bool) -> Result {
+    /// Bytes sent per poll (every 100 ms or so): about 1 MiB per 1.6 s,
+    /// well ahead of the 1 MiB per `frame_timeout_ms` that keeps the
+    /// frame alive.
+    const CHUNK: usize = 64 << 10;
+    let n = net(name)?;
+    let pep = listen(&n)?;
+    let c = cq(&n)?;
+    let wbuf = [0x5au8; 64];
+    let mut rbuf = [0u8; 256];
+    let mut chunk = KVec::with_capacity(CHUNK, GFP_KERNEL)?;
+    chunk.resize(CHUNK, 0xa5u8, GFP_KERNEL)?;
+    let (raw, sep) = accepted_raw(&n, port, &c)?;
+    let outcome = (|| -> Result {
+        let write = || -> Result<Instant<Monotonic>> {
+            let t = Instant::<Monotonic>::now();
+            check!(post_write(&sep, &wbuf, 0x1234, 7) == 0, "write not posted");
+            check!(wait_readable(&raw, 5000), "no write frame");
+            let h = frame::recv_hdr(&raw)?;
+            check!(h.op == Op::Write, "frame {:?}, not a write", h.op);
+            drain(&raw, h.rma_bytes() + h.len as usize)?;
+            Ok(t)
+        };
+        let mut t = None;
+        if !write_later {
+            t = Some(write()?);
+        }
+        post_recv(&sep, &mut rbuf, 8)?;
+        let mut m = Hdr::new(Op::Msg, 0, 0);
+        m.len = PAYLOAD_MAX;
+        raw.send(&[&m.encode(), &chunk])?;
+        if write_later {
+            // The receive work is in the message by now.
+            fsleep(Delta::from_millis(500));
+            raw.send(&[&chunk])?;
+            t = Some(write()?);
+        }
+        let feed = || -> Result {
+            // A failing send is fine once the provider hung up.
+            let _ = raw.send(&[&chunk]);
+            Ok(())
+        };
+        let due = RESPONSE_TIMEOUT_MS - t.as_ref().map_or(0, ms_since);
+        let cq_errs = [(8, ETIMEDOUT), (7, ETIMEDOUT)];
+        expect_timeout(&n, &c, &raw, due, &cq_errs, feed)
+    })();
+    drop(sep);
+    drop(raw);
+    drop(pep);
+    outcome
+}
+
 #[kunit_tests(kfi_sockets_deadlines)]
 mod cases {
     use super::*;
@@ -532,6 +591,22 @@ mod cases {
         drop(raw);
         drop(pep);
         outcome
+    }
+
+    /// A peer that never answers our RMA write, posted before it begins
+    /// a large message that it then sends slowly but at the pace its frame
+    /// deadline allows, cannot hold the write past `response_timeout_ms`
+    /// ([`slow_frame_holds_no_response`]).
+    #[test]
+    fn slow_frame_holds_no_earlier_response() -> Result {
+        slow_frame_holds_no_response(c"7673", 7673, false)
+    }
+
+    /// [`slow_frame_holds_no_earlier_response`] with the write posted
+    /// once the message has begun.
+    #[test]
+    fn slow_frame_holds_no_later_response() -> Result {
+        slow_frame_holds_no_response(c"7674", 7674, true)
     }
 
     /// Issue 10, bug 5: connections whose peers stall inside a frame hold

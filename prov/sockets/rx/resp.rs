@@ -48,6 +48,8 @@ pub(crate) fn expire_responses(sh: &Shared, sock: &Socket) -> Result {
             next = Some(next.map_or(due, |n| n.earlier(due)));
         }
         let late = late.and_then(|i| s.pending.remove(i).ok());
+        // The frames of this run end by then (`Rx::cap_by_responses`).
+        sock.set_rx_cap(next);
         (late, next, s.tx_cq)
     };
     if let Some(p) = late {
