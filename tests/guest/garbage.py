@@ -121,7 +121,7 @@ AFTER = [
 def main():
     port = int(sys.argv[1])
     host = sys.argv[2] if len(sys.argv) > 2 else "127.0.0.1"
-    deadline = time.time() + 120
+    deadline = time.time() + 600
     for junk in BEFORE:
         s = connect(port, host, deadline)
         s.sendall(junk)
