@@ -72,6 +72,10 @@ impl Deadline {
     }
 }
 
+/// The longest a receive call waits at once (µs): a longer wait is made
+/// of such slices, so that each sees its deadline as it is then.
+const RX_SLICE_US: i64 = 1_000_000;
+
 /// A kernel TCP socket; released when dropped.
 ///
 /// # Invariants
@@ -300,13 +304,20 @@ impl Socket {
 
     /// Arms the socket's timeout for a call in direction `dir` with what
     /// is left of its deadline: `Ok(true)` if one is set, `ETIMEDOUT` if
-    /// it has passed.
+    /// it has passed. A bounded receive waits [`RX_SLICE_US`] at most
+    /// (the caller calls again when that ends), so that a cap brought
+    /// forward while it waits ([`Self::lower_rx_cap`]) ends it in time.
+    /// An unbounded one costs no socket option call, as before.
     fn arm(&self, dir: Dir) -> Result<bool> {
         let d = self.deadline(dir);
         if d == 0 {
             return Ok(false);
         }
         let left = Deadline(d).left_us().ok_or(ETIMEDOUT)?;
+        let left = match dir {
+            Dir::Rx => left.min(RX_SLICE_US),
+            Dir::Tx => left,
+        };
         self.set_timeo(dir, left);
         Ok(true)
     }
@@ -682,27 +693,40 @@ impl Socket {
     }
 
     /// Receives into `buf`: all of it with `wait_all` (fewer bytes only at
-    /// the end of the stream or when the receive deadline passes), else
-    /// what is there (waiting for some).
+    /// the end of the stream, or, with a receive deadline, when a wait of
+    /// [`RX_SLICE_US`] ends with some), else what is there (waiting for
+    /// some).
     pub(crate) fn recv(&self, buf: &mut [u8], wait_all: bool) -> Result<usize> {
-        let timed = self.arm(Dir::Rx)?;
         let len = self.rx_pace.limit(buf.len());
-        let mut iov = bindings::kvec {
-            iov_base: buf.as_mut_ptr().cast(),
-            iov_len: len,
-        };
-        let mut msg = bindings::msghdr::default();
         let flags = if wait_all {
             bindings::MSG_WAITALL as c_int
         } else {
             0
         };
-        // SAFETY: A live socket; `iov` describes the first `len` bytes
-        // of `buf`, borrowed mutably.
-        let n = unsafe {
-            bindings::kernel_recvmsg(self.sock.as_ptr(), &mut msg, &mut iov, 1, len, flags)
-        };
-        self.received(Self::timed(n, timed))
+        loop {
+            let timed = self.arm(Dir::Rx)?;
+            let mut iov = bindings::kvec {
+                iov_base: buf.as_mut_ptr().cast(),
+                iov_len: len,
+            };
+            let mut msg = bindings::msghdr::default();
+            // SAFETY: A live socket; `iov` describes the first `len` bytes
+            // of `buf`, borrowed mutably.
+            let n = unsafe {
+                bindings::kernel_recvmsg(self.sock.as_ptr(), &mut msg, &mut iov, 1, len, flags)
+            };
+            if !Self::slice_ended(n) {
+                return self.received(Self::timed(n, timed));
+            }
+        }
+    }
+
+    /// Whether receive call result `n` is a timed wait that ended with
+    /// nothing received: its slice ([`RX_SLICE_US`]) or its deadline,
+    /// which the next `arm` tells apart (a timeout left from an earlier
+    /// deadline, on a receive with none now, only makes it wait again).
+    fn slice_ended(n: c_int) -> bool {
+        n == -(bindings::EAGAIN as c_int)
     }
 
     /// Counts a receive's bytes towards a paced deadline (see
@@ -719,24 +743,35 @@ impl Socket {
     /// the bytes received, `first`'s before `then`'s (0: the stream ended).
     pub(crate) fn recv_pair(&self, first: &mut [u8], then: &mut [u8]) -> Result<usize> {
         let total = first.len().checked_add(then.len()).ok_or(EINVAL)?;
-        let timed = self.arm(Dir::Rx)?;
-        let mut iov = [
-            bindings::kvec {
-                iov_base: first.as_mut_ptr().cast(),
-                iov_len: first.len(),
-            },
-            bindings::kvec {
-                iov_base: then.as_mut_ptr().cast(),
-                iov_len: then.len(),
-            },
-        ];
-        let mut msg = bindings::msghdr::default();
-        // SAFETY: A live socket; `iov` describes `first` and `then`, both
-        // borrowed mutably, `total` bytes together.
-        let n = unsafe {
-            bindings::kernel_recvmsg(self.sock.as_ptr(), &mut msg, iov.as_mut_ptr(), 2, total, 0)
-        };
-        self.received(Self::timed(n, timed))
+        loop {
+            let timed = self.arm(Dir::Rx)?;
+            let mut iov = [
+                bindings::kvec {
+                    iov_base: first.as_mut_ptr().cast(),
+                    iov_len: first.len(),
+                },
+                bindings::kvec {
+                    iov_base: then.as_mut_ptr().cast(),
+                    iov_len: then.len(),
+                },
+            ];
+            let mut msg = bindings::msghdr::default();
+            // SAFETY: A live socket; `iov` describes `first` and `then`,
+            // both borrowed mutably, `total` bytes together.
+            let n = unsafe {
+                bindings::kernel_recvmsg(
+                    self.sock.as_ptr(),
+                    &mut msg,
+                    iov.as_mut_ptr(),
+                    2,
+                    total,
+                    0,
+                )
+            };
+            if !Self::slice_ended(n) {
+                return self.received(Self::timed(n, timed));
+            }
+        }
     }
 
     /// `Err` when the peer has ended the connection (its FIN, a reset, the

@@ -449,12 +449,13 @@ fn sent(sh: &Shared, sock: &Socket, id: u64, cq: Reports) {
         };
         p.sent = true;
         p.due = due;
-        if let Some(d) = due {
-            // A frame the receive work is in the middle of ends by then
-            // (`Rx::cap_by_responses`).
+        let early = p.early;
+        // A frame the receive work is in the middle of ends by then
+        // (`Rx::cap_by_responses`), unless that frame is the answer, or
+        // the answer came already.
+        if let Some(d) = due.filter(|_| early.is_none() && !p.answering) {
             sock.lower_rx_cap(d);
         }
-        let early = p.early;
         match early {
             Some(st) => s.pending.remove(i).ok().map(|p| (p, st)),
             None => None,

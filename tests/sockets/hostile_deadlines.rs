@@ -24,7 +24,7 @@ use super::{
     frame,
     hostile_peers::{drain, post_read, post_write, wait_readable, Hangup, HANDSHAKE_MAX_PER_HOST},
     kfi::{kfabric::Owned, kfi_sys as sys},
-    ksock::{SockAddr, Socket},
+    ksock::{Deadline, SockAddr, Socket},
     net::*,
     wire::{Hdr, Op, HDR_LEN, PAYLOAD_MAX},
 };
@@ -258,27 +258,38 @@ fn expect_timeout(
     Ok(())
 }
 
-/// A peer on `port` (`name`) that never answers our RMA write and sends a large
-/// message slowly, at the pace its frame deadline allows (the write
-/// posted before the message begins, or with `write_later` once it has):
-/// the answer could only come after the message, so the connection ends
-/// when the write is due (EQ error `ETIMEDOUT`, `KFI_SHUTDOWN`), not when
-/// the message would have ended (about 100 s here); the receive being
-/// filled fails with `ETIMEDOUT`, then the write.
+/// A peer on `port` (`name`) that never answers our RMA write and is in
+/// the middle of a 64 MiB message meanwhile, within the deadline its
+/// bytes earned it (`frame_timeout_ms` per MiB received): the answer could
+/// only come after the message, so the connection ends when the write is
+/// due (EQ error `ETIMEDOUT`, `KFI_SHUTDOWN`), not when the message would
+/// have ended or its deadline passed; the receive being filled fails with
+/// `ETIMEDOUT`, then the write.
+///
+/// With `write_later`, the write is posted once the peer has sent 8 MiB
+/// of the message at once (into a 16 MiB receive: the receive work waits
+/// in a call of 1 MiB, its deadline 40 s away) and stalls. Else the write
+/// comes first and the peer sends the message slowly, 1 MiB per 1.6 s or
+/// so (into a 256-byte receive: the rest is dropped), for as long as the
+/// case lasts.
 fn slow_frame_holds_no_response(name: &CStr, port: u16, write_later: bool) -> Result {
-    /// Bytes sent per poll (every 100 ms or so): about 1 MiB per 1.6 s,
-    /// well ahead of the 1 MiB per `frame_timeout_ms` that keeps the
-    /// frame alive.
+    /// Bytes sent at once: every poll (100 ms) when slow.
     const CHUNK: usize = 64 << 10;
+    /// The burst of `write_later`, in chunks.
+    const BURST: usize = 128;
     let n = net(name)?;
     let pep = listen(&n)?;
     let c = cq(&n)?;
     let wbuf = [0x5au8; 64];
-    let mut rbuf = [0u8; 256];
+    let rlen = if write_later { 16 << 20 } else { 256 };
+    let mut rbuf = KVVec::with_capacity(rlen, GFP_KERNEL)?;
+    rbuf.resize(rlen, 0u8, GFP_KERNEL)?;
     let mut chunk = KVec::with_capacity(CHUNK, GFP_KERNEL)?;
     chunk.resize(CHUNK, 0xa5u8, GFP_KERNEL)?;
     let (raw, sep) = accepted_raw(&n, port, &c)?;
     let outcome = (|| -> Result {
+        // Our sends to a peer that stops reading fail, not hang.
+        raw.set_tx_deadline(Some(Deadline::after_ms(60_000)));
         let write = || -> Result<Instant<Monotonic>> {
             let t = Instant::<Monotonic>::now();
             check!(post_write(&sep, &wbuf, 0x1234, 7) == 0, "write not posted");
@@ -295,16 +306,20 @@ fn slow_frame_holds_no_response(name: &CStr, port: u16, write_later: bool) -> Re
         post_recv(&sep, &mut rbuf, 8)?;
         let mut m = Hdr::new(Op::Msg, 0, 0);
         m.len = PAYLOAD_MAX;
-        raw.send(&[&m.encode(), &chunk])?;
+        raw.send(&[&m.encode()])?;
         if write_later {
-            // The receive work is in the message by now.
+            for _ in 0..BURST {
+                raw.send(&[&chunk])?;
+            }
+            // The receive work is in the receive's ninth MiB by now.
             fsleep(Delta::from_millis(500));
-            raw.send(&[&chunk])?;
             t = Some(write()?);
         }
         let feed = || -> Result {
-            // A failing send is fine once the provider hung up.
-            let _ = raw.send(&[&chunk]);
+            if !write_later {
+                // A failing send is fine once the provider hung up.
+                let _ = raw.send(&[&chunk]);
+            }
             Ok(())
         };
         let due = RESPONSE_TIMEOUT_MS - t.as_ref().map_or(0, ms_since);
@@ -602,8 +617,9 @@ mod cases {
         slow_frame_holds_no_response(c"7673", 7673, false)
     }
 
-    /// [`slow_frame_holds_no_earlier_response`] with the write posted
-    /// once the message has begun.
+    /// A peer that sends 8 MiB of a large message at once, which earns
+    /// the message 40 s more, and stalls cannot hold a write posted then
+    /// past `response_timeout_ms` ([`slow_frame_holds_no_response`]).
     #[test]
     fn slow_frame_holds_no_later_response() -> Result {
         slow_frame_holds_no_response(c"7674", 7674, true)
