@@ -102,7 +102,11 @@ pub(crate) struct State {
     pub(crate) rx_running: bool,
     /// The socket's data callback is handling frames (`rx/soft.rs`).
     pub(crate) rx_soft: bool,
-    /// The receive work ran while the callback received: queue it again.
+    /// Bytes came for the one receiver while the other had the socket:
+    /// the receive work ran while the callback received (the callback
+    /// queues it again), or the callback ran while the work received (the
+    /// work looks again before it ends, `rx::run`: queueing a running work
+    /// item would only wake an idle worker to hand it back).
     pub(crate) rx_again: bool,
     /// The callback found the peer's frames broken: the receive work ends
     /// the connection with this.

@@ -62,20 +62,54 @@ pub(crate) fn run(sh: &Arc<Shared>) {
             return;
         };
         s.rx_running = true;
+        // Ours from here: what the callback notes while we run.
+        s.rx_again = false;
         (sock, s.rx_failed.take())
     };
-    match failed {
-        Some(e) => teardown(sh, &sock, e),
-        None => run_frames(sh, &sock),
+    let mut failed = failed;
+    let mut looks = 0;
+    loop {
+        looks += 1;
+        let kicked = match failed {
+            Some(e) => {
+                teardown(sh, &sock, e);
+                false
+            }
+            None => run_frames(sh, &sock),
+        };
+        let mut s = sh.state.lock();
+        // Bytes came while we ran (the callback left them to us): another
+        // look, unless a run queued for the budget gets them, the frame
+        // in front waits for a receive (their arrival changes nothing),
+        // or the connection ends; after `RUN_LOOKS`, a run queued behind
+        // the other work items does.
+        let again = core::mem::take(&mut s.rx_again)
+            && !kicked
+            && s.parked.is_none()
+            && !(s.dead || s.closing || s.draining);
+        if !again || looks >= RUN_LOOKS {
+            s.rx_running = false;
+            drop(s);
+            if again {
+                progress::kick_rx(sh);
+            }
+            break;
+        }
+        failed = s.rx_failed.take();
     }
-    sh.state.lock().rx_running = false;
     sh.wake.notify_all();
 }
 
-fn run_frames(sh: &Arc<Shared>, sock: &Arc<Socket>) {
+/// Runs over the frames one run of the receive work makes at most when
+/// bytes keep coming while it runs ([`run`]).
+const RUN_LOOKS: u32 = 8;
+
+/// One run over the frames that have arrived; true if it ended at its
+/// budget and queued the work again.
+fn run_frames(sh: &Arc<Shared>, sock: &Arc<Socket>) -> bool {
     if let Err(e) = expire_responses(sh, sock) {
         teardown(sh, sock, e);
-        return;
+        return false;
     }
     conn::shrink_if_idle(sh, sock);
     let mut rx = Rx {
@@ -87,11 +121,15 @@ fn run_frames(sh: &Arc<Shared>, sock: &Arc<Socket>) {
         ahead_len: 0,
     };
     match rx.run() {
-        Ok(Ran::Idle) => rx.push_responses(),
+        Ok(Ran::Idle) => {
+            rx.push_responses();
+            false
+        }
         Ok(Ran::Budget) => {
             rx.push_responses();
             // Behind the work items queued meanwhile.
             progress::kick_rx(sh);
+            true
         }
         Err(e) => {
             if e == ETIMEDOUT {
@@ -101,6 +139,7 @@ fn run_frames(sh: &Arc<Shared>, sock: &Arc<Socket>) {
                 let _ = expire_responses(sh, sock);
             }
             teardown(sh, sock, e);
+            false
         }
     }
 }

@@ -15,9 +15,10 @@
 //!
 //! One receiver at a time (`State::rx_running` for the work,
 //! `State::rx_soft` here): the callback leaves everything to the work
-//! while the work runs, and the work that finds the callback receiving
-//! notes it (`State::rx_again`) and is queued again when the callback is
-//! done. A frame is begun here only when all of it is in the socket, so
+//! while the work runs, noting it (`State::rx_again`: the work looks
+//! again before it ends, rather than being queued while it runs), and the
+//! work that finds the callback receiving notes it the same way and is
+//! queued again when the callback is done. A frame is begun here only when all of it is in the socket, so
 //! the work always starts at a frame's boundary, or with the header the
 //! callback read and handed over (`State::parked`; for a peer's RMA or
 //! atomic, its descriptors too, `State::parked_rma`, when they are all in
@@ -288,6 +289,11 @@ fn claim(sh: &Shared) -> Claim {
     let mut s = sh.state.lock();
     let waiting = s.parked.is_some() && s.recv_wait.is_some();
     if waiting && !s.rx_running && s.rx_failed.is_none() {
+        return Claim::Nobody;
+    }
+    if s.rx_running {
+        // The work looks again before it ends (`rx::run`).
+        s.rx_again = true;
         return Claim::Nobody;
     }
     let busy = s.rx_running || s.rx_soft || s.parked.is_some() || s.rx_failed.is_some();
