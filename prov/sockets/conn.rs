@@ -95,6 +95,10 @@ pub(crate) struct State {
     /// A transmitter has the socket (`tx.rs`): the transmit work or an
     /// inline sender.
     pub(crate) tx_busy: bool,
+    /// Work for the transmitter came while one had the socket: it looks
+    /// again before it lets go (`tx.rs`). Queueing the transmit work while
+    /// it runs would only wake an idle worker to hand it back.
+    pub(crate) tx_again: bool,
     /// A frame an inline sender began that the socket did not take whole;
     /// the transmit work sends the rest before anything else.
     pub(crate) tx_begun: Option<Begun>,
@@ -299,6 +303,7 @@ impl Shared {
                     resp: KVec::with_capacity(QUEUE_FIRST, GFP_KERNEL)?,
                     resp_out: false,
                     tx_busy: false,
+                    tx_again: false,
                     tx_begun: None,
                     rx_running: false,
                     rx_soft: false,

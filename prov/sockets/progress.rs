@@ -115,10 +115,39 @@ pub(crate) fn kick_rx(sh: &Arc<Shared>) {
     }
 }
 
-/// Queues the transmit work (any context but hard interrupt).
+/// Gets the transmit work to look at the connection: queues it, unless a
+/// transmitter has the socket, which then looks again before it lets go
+/// (`State::tx_again`). Any context but hard interrupt.
 pub(crate) fn kick_tx(sh: &Arc<Shared>) {
-    if begin(sh) && wq::queue().enqueue::<_, 1>(sh.clone()).is_err() {
+    {
+        let mut s = sh.state.lock();
+        if s.closing {
+            return;
+        }
+        if s.tx_busy {
+            s.tx_again = true;
+            return;
+        }
+        s.active += 1;
+    }
+    if wq::queue().enqueue::<_, 1>(sh.clone()).is_err() {
         done(sh);
+    }
+}
+
+/// The socket has room to send again. The transmitter that has the
+/// socket waits for room itself (the transmit work) or has queued that
+/// work for what the socket did not take (an inline sender, see
+/// `tx::inline`), so only a free transmitter with frames to send is
+/// queued: the callback comes for many acknowledgements while a large
+/// frame waits. Softirq context.
+fn tx_room(sh: &Arc<Shared>) {
+    let waiting = {
+        let s = sh.state.lock();
+        !s.tx_busy && (s.tx_begun.is_some() || !s.resp.is_empty() || s.tx.front().is_some())
+    };
+    if waiting {
+        kick_tx(sh);
     }
 }
 
@@ -153,8 +182,10 @@ pub(crate) fn push_tx(sh: &Arc<Shared>, by: Caller) {
 fn push_tx_counted(sh: &Arc<Shared>, by: Caller) {
     if may_send_inline(by) {
         tx::inline(sh);
-    } else if wq::queue().enqueue::<_, 1>(sh.clone()).is_err() {
-        // Already queued: that run sends what we queued.
+    } else {
+        // Our count ends only once the work is queued (or told to look
+        // again): until then a close waits for us.
+        kick_tx(sh);
         done(sh);
     }
 }
@@ -301,7 +332,7 @@ unsafe extern "C" fn kfi_sockets_rx_data(owner: *mut c_void, sk: *mut kernel::bi
 #[no_mangle]
 unsafe extern "C" fn kfi_sockets_tx_ready(owner: *mut c_void) {
     // SAFETY: As required.
-    kick_tx(unsafe { &*owner.cast::<Arc<Shared>>() });
+    tx_room(unsafe { &*owner.cast::<Arc<Shared>>() });
 }
 
 // kfi_sockets_sock.c calls these three by their declarations in

@@ -75,6 +75,8 @@ pub(crate) fn run(sh: &Arc<Shared>) {
             return;
         }
         s.tx_busy = true;
+        // Ours from here: what is queued meanwhile we find ourselves.
+        s.tx_again = false;
         // A torn-down connection's begun frame fails in the flush.
         let begun = if s.dead { None } else { s.tx_begun.take() };
         (s.sock.clone(), begun, s.dead)
@@ -90,27 +92,60 @@ pub(crate) fn run(sh: &Arc<Shared>) {
             Some(b) => step(sh, &sock, b.job, b.at, b.start, Wait::Deadline),
             None => true,
         };
-        // Queued again by whoever makes more work for us.
         if go_on {
-            let (mut frames, mut bytes) = (0usize, 0u64);
-            while frames < RUN_FRAMES && bytes < RUN_BYTES {
-                let Some(job) = next_job(sh) else { break };
-                sent = true;
-                frames += 1;
-                bytes = bytes.saturating_add(job_len(&job));
-                if !step(sh, &sock, job, 0, Deadline::now(), Wait::Deadline) {
-                    break;
-                }
-            }
-            again = frames >= RUN_FRAMES || bytes >= RUN_BYTES;
+            let ran = send_queued(sh, &sock);
+            sent |= ran.sent;
+            again = ran.budget;
             conn::note_idle(sh, &sock, sent);
         }
     }
-    sh.state.lock().tx_busy = false;
-    if again {
+    let looked = {
+        let mut s = sh.state.lock();
+        s.tx_busy = false;
+        core::mem::take(&mut s.tx_again)
+    };
+    // Work that came after our last look (`progress::kick_tx`) queues us
+    // again, now that we no longer have the socket: as we still run, that
+    // wakes no other worker.
+    if again || looked {
         // Behind the work items queued meanwhile; a run that finds
         // nothing to send returns at once.
         progress::kick_tx(sh);
+    }
+}
+
+/// How a run of the transmit work over the queues ended.
+struct Ran {
+    /// It sent a frame.
+    sent: bool,
+    /// It spent its budget (there may be more to send).
+    budget: bool,
+}
+
+/// Sends responses and queued operations, waiting for room in the socket,
+/// until nothing may go or the run's budget is spent; the socket is ours.
+/// Work queued meanwhile (`State::tx_again`) gets another look.
+fn send_queued(sh: &Arc<Shared>, sock: &Socket) -> Ran {
+    let (mut frames, mut bytes) = (0usize, 0u64);
+    loop {
+        while frames < RUN_FRAMES && bytes < RUN_BYTES {
+            let Some(job) = next_job(sh) else { break };
+            frames += 1;
+            bytes = bytes.saturating_add(job_len(&job));
+            if !step(sh, sock, job, 0, Deadline::now(), Wait::Deadline) {
+                return Ran {
+                    sent: true,
+                    budget: false,
+                };
+            }
+        }
+        let budget = frames >= RUN_FRAMES || bytes >= RUN_BYTES;
+        if budget || !core::mem::take(&mut sh.state.lock().tx_again) {
+            return Ran {
+                sent: frames > 0,
+                budget,
+            };
+        }
     }
 }
 
@@ -203,6 +238,9 @@ fn let_go(sh: &Arc<Shared>, sock: &Socket, sent: bool) {
     let (more, first) = {
         let mut s = sh.state.lock();
         s.tx_busy = false;
+        // What was queued while we had the socket (`progress::kick_tx`
+        // noted it) is in the queues we look at here.
+        s.tx_again = false;
         // The transmit work returned at once while we had the socket.
         let more = s.dead || s.tx_begun.is_some() || !s.resp.is_empty() || s.tx.front().is_some();
         let first = sent && !s.sent;
