@@ -119,20 +119,25 @@ pub(crate) fn kick_rx(sh: &Arc<Shared>) {
 /// transmitter has the socket, which then looks again before it lets go
 /// (`State::tx_again`). Any context but hard interrupt.
 pub(crate) fn kick_tx(sh: &Arc<Shared>) {
-    {
-        let mut s = sh.state.lock();
-        if s.closing {
-            return;
-        }
-        if s.tx_busy {
-            s.tx_again = true;
-            return;
-        }
-        s.active += 1;
-    }
-    if wq::queue().enqueue::<_, 1>(sh.clone()).is_err() {
+    if begin_tx(sh) && wq::queue().enqueue::<_, 1>(sh.clone()).is_err() {
         done(sh);
     }
+}
+
+/// Counts a work item or inline sender about to transmit: false once the
+/// connection closes, or while a transmitter has the socket, which then
+/// looks again before it lets go (`State::tx_again`).
+fn begin_tx(sh: &Shared) -> bool {
+    let mut s = sh.state.lock();
+    if s.closing {
+        return false;
+    }
+    if s.tx_busy {
+        s.tx_again = true;
+        return false;
+    }
+    s.active += 1;
+    true
 }
 
 /// The socket has room to send again. The transmitter that has the
@@ -168,9 +173,10 @@ pub(crate) enum Caller {
 /// enough stack left for the socket layer (`kfi_sockets_sock.c`); the
 /// receive work always may. An inline sender counts as a user of the
 /// connection, so closing waits for it as for a work item (until
-/// `tx::inline` returns). Any context but hard interrupt.
+/// `tx::inline` returns). Nothing while a transmitter has the socket: it
+/// looks again before it lets go. Any context but hard interrupt.
 pub(crate) fn push_tx(sh: &Arc<Shared>, by: Caller) {
-    if begin(sh) {
+    if begin_tx(sh) {
         push_tx_counted(sh, by);
     }
 }
@@ -236,6 +242,12 @@ pub(crate) fn post(sh: &Arc<Shared>, op: &mut TxOp) -> Result {
     }
     if !s.tx.push_swap(op) {
         return Err(EAGAIN);
+    }
+    if s.tx_busy {
+        // The transmitter looks again before it lets go (`kick_tx`): one
+        // lock on the poster's path instead of four.
+        s.tx_again = true;
+        return Ok(());
     }
     // Counted before the unlock: a close then waits for this poster,
     // which holds no reference to the connection of its own.
