@@ -102,7 +102,10 @@ pub(crate) fn run(sh: &Arc<Shared>) {
     let looked = {
         let mut s = sh.state.lock();
         s.tx_busy = false;
-        core::mem::take(&mut s.tx_again)
+        // A teardown during this run (its kick may have been taken by a
+        // look in `send_queued`, which does not flush): the next run does.
+        let died = s.dead && !dead;
+        core::mem::take(&mut s.tx_again) || died
     };
     // Work that came after our last look (`progress::kick_tx`) queues us
     // again, now that we no longer have the socket: as we still run, that
