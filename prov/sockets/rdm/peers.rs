@@ -64,11 +64,20 @@ fn take_ended(conns: &mut KVec<Conn>) -> KVec<Arc<Shared>> {
     ended
 }
 
-/// Files a connection under the peer's address, unless the endpoint is
-/// closing: then it is closed here. Its room was reserved by `track` of
-/// its socket, which the caller untracks after this; an `incoming` one's
-/// address by `claim_peer`, which the caller releases after this.
-fn add_conn(r: &Rdm, peer: SockAddr, conn: Arc<Shared>, incoming: bool) -> Result<Arc<Shared>> {
+/// Files a connection on `sock` under the peer's address, unless the
+/// endpoint is closing: then it is closed here. Its room was reserved by
+/// `track` of its socket, which moves from the handshakes to the
+/// connections here, under one lock: counted in both for a moment, the
+/// last room looked taken to the next peer, which was refused. An
+/// `incoming` one's address was reserved by `claim_peer`, which the
+/// caller releases after this.
+fn add_conn(
+    r: &Rdm,
+    sock: &Arc<Socket>,
+    peer: SockAddr,
+    conn: Arc<Shared>,
+    incoming: bool,
+) -> Result<Arc<Shared>> {
     let mut s = r.state.lock();
     if s.closing {
         drop(s);
@@ -84,6 +93,9 @@ fn add_conn(r: &Rdm, peer: SockAddr, conn: Arc<Shared>, incoming: bool) -> Resul
         },
         GFP_KERNEL,
     );
+    if filed.is_ok() {
+        s.busy.retain(|b| !Arc::ptr_eq(b, sock));
+    }
     drop(s);
     for c in ended.iter() {
         c.close();
@@ -255,7 +267,7 @@ fn incoming(r: &Arc<Rdm>, sock: Arc<Socket>) {
         let filed = (|| -> Result {
             frame::accept(&sock, &[])?;
             let conn = connection(r, sock.clone(), peer)?;
-            add_conn(r, peer, conn, true)?;
+            add_conn(r, &sock, peer, conn, true)?;
             Ok(())
         })();
         // Filed by now (the filed connection refuses twins from here on)
@@ -310,5 +322,5 @@ fn open_tracked(r: &Rdm, sock: &Arc<Socket>, peer: SockAddr) -> Result<Arc<Share
         Answer::Rejected(_) => return Err(ECONNREFUSED),
     }
     let conn = connection(r, sock.clone(), peer)?;
-    add_conn(r, peer, conn, false)
+    add_conn(r, sock, peer, conn, false)
 }
