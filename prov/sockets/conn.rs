@@ -112,6 +112,11 @@ pub(crate) struct State {
     /// work looks again before it ends, `rx::run`: queueing a running work
     /// item would only wake an idle worker to hand it back).
     pub(crate) rx_again: bool,
+    /// The receive work, or a poster receiving inline, found the other
+    /// receiving (`rx::run`): the one that has the socket looks again
+    /// before it ends even with a message parked, for what the other was
+    /// called for (a receive posted, a response due).
+    pub(crate) rx_kicked: bool,
     /// The callback found the peer's frames broken: the receive work ends
     /// the connection with this.
     pub(crate) rx_failed: Option<Error>,
@@ -308,6 +313,7 @@ impl Shared {
                     rx_running: false,
                     rx_soft: false,
                     rx_again: false,
+                    rx_kicked: false,
                     rx_failed: None,
                     next_id: 1,
                     active: 0,

@@ -110,6 +110,10 @@ module! {
             default: 1,
             description: "Send from the posting thread or the receive work when they may sleep (1), or always from the transmit work (0)",
         },
+        inline_rx: u32 {
+            default: 1,
+            description: "Receive the message a posted receive was waiting for in the posting thread when it may sleep and the message is whole in the socket (1), or always in the receive work (0)",
+        },
         rx_in_callback: u32 {
             default: 1,
             description: "Handle whole small frames (messages for posted receives, acknowledgements) in the socket's data callback (1), or always in the receive work (0)",
@@ -133,6 +137,12 @@ module! {
 /// (`progress::push_tx`).
 pub(crate) fn inline_tx() -> bool {
     module_parameters::inline_tx.value() != 0
+}
+
+/// The `inline_rx` parameter: whether a poster of a receive may receive
+/// inline (`rx::run_inline`).
+pub(crate) fn inline_rx() -> bool {
+    module_parameters::inline_rx.value() != 0
 }
 
 /// The `rx_in_callback` parameter: whether the socket's data callback

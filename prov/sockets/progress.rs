@@ -26,7 +26,10 @@
 //! A thread that posts, and the receive work when it queues a response,
 //! may send inline instead of queueing the transmit work ([`push_tx`]):
 //! one wakeup less per frame. A poster that finds nothing queued before
-//! its operation sends it without queueing it at all ([`post`]).
+//! its operation sends it without queueing it at all ([`post`]). A
+//! thread that posts the receive a message waits for receives that
+//! message itself, when it may sleep and the message is whole in the
+//! socket (`rx::run_inline`): the receive work is not woken for it.
 //!
 //! Every queued or running work item, and every inline sender, is counted
 //! in `State::active`, so closing can wait until none touches the
@@ -113,6 +116,22 @@ pub(crate) fn kick_rx(sh: &Arc<Shared>) {
         // Already queued: that run will see what we were called for.
         done(sh);
     }
+}
+
+/// Whether a thread that posts a receive may receive from its own context
+/// (`rx::run_inline`): as for sending inline ([`push_tx`]), when the
+/// `inline_rx` parameter allows it and the kernel can tell the caller may
+/// sleep. Any context but hard interrupt.
+pub(crate) fn may_receive_inline() -> bool {
+    // SAFETY: No preconditions: it only looks at the caller's context.
+    crate::inline_rx() && unsafe { kfi_sockets_may_send_inline() }
+}
+
+/// Counts a poster about to receive inline (`rx::run_inline`), as
+/// [`kick_rx`] counts the work it queues: false once the connection
+/// closes. Any context but hard interrupt.
+pub(crate) fn begin_rx_inline(sh: &Shared) -> bool {
+    begin(sh)
 }
 
 /// Gets the transmit work to look at the connection: queues it, unless a

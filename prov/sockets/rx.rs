@@ -26,6 +26,7 @@ use crate::{
     progress,
     sock_sys::{kfi_sockets_inq_hint, kfi_sockets_urg_hint},
     wire::{flags, Hdr, Op, RmaDescs, HDR_LEN},
+    wq,
 };
 
 mod recv;
@@ -47,6 +48,38 @@ pub(crate) use soft::receive as receive_in_callback;
 /// but ask the callback to queue it again when done; a frame the callback
 /// found broken ends the connection here.
 pub(crate) fn run(sh: &Arc<Shared>) {
+    run_as(sh, By::Work);
+}
+
+/// A thread that posted a receive, for which the connection's receive
+/// waited (`rxq.rs`), receives itself, as the work would: the message is
+/// copied in the thread that waits for it, without a worker's wakeup in
+/// between. Only what cannot make it wait for the peer: messages with no
+/// response to send, whole in the socket; anything else is left to the
+/// work. The caller may sleep (`progress::may_receive_inline`) and was
+/// counted as a user of the connection (`progress::begin_rx_inline`),
+/// which this ends. Process context.
+pub(crate) fn run_inline(sh: Arc<Shared>) {
+    let noio = wq::NoIo::begin();
+    run_as(&sh, By::Poster);
+    drop(noio);
+    progress::done(&sh);
+    // A reference the endpoint's receive queues held (`RxState::stalled`):
+    // if it is the last, the connection is freed here, in process context.
+    drop(sh);
+}
+
+/// Who receives.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum By {
+    /// The receive work.
+    Work,
+    /// A poster of a receive ([`run_inline`]).
+    Poster,
+}
+
+/// [`run`] or [`run_inline`].
+fn run_as(sh: &Arc<Shared>, by: By) {
     let (sock, failed) = {
         let mut s = sh.state.lock();
         // Before `start` has marked the connection up nothing may answer
@@ -58,39 +91,50 @@ pub(crate) fn run(sh: &Arc<Shared>) {
             s.rx_again = true;
             return;
         }
+        if s.rx_running {
+            // The work or an inline poster: it looks again for us.
+            s.rx_kicked = true;
+            return;
+        }
         let Some(sock) = s.sock.clone() else {
             return;
         };
         s.rx_running = true;
         // Ours from here: what the callback notes while we run.
         s.rx_again = false;
+        s.rx_kicked = false;
         (sock, s.rx_failed.take())
     };
     let mut failed = failed;
     let mut looks = 0;
+    // A poster looks once: what comes meanwhile goes to the work.
+    let most = if by == By::Poster { 1 } else { RUN_LOOKS };
     loop {
         looks += 1;
-        let kicked = match failed {
+        let ran = match failed {
             Some(e) => {
                 teardown(sh, &sock, e);
-                false
+                Ran::Idle
             }
-            None => run_frames(sh, &sock),
+            None => run_frames(sh, &sock, by),
         };
         let mut s = sh.state.lock();
         // Bytes came while we ran (the callback left them to us): another
         // look, unless a run queued for the budget gets them, the frame
         // in front waits for a receive (their arrival changes nothing),
         // or the connection ends; after `RUN_LOOKS`, a run queued behind
-        // the other work items does.
-        let again = core::mem::take(&mut s.rx_again)
-            && !kicked
-            && s.parked.is_none()
-            && !(s.dead || s.closing || s.draining);
-        if !again || looks >= RUN_LOOKS {
+        // the other work items does. The other receiver's call is looked
+        // at even with a frame parked: it may be the receive it waits for.
+        let ending = s.dead || s.closing || s.draining;
+        let bytes = core::mem::take(&mut s.rx_again) && s.parked.is_none();
+        let kicked = core::mem::take(&mut s.rx_kicked);
+        let again = (bytes || kicked) && ran == Ran::Idle && !ending;
+        if !again || looks >= most {
             s.rx_running = false;
             drop(s);
-            if again {
+            // A poster's budget or hand-over is the work's turn, queued
+            // only now that the socket is free for it.
+            if again || (ran == Ran::Budget && by == By::Poster && !ending) {
                 progress::kick_rx(sh);
             }
             break;
@@ -104,17 +148,19 @@ pub(crate) fn run(sh: &Arc<Shared>) {
 /// bytes keep coming while it runs ([`run`]).
 const RUN_LOOKS: u32 = 8;
 
-/// One run over the frames that have arrived; true if it ended at its
-/// budget and queued the work again.
-fn run_frames(sh: &Arc<Shared>, sock: &Arc<Socket>) -> bool {
+/// One run over the frames that have arrived. A run of the work that
+/// ends at its budget queues the work again (behind the work items queued
+/// meanwhile); a poster's leaves that to [`run_as`].
+fn run_frames(sh: &Arc<Shared>, sock: &Arc<Socket>, by: By) -> Ran {
     if let Err(e) = expire_responses(sh, sock) {
         teardown(sh, sock, e);
-        return false;
+        return Ran::Idle;
     }
     conn::shrink_if_idle(sh, sock);
     let mut rx = Rx {
         sh,
         sock,
+        by,
         rma: None,
         unsent: Cell::new(0),
         ahead: [0; HDR_LEN],
@@ -123,14 +169,18 @@ fn run_frames(sh: &Arc<Shared>, sock: &Arc<Socket>) -> bool {
     match rx.run() {
         Ok(Ran::Idle) => {
             rx.push_responses();
-            false
+            Ran::Idle
         }
         Ok(Ran::Budget) => {
             rx.push_responses();
-            // Behind the work items queued meanwhile.
-            progress::kick_rx(sh);
-            true
+            if by == By::Work {
+                progress::kick_rx(sh);
+                // Queued already: not again at the end of the run.
+                return Ran::Queued;
+            }
+            Ran::Budget
         }
+        Ok(Ran::Queued) => Ran::Queued,
         Err(e) => {
             if e == ETIMEDOUT {
                 // A frame may have run into the deadline of a response
@@ -139,18 +189,22 @@ fn run_frames(sh: &Arc<Shared>, sock: &Arc<Socket>) -> bool {
                 let _ = expire_responses(sh, sock);
             }
             teardown(sh, sock, e);
-            false
+            Ran::Idle
         }
     }
 }
 
 /// How a run of the receive work ended.
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Ran {
     /// Nothing more to do for now (no more bytes, a message parked, or
     /// the connection closing).
     Idle,
-    /// Its budget ran out with frames left: it must be queued again.
+    /// Its budget ran out with frames left, or a poster left a frame to
+    /// the work: it must be queued.
     Budget,
+    /// The work was queued again already.
+    Queued,
 }
 
 /// Frames one run of the receive work handles at most: a peer that keeps
@@ -215,6 +269,9 @@ enum Step {
 struct Rx<'a> {
     sh: &'a Arc<Shared>,
     sock: &'a Arc<Socket>,
+    /// Who receives: a poster takes only what cannot make it wait
+    /// ([`Self::poster_may_take`]).
+    by: By,
     /// The descriptors of the frame in hand, if the data callback read
     /// them with its header (`State::parked_rma`).
     rma: Option<RmaDescs>,
@@ -272,12 +329,23 @@ impl Rx<'_> {
             };
             let h = match parked {
                 Some(h) => {
+                    if !self.poster_may_take(&h) {
+                        return Ok(self.hand_over(h));
+                    }
                     // We made it wait, not the peer: its clock starts now.
                     bound_frame_rx(self.sock, Deadline::now());
                     h
                 }
                 None if self.ahead_len > 0 => self.ahead_hdr()?,
                 None => {
+                    if self.by == By::Poster {
+                        // A header not all there yet would make us wait.
+                        match self.inq_hint() {
+                            0 => return Ok(Ran::Idle),
+                            n if n < HDR_LEN => return Ok(Ran::Budget),
+                            _ => {}
+                        }
+                    }
                     let start = Deadline::now();
                     let Some(h) = frame::recv_hdr_begun(self.sock, || {
                         // The frame has begun: its header is due by the
@@ -288,6 +356,9 @@ impl Rx<'_> {
                     else {
                         return Ok(Ran::Idle);
                     };
+                    if !self.poster_may_take(&h) {
+                        return Ok(self.hand_over(h));
+                    }
                     bound_frame_rx(self.sock, start);
                     h
                 }
@@ -355,6 +426,30 @@ impl Rx<'_> {
         drop(s);
     }
 
+    /// Whether frame `h`, whose header is in hand, may be handled here:
+    /// always by the work; by a poster ([`run_inline`]) only if it cannot
+    /// make the poster wait for the peer: a message that asks for no
+    /// acknowledgement (a response may wait for room in the queue), with
+    /// all of its payload in the socket.
+    fn poster_may_take(&self, h: &Hdr) -> bool {
+        if self.by == By::Work {
+            return true;
+        }
+        let acked = h.flags & (flags::DELIVERY_COMPLETE | flags::COMMIT_COMPLETE) != 0;
+        matches!(h.op, Op::Msg | Op::Tagged)
+            && !acked
+            && usize::try_from(h.len).is_ok_and(|n| n <= self.inq_hint())
+    }
+
+    /// Leaves frame `h`, whose header is in hand, to the work, as the
+    /// data callback does (`State::parked`): a poster's run ends.
+    fn hand_over(&mut self, h: Hdr) -> Ran {
+        let mut s = self.sh.state.lock();
+        s.parked = Some(h);
+        s.parked_rma = self.rma.take();
+        Ran::Budget
+    }
+
     /// Ends a run whose budget is spent between two frames. A header read
     /// ahead is completed and left parked for the next run, as the data
     /// callback leaves a frame to this work: nothing read from the socket
@@ -388,7 +483,9 @@ impl Rx<'_> {
     /// one socket call less per frame of a burst.
     fn recv_last(&mut self, buf: &mut [u8]) -> Result {
         let want = buf.len().saturating_add(HDR_LEN);
-        if self.ahead_len != 0 || self.inq_hint() < want {
+        // A poster reads no header ahead: it could not hand over a part
+        // of one, and would wait for the rest.
+        if self.by == By::Poster || self.ahead_len != 0 || self.inq_hint() < want {
             return frame::recv_exact(self.sock, buf);
         }
         let n = self.sock.recv_pair(buf, &mut self.ahead)?;

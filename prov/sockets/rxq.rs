@@ -227,10 +227,13 @@ impl RxQueues {
 
     /// Posts `d` now, or, while another post reports, leaves it to that
     /// one (see `RxState::due`); reports it if it took a held message, and
-    /// then what was left meanwhile, within [`REPORT_BUDGET`]. Any context
-    /// but hard interrupt.
+    /// then what was left meanwhile, within [`REPORT_BUDGET`]. A caller
+    /// that may sleep (`progress::may_receive_inline`) then receives for a
+    /// connection that waited for a receive, itself (`rx::run_inline`);
+    /// the others' receive work is queued. Any context but hard interrupt.
     fn post_one(self: &Arc<Self>, d: Deferred) -> Result {
-        let (first, cq) = {
+        let inline = progress::may_receive_inline();
+        let (first, mine, res) = {
             let mut s = self.state.lock();
             if s.closing {
                 return Err(ENOTCONN);
@@ -248,19 +251,40 @@ impl RxQueues {
                 // Within the room just reserved: cannot fail.
                 return s.due.push_within_capacity(d).map_err(|_| ENOMEM);
             }
+            // Before `apply` queues the work of every stalled connection.
+            let mine = if inline {
+                Self::take_stalled(&mut s)
+            } else {
+                None
+            };
             match Self::apply(&mut s, d) {
-                Posted::Queued => return Ok(()),
+                Posted::Queued => (None, mine, Ok(())),
                 // The caller still has its receive: it hears of the error.
-                Posted::Failed(_, e) => return Err(e),
+                Posted::Failed(_, e) => (None, mine, Err(e)),
                 p => {
                     s.reporting = true;
-                    (p, s.cq)
+                    (Some((p, s.cq)), mine, Ok(()))
                 }
             }
         };
-        first.report(cq);
-        self.post_due(1, false);
-        Ok(())
+        if let Some((first, cq)) = first {
+            first.report(cq);
+            self.post_due(1, false);
+        }
+        if let Some(sh) = mine {
+            rx::run_inline(sh);
+        }
+        res
+    }
+
+    /// A stalled connection for the caller to receive for itself, counted
+    /// as a user of it (`progress::begin_rx_inline`); taken off the list.
+    fn take_stalled(s: &mut RxState) -> Option<Arc<Shared>> {
+        let sh = s.stalled.pop()?;
+        // Else it closes: its close looks after it. The reference is not
+        // the last (see `unstall`: the closing owner drops its own only
+        // after it has taken this lock).
+        progress::begin_rx_inline(&sh).then_some(sh)
     }
 
     /// Posts `d`, with the lock held.

@@ -31,13 +31,13 @@ const RECV_LEN: usize = 256;
 
 /// The payload byte `i` of message `m`: differs between messages and
 /// offsets, so a misplaced byte shows.
-fn pattern(m: usize, i: usize) -> u8 {
+pub(super) fn pattern(m: usize, i: usize) -> u8 {
     (m.wrapping_mul(31) ^ i.wrapping_mul(7) ^ (i >> 8)) as u8
 }
 
 /// Appends message `m` of `len` bytes (acknowledged if `acked`, with id
 /// `1000 + m`) to `stream`.
-fn push_msg(stream: &mut KVec<u8>, m: usize, len: usize, acked: bool) -> Result {
+pub(super) fn push_msg(stream: &mut KVec<u8>, m: usize, len: usize, acked: bool) -> Result {
     let mut h = Hdr::new(Op::Msg, 1000 + m as u64, len as u64);
     if acked {
         h.flags |= flags::DELIVERY_COMPLETE;
@@ -123,7 +123,7 @@ fn check_completion(c: &Owned<sys::kfid_cq>, m: usize, len: usize) -> Result {
 }
 
 /// Reads the acknowledgement of message `m` from the raw peer.
-fn check_ack(raw: &Socket, m: usize) -> Result {
+pub(super) fn check_ack(raw: &Socket, m: usize) -> Result {
     ensure!(wait_readable(raw, 5000), "no acknowledgement of {}", m);
     let h = frame::recv_hdr(raw)?;
     ensure!(
@@ -165,7 +165,7 @@ struct WriteCase {
 
 /// Appends write `w` with descriptors `descs` to `stream`: its payload is
 /// `pattern(w, i)` for the descriptors' total length.
-fn push_write(stream: &mut KVec<u8>, w: usize, descs: &[RmaDesc]) -> Result {
+pub(super) fn push_write(stream: &mut KVec<u8>, w: usize, descs: &[RmaDesc]) -> Result {
     push_write_with(stream, w, descs, 0)
 }
 

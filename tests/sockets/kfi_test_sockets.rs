@@ -13,7 +13,9 @@
 //! completion only, and `kfi_sockets_by_ref` (by_ref.rs): writes whose
 //! payload goes by page reference, and `kfi_sockets_rdm_peers`
 //! (rdm_peers.rs): how an RDM endpoint files its peers' connections, and
-//! `kfi_sockets_handlers` (handlers.rs): CQ handlers that post again. The
+//! `kfi_sockets_handlers` (handlers.rs): CQ handlers that post again, and
+//! `kfi_sockets_inline_rx` (inline_rx.rs): receives posted while their
+//! message waits, which their poster receives itself. The
 //! provider's sources are
 //! included by path, so the building-block tests exercise the very code
 //! the provider runs.
@@ -42,6 +44,8 @@ mod hostile;
 mod hostile_deadlines;
 #[path = "hostile_peers.rs"]
 mod hostile_peers;
+#[path = "inline_rx.rs"]
+mod inline_rx;
 #[path = "../../kfi/api/mod.rs"]
 mod kfi;
 #[allow(dead_code)]
