@@ -152,11 +152,15 @@ const RUN_LOOKS: u32 = 8;
 /// ends at its budget queues the work again (behind the work items queued
 /// meanwhile); a poster's leaves that to [`run_as`].
 fn run_frames(sh: &Arc<Shared>, sock: &Arc<Socket>, by: By) -> Ran {
-    if let Err(e) = expire_responses(sh, sock) {
-        teardown(sh, sock, e);
-        return Ran::Idle;
+    // Not a poster's business: its post would report our operations'
+    // timeouts, or end the connection for them. The timer's run does it.
+    if by == By::Work {
+        if let Err(e) = expire_responses(sh, sock) {
+            teardown(sh, sock, e);
+            return Ran::Idle;
+        }
+        conn::shrink_if_idle(sh, sock);
     }
-    conn::shrink_if_idle(sh, sock);
     let mut rx = Rx {
         sh,
         sock,
@@ -430,7 +434,9 @@ impl Rx<'_> {
     /// always by the work; by a poster ([`run_inline`]) only if it cannot
     /// make the poster wait for the peer: a message that asks for no
     /// acknowledgement (a response may wait for room in the queue), with
-    /// all of its payload in the socket.
+    /// all of its payload in the socket, and no larger than a run's
+    /// payload budget ([`RUN_BYTES`]): what one post copies or drops is
+    /// bounded by that, not by the socket's buffer.
     fn poster_may_take(&self, h: &Hdr) -> bool {
         if self.by == By::Work {
             return true;
@@ -438,6 +444,7 @@ impl Rx<'_> {
         let acked = h.flags & (flags::DELIVERY_COMPLETE | flags::COMMIT_COMPLETE) != 0;
         matches!(h.op, Op::Msg | Op::Tagged)
             && !acked
+            && h.len <= RUN_BYTES
             && usize::try_from(h.len).is_ok_and(|n| n <= self.inq_hint())
     }
 

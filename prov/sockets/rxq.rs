@@ -49,6 +49,8 @@ pub(crate) struct RxState {
     pub(crate) tagged: TagMatcher<RxOp, Unexpected>,
     /// Connections whose receive work waits for a receive to be posted.
     pub(crate) stalled: KVec<Arc<Shared>>,
+    /// A post receives for a stalled connection itself (`post_one`).
+    pub(crate) inline_rx: bool,
     /// Receives posted while another post was reporting a receive that
     /// took a held message (`reporting`): that post posts them in turn,
     /// in order, and reports those that take held messages. A CQ handler
@@ -194,6 +196,7 @@ impl RxQueues {
                         source_bytes: bytes / div,
                     })?,
                     stalled: KVec::new(),
+                    inline_rx: false,
                     due: KVec::new(),
                     reporting: false,
                     due_work: false,
@@ -257,7 +260,23 @@ impl RxQueues {
             } else {
                 None
             };
-            match Self::apply(&mut s, d) {
+            let posted = Self::apply(&mut s, d);
+            let mine = match (mine, &posted) {
+                (Some(sh), Posted::Queued) => {
+                    s.inline_rx = true;
+                    Some(sh)
+                }
+                (Some(sh), _) => {
+                    // The receive took a held message, or failed: handlers
+                    // run before the caller would get to the connection,
+                    // which must not wait for them.
+                    progress::kick_rx(&sh);
+                    progress::done(&sh);
+                    None
+                }
+                (None, _) => None,
+            };
+            match posted {
                 Posted::Queued => (None, mine, Ok(())),
                 // The caller still has its receive: it hears of the error.
                 Posted::Failed(_, e) => (None, mine, Err(e)),
@@ -273,13 +292,20 @@ impl RxQueues {
         }
         if let Some(sh) = mine {
             rx::run_inline(sh);
+            self.state.lock().inline_rx = false;
         }
         res
     }
 
     /// A stalled connection for the caller to receive for itself, counted
     /// as a user of it (`progress::begin_rx_inline`); taken off the list.
+    /// None while another post of the endpoint receives inline: a handler
+    /// that posts again from within that receive does not nest a second
+    /// one (for another peer of an RDM endpoint, and so on).
     fn take_stalled(s: &mut RxState) -> Option<Arc<Shared>> {
+        if s.inline_rx {
+            return None;
+        }
         let sh = s.stalled.pop()?;
         // Else it closes: its close looks after it. The reference is not
         // the last (see `unstall`: the closing owner drops its own only
