@@ -53,7 +53,7 @@ void kfi_sockets_arm_timer(struct socket *sock, unsigned int ms);
  */
 void kfi_sockets_release_frag(struct socket *sock);
 
-/* Whether the calling thread may send on a socket now (progress.rs). */
+/* Whether the calling thread may send or receive on a socket now (progress.rs). */
 bool kfi_sockets_may_send_inline(void);
 
 /* The provider's workqueue (wq.rs), or NULL; process context. */

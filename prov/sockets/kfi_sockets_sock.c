@@ -432,12 +432,6 @@ void kfi_sockets_arm_timer(struct socket *sock, unsigned int ms)
 #define KFI_SOCKETS_INLINE_STACK (THREAD_SIZE / 2)
 
 /*
- * Whether the calling thread may send on a socket now (progress.rs): in
- * task context, preemptible (no spinlock held, interrupts on), outside an
- * RCU read-side section, with half of its stack left. A kernel without a
- * preemption count cannot tell whether a spinlock is held: never then.
- */
-/*
  * A connection's sends copy into the socket's own page fragment
  * (sk_use_task_frag is off), which TCP keeps until the socket is freed:
  * an idle connection gives it back; the next send takes a fresh one. The
@@ -457,12 +451,23 @@ void kfi_sockets_release_frag(struct socket *sock)
 	release_sock(sk);
 }
 
+/*
+ * Whether the calling thread may send or receive on a socket now
+ * (progress.rs): in task context, preemptible (no spinlock held,
+ * interrupts on), outside an RCU read-side section and outside a section
+ * with bottom halves off, with half of its stack left. The last is for
+ * PREEMPT_RT, where such a section (a socket callback called from
+ * release_sock(), under read_lock_bh(sk_callback_lock)) stays preemptible:
+ * a CQ handler called there that posts must not lock another socket while
+ * this thread owns one. A kernel without a preemption count cannot tell
+ * whether a spinlock is held: never then.
+ */
 bool kfi_sockets_may_send_inline(void)
 {
 #ifdef CONFIG_PREEMPT_COUNT
 	unsigned long left;
 
-	if (!in_task() || !preemptible() || rcu_preempt_depth())
+	if (!in_task() || !preemptible() || rcu_preempt_depth() || softirq_count())
 		return false;
 	left = (unsigned long)&left - (unsigned long)task_stack_page(current);
 	return left >= KFI_SOCKETS_INLINE_STACK;
