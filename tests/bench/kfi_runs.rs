@@ -10,7 +10,13 @@
 //! names a posted, not yet completed operation of a kind the side expects,
 //! its length is the operation's size and its flags are its kind's.
 
-use kernel::{bindings, prelude::*, str::CString, sync::Arc};
+use kernel::{
+    bindings,
+    prelude::*,
+    str::CString,
+    sync::Arc,
+    time::{delay::fsleep, Delta},
+};
 
 use crate::{
     kfi::{kfabric::Owned, kfi_sys as sys},
@@ -312,7 +318,11 @@ unsafe fn post_tagged(
     }
 }
 
-/// Sends `buf` with context `ctx` and `flags`.
+/// Sends `buf` with context `ctx` and `flags`. An inject the provider
+/// cannot take at once (`-EAGAIN`) is posted again after a pause, up to
+/// [`INJECT_RETRIES`] times: it has no completion to wait for, and the
+/// room it needs comes back without one (kfi_ibverbs frees a send slot
+/// when the device completes it, in its own completion handler).
 ///
 /// # Safety
 ///
@@ -320,9 +330,24 @@ unsafe fn post_tagged(
 /// endpoint is closed (with `KFI_INJECT`: until the call returns).
 unsafe fn post_send(ep: &Owned<sys::kfid_ep>, buf: &[u8], ctx: usize, flags: u64) -> Result {
     let v = kvec(buf);
-    // SAFETY: As for `post_recv`.
-    unsafe { ep.sendmsg(&msg(&v, ctx, 0), flags) }
+    let mut retries = 0;
+    loop {
+        // SAFETY: As for `post_recv`.
+        match unsafe { ep.sendmsg(&msg(&v, ctx, 0), flags) } {
+            Err(e) if e == EAGAIN && flags & sys::KFI_INJECT != 0 && retries < INJECT_RETRIES => {
+                retries += 1;
+                fsleep(Delta::from_micros(INJECT_RETRY_US));
+            }
+            r => return r,
+        }
+    }
 }
+
+/// Most times an inject is posted again ([`post_send`]): 5 s of pauses.
+const INJECT_RETRIES: u32 = 50_000;
+
+/// The pause before an inject is posted again, in microseconds.
+const INJECT_RETRY_US: i64 = 100;
 
 /// Posts an RMA write of `local` (or a read into it) at `addr` of the
 /// remote region `key`, with context `ctx` and the operation flags
