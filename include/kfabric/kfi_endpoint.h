@@ -11,8 +11,14 @@
  *
  * Context of every data transfer call: any context but hard interrupt
  * (process, softirq, under a spinlock): neither kfabric.ko nor a provider
- * sleeps in them. They return 0 when the operation was queued; -EAGAIN when
- * the endpoint is out of resources (retry after reading completions);
+ * sleeps in them where the caller may not. A caller that may sleep (task
+ * context, preemptible, no RCU read lock, bottom halves on) may find the
+ * operation done, and its completion reported, when the call returns:
+ * kfi_sockets then sends, or receives the message a posted receive takes,
+ * from the caller's context, taking the socket's lock but never waiting
+ * for the peer. They return 0 when the operation was queued; -EAGAIN when
+ * the endpoint is out of resources (retry after reading completions, or
+ * after a pause: the room an inject needs may come back without one);
  * -EINVAL on bad arguments (an unknown flag, too many buffers, a NULL buffer
  * with a non-zero length, lengths above SSIZE_MAX or whose sum overflows, an
  * inject larger than inject_size); -EMSGSIZE for a send, RMA or atomic
