@@ -47,6 +47,12 @@ void *kfi_sockets_unhook(struct socket *sock);
 void kfi_sockets_arm_timer(struct socket *sock, unsigned int ms);
 
 /*
+ * kfi_sockets_arm_timer() from @sk's data callback, which holds the
+ * socket's callback lock already (rx/soft.rs): softirq or process context.
+ */
+void kfi_sockets_arm_timer_in_callback(struct sock *sk, unsigned int ms);
+
+/*
  * Gives back the page fragment @sock's sends copy into (held for the
  * socket's life otherwise: up to 32 KiB) while its connection is idle
  * (conn.rs). Process context; takes the socket's lock.

@@ -409,16 +409,31 @@ void *kfi_sockets_unhook(struct socket *sock)
  * earlier if it was due earlier already (timer_reduce: the earliest
  * deadline wins). Nothing once unhooked. Any context but hard interrupt.
  */
+static void kfi_sockets_arm_timer_locked(struct sock *sk, unsigned int ms)
+{
+	struct kfi_sockets_cb *cb = kfi_sockets_cb_of(sk);
+
+	if (cb)
+		timer_reduce(&cb->timer, jiffies + msecs_to_jiffies(ms) + 1);
+}
+
 void kfi_sockets_arm_timer(struct socket *sock, unsigned int ms)
 {
 	struct sock *sk = sock->sk;
-	struct kfi_sockets_cb *cb;
 
 	read_lock_bh(&sk->sk_callback_lock);
-	cb = kfi_sockets_cb_of(sk);
-	if (cb)
-		timer_reduce(&cb->timer, jiffies + msecs_to_jiffies(ms) + 1);
+	kfi_sockets_arm_timer_locked(sk, ms);
 	read_unlock_bh(&sk->sk_callback_lock);
+}
+
+/*
+ * The data callback holds sk_callback_lock for reading: taking it again
+ * could wait behind a writer (kfi_sockets_unhook()) that waits for us.
+ */
+void kfi_sockets_arm_timer_in_callback(struct sock *sk, unsigned int ms)
+{
+	lockdep_assert_held_read(&sk->sk_callback_lock);
+	kfi_sockets_arm_timer_locked(sk, ms);
 }
 
 /*

@@ -11,7 +11,9 @@ use kernel::{prelude::*, sync::Arc};
 
 use super::{Rx, Step};
 use crate::{
-    bufs, frame,
+    bufs,
+    conn::Shared,
+    frame,
     held::MsgRoom,
     kfi::{
         kfi_sys as sys,
@@ -113,6 +115,48 @@ pub(super) fn finish_recv(
     report_recv(cq, &c, truncated);
 }
 
+/// Parks message `h` of connection `sh` until a receive is posted: the
+/// post receives it (`rxq.rs`). Called with the receive queues locked,
+/// so no posting slips between the check and this; any context but hard
+/// interrupt.
+pub(super) fn park(sh: &Arc<Shared>, s: &mut RxState, h: &Hdr) -> Result {
+    // Once: a parked connection is re-run by every arriving segment.
+    if !s.stalled.iter().any(|c| Arc::ptr_eq(c, sh)) {
+        s.stalled.push(sh.clone(), GFP_ATOMIC)?;
+    }
+    sh.state.lock().parked = Some(*h);
+    Ok(())
+}
+
+/// Whether message `h` of connection `sh`, for which no receive is
+/// posted, waits in the socket for one, and how many more milliseconds:
+/// a message of [`RECV_WAIT_MIN`] bytes or more does, for `recv_wait_ms`
+/// from when it was first parked (a ULP usually posts its next receive
+/// soon, and holding it would cost a buffer and a second copy), unless
+/// this side waits for responses, which may be behind it. Smaller
+/// messages are held at once. The wait is bounded, so the frames behind
+/// the message (the peer's RMA, the end of the stream) are read in
+/// bounded time whatever the ULP does. Any context but hard interrupt.
+pub(super) fn recv_wait(sh: &Shared, h: &Hdr) -> Option<u32> {
+    let ms = crate::recv_wait_ms();
+    if ms == 0 || h.len < RECV_WAIT_MIN {
+        return None;
+    }
+    let mut s = sh.state.lock();
+    if !s.pending.is_empty() {
+        s.recv_wait = None;
+        return None;
+    }
+    // Kept once it has passed, until the message is placed or held
+    // (`recv_found`): a message parked for want of room is tried again
+    // on every post, and must not start a new wait, and a new timer,
+    // each time.
+    let due = *s
+        .recv_wait
+        .get_or_insert_with(|| Deadline::after_ms(u64::from(ms)));
+    due.left_ms()
+}
+
 impl Rx<'_> {
     /// Parks `h`, for which there is no room to hold it, until a receive
     /// or room comes (as [`Self::park`]), unless the peer has ended the
@@ -126,44 +170,15 @@ impl Rx<'_> {
         self.park(s, h)
     }
 
-    /// Parks `h` until a receive is posted (called with the receive
-    /// queues locked, so no posting slips between the check and this).
+    /// Parks `h` until a receive is posted ([`park`]).
     fn park(&self, s: &mut RxState, h: &Hdr) -> Result<Step> {
-        // Once: a parked connection is re-run by every arriving segment.
-        if !s.stalled.iter().any(|c| Arc::ptr_eq(c, self.sh)) {
-            s.stalled.push(self.sh.clone(), GFP_ATOMIC)?;
-        }
-        self.sh.state.lock().parked = Some(*h);
+        park(self.sh, s, h)?;
         Ok(Step::Parked)
     }
 
-    /// Whether message `h`, for which no receive is posted, waits in the
-    /// socket for one, and how many more milliseconds: a message of
-    /// [`RECV_WAIT_MIN`] bytes or more does, for `recv_wait_ms` from when
-    /// it was first parked (a ULP usually posts its next receive soon, and
-    /// holding it would cost a buffer and a second copy), unless this side
-    /// waits for responses, which may be behind it. Smaller messages are
-    /// held at once. The wait is bounded, so the frames behind the message
-    /// (the peer's RMA, the end of the stream) are read in bounded time
-    /// whatever the ULP does.
+    /// [`recv_wait`] for this connection.
     fn recv_wait(&self, h: &Hdr) -> Option<u32> {
-        let ms = crate::recv_wait_ms();
-        if ms == 0 || h.len < RECV_WAIT_MIN {
-            return None;
-        }
-        let mut s = self.sh.state.lock();
-        if !s.pending.is_empty() {
-            s.recv_wait = None;
-            return None;
-        }
-        // Kept once it has passed, until the message is placed or held
-        // (`recv_found`): a message parked for want of room is tried again
-        // on every post, and must not start a new wait, and a new timer,
-        // each time.
-        let due = *s
-            .recv_wait
-            .get_or_insert_with(|| Deadline::after_ms(u64::from(ms)));
-        due.left_ms()
+        recv_wait(self.sh, h)
     }
 
     /// Message `h` found its receive, or was held: a wait for it is over.

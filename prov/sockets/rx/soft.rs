@@ -10,8 +10,9 @@
 //! first (a read's data, an atomic's old values: `soft/answer.rs`). The
 //! receive work still does everything else: a frame not whole yet (it
 //! waits for the rest, within the frame's deadline), a message with no
-//! receive posted, a refused or committed write, the peer's reads and
-//! atomics, the end of the stream.
+//! receive posted (one that waits in the socket for its receive is parked
+//! here, for the post of that receive to take: `rxq.rs`), a refused or
+//! committed write, the peer's reads and atomics, the end of the stream.
 //!
 //! One receiver at a time (`State::rx_running` for the work,
 //! `State::rx_soft` here): the callback leaves everything to the work
@@ -134,6 +135,9 @@ struct Parser<'a> {
     /// The waiters of the first receive's CQ were woken for the message at
     /// the head of the socket ([`expect_early`]).
     expected: bool,
+    /// This pass parked a message for its receive ([`Parser::wait_for_receive`]),
+    /// which may wait this many milliseconds.
+    waits: Option<u32>,
 }
 
 /// Frames one pass of the callback handles at most: a peer that sends a
@@ -220,6 +224,7 @@ pub(crate) fn receive(sh: &Arc<Shared>, sk: *mut bindings::sock) {
         budget: FRAME_BUDGET,
         bytes_left: BYTE_BUDGET,
         expected: false,
+        waits: None,
     };
     if inq < 0 {
         p.failed = Some(Error::from_errno(inq));
@@ -248,9 +253,17 @@ pub(crate) fn receive(sh: &Arc<Shared>, sk: *mut bindings::sock) {
             s.rx_failed = Some(e);
         }
         let again = core::mem::take(&mut s.rx_again);
-        let work = again || p.avail > 0 || s.parked.is_some() || s.rx_failed.is_some();
+        // A message parked for its receive leaves the bytes behind it to
+        // the post of that receive, or to the timer.
+        let left = p.waits.is_none() && (p.avail > 0 || s.parked.is_some());
+        let work = again || left || s.rx_failed.is_some();
         (work, s.draining || s.closing)
     };
+    if let Some(ms) = p.waits {
+        // SAFETY: The data callback's socket, its callback lock held by
+        // the caller (`kfi_sockets_data_ready`).
+        unsafe { sock_sys::kfi_sockets_arm_timer_in_callback(sk, ms) };
+    }
     // A close may wait for this pass (`Shared::drain` sets `draining`
     // under the same lock before it waits).
     if closing {
@@ -399,12 +412,14 @@ impl Parser<'_> {
                 Ok(())
             }
             Op::Msg => {
-                if !self.take_receive(&h) {
-                    self.hand_over(h, None);
-                    return Ok(());
+                if self.take_receive(&h) {
+                    // An empty message is placed already.
+                    return self.complete_if_placed();
                 }
-                // An empty message is placed already.
-                self.complete_if_placed()
+                if !self.wait_for_receive(&h) {
+                    self.hand_over(h, None);
+                }
+                Ok(())
             }
             // Its descriptors too, when they are all there: the receive
             // work then starts with the payload (one socket call less
@@ -469,6 +484,30 @@ impl Parser<'_> {
         s.parked_rma = descs;
         drop(s);
         self.stop = true;
+    }
+
+    /// Parks message `h`, for which no receive is posted, to wait in the
+    /// socket for its receive, as the receive work would (`Rx::msg`), so
+    /// that the work is not woken only to park it: the post of the
+    /// receive takes it (`rxq.rs`), or the work once the wait's timer
+    /// (armed by [`receive`]) runs out. False if the work must take it
+    /// (a receive was posted, or the message does not wait); this pass
+    /// ends either way.
+    fn wait_for_receive(&mut self, h: &Hdr) -> bool {
+        let mut s = self.sh.rxq.state.lock();
+        if s.closing || !s.rx.is_empty() {
+            return false;
+        }
+        let Some(ms) = super::recv::recv_wait(self.sh, h) else {
+            return false;
+        };
+        if super::recv::park(self.sh, &mut s, h).is_err() {
+            return false;
+        }
+        drop(s);
+        self.waits = Some(ms);
+        self.stop = true;
+        true
     }
 
     /// Takes, as the message in hand, the posted receive message
