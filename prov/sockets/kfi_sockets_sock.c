@@ -403,12 +403,7 @@ void *kfi_sockets_unhook(struct socket *sock)
 	return owner;
 }
 
-/*
- * Queues the receive work of a hooked socket (the accept work of a hooked
- * listener) within ms milliseconds, or
- * earlier if it was due earlier already (timer_reduce: the earliest
- * deadline wins). Nothing once unhooked. Any context but hard interrupt.
- */
+/* kfi_sockets_arm_timer() with sk_callback_lock held. */
 static void kfi_sockets_arm_timer_locked(struct sock *sk, unsigned int ms)
 {
 	struct kfi_sockets_cb *cb = kfi_sockets_cb_of(sk);
@@ -417,6 +412,12 @@ static void kfi_sockets_arm_timer_locked(struct sock *sk, unsigned int ms)
 		timer_reduce(&cb->timer, jiffies + msecs_to_jiffies(ms) + 1);
 }
 
+/*
+ * Queues the receive work of a hooked socket (the accept work of a hooked
+ * listener) within ms milliseconds, or
+ * earlier if it was due earlier already (timer_reduce: the earliest
+ * deadline wins). Nothing once unhooked. Any context but hard interrupt.
+ */
 void kfi_sockets_arm_timer(struct socket *sock, unsigned int ms)
 {
 	struct sock *sk = sock->sk;

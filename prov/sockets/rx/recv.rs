@@ -31,7 +31,7 @@ use crate::{
 };
 
 /// Smallest message that waits in the socket for its receive
-/// ([`Rx::recv_wait`]).
+/// ([`recv_wait`]).
 const RECV_WAIT_MIN: u64 = 4096;
 
 /// Completes a receive (`kind`: `KFI_MSG` or `KFI_TAGGED`) from a held

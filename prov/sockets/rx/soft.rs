@@ -252,6 +252,8 @@ pub(crate) fn receive(sh: &Arc<Shared>, sk: *mut bindings::sock) {
         if let Some(e) = p.failed {
             s.rx_failed = Some(e);
         }
+        // Also after a park: a receive posted meanwhile took the
+        // connection off the stalled list (`Parser::wait_for_receive`).
         let again = core::mem::take(&mut s.rx_again);
         // A message parked for its receive leaves the bytes behind it to
         // the post of that receive, or to the timer.
@@ -493,10 +495,24 @@ impl Parser<'_> {
     /// (armed by [`receive`]) runs out. False if the work must take it
     /// (a receive was posted, or the message does not wait); this pass
     /// ends either way.
+    ///
+    /// A receive posted while this pass still runs finds the connection
+    /// stalled, takes it off the list and finds us receiving (`rx_soft`):
+    /// it notes that (`State::rx_again`) and returns, and nothing but
+    /// [`receive`], which turns the note into a run of the work, gets to
+    /// the message before the timer.
     fn wait_for_receive(&mut self, h: &Hdr) -> bool {
         let mut s = self.sh.rxq.state.lock();
         if s.closing || !s.rx.is_empty() {
             return false;
+        }
+        // Not for a connection that closes (its close may have begun
+        // since `claim`): the work drops the header with it.
+        {
+            let c = self.sh.state.lock();
+            if c.closing || c.draining {
+                return false;
+            }
         }
         let Some(ms) = super::recv::recv_wait(self.sh, h) else {
             return false;
