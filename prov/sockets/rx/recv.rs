@@ -157,6 +157,30 @@ pub(super) fn recv_wait(sh: &Shared, h: &Hdr) -> Option<u32> {
     due.left_ms()
 }
 
+/// Parks untagged message `h` of connection `sh` to wait in the socket
+/// for its receive, as [`Rx::msg`] would, without reading any of it: the
+/// post of the receive takes it (`rxq.rs`), or the receive work once the
+/// wait is over. Returns the milliseconds it may wait, for the caller to
+/// arm the connection's timer with; None, and nothing done, if a receive
+/// is posted, the message does not wait or the connection closes (its
+/// close may have begun since the caller looked). Any context but hard
+/// interrupt.
+pub(super) fn park_for_receive(sh: &Arc<Shared>, h: &Hdr) -> Option<u32> {
+    let mut s = sh.rxq.state.lock();
+    if s.closing || !s.rx.is_empty() {
+        return None;
+    }
+    {
+        let c = sh.state.lock();
+        if c.closing || c.draining {
+            return None;
+        }
+    }
+    let ms = recv_wait(sh, h)?;
+    park(sh, &mut s, h).ok()?;
+    Some(ms)
+}
+
 impl Rx<'_> {
     /// Parks `h`, for which there is no room to hold it, until a receive
     /// or room comes (as [`Self::park`]), unless the peer has ended the

@@ -502,25 +502,9 @@ impl Parser<'_> {
     /// [`receive`], which turns the note into a run of the work, gets to
     /// the message before the timer.
     fn wait_for_receive(&mut self, h: &Hdr) -> bool {
-        let mut s = self.sh.rxq.state.lock();
-        if s.closing || !s.rx.is_empty() {
-            return false;
-        }
-        // Not for a connection that closes (its close may have begun
-        // since `claim`): the work drops the header with it.
-        {
-            let c = self.sh.state.lock();
-            if c.closing || c.draining {
-                return false;
-            }
-        }
-        let Some(ms) = super::recv::recv_wait(self.sh, h) else {
+        let Some(ms) = super::recv::park_for_receive(self.sh, h) else {
             return false;
         };
-        if super::recv::park(self.sh, &mut s, h).is_err() {
-            return false;
-        }
-        drop(s);
         self.waits = Some(ms);
         self.stop = true;
         true
