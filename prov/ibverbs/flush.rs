@@ -50,10 +50,14 @@ static KEY_TAMPER: AtomicU32 = AtomicU32::new(0);
 /// Test-only path (exported for `kfi_test_ibverbs`, which plays a peer
 /// that names a wrong flush region with it): the key of the next trailer
 /// any endpoint of this provider sends has the bits of `xor` flipped; 0
-/// stops it.
+/// stops it. `-EPERM` without the `test_hooks` parameter.
 #[no_mangle]
-pub(crate) extern "C" fn kfi_ibverbs_test_flush_key(xor: u32) {
+pub(crate) extern "C" fn kfi_ibverbs_test_flush_key(xor: u32) -> c_int {
+    if let Err(e) = crate::test_hooks() {
+        return e.to_errno();
+    }
     KEY_TAMPER.store(xor, Ordering::SeqCst);
+    0
 }
 
 /// The trailer's bytes: [`MAGIC`], the key and the address, little

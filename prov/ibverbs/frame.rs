@@ -86,13 +86,23 @@ static TAMPER_FRAMES: AtomicU32 = AtomicU32::new(0);
 /// peer with it): the next `frames` data frames any endpoint of this
 /// provider sends get the header flags `set` added and `clear` removed,
 /// and the magic `magic` when it is not 0. `frames == 0` stops it.
+/// `-EPERM` without the `test_hooks` parameter.
 #[no_mangle]
-pub(crate) extern "C" fn kfi_ibverbs_test_tamper(set: u32, clear: u32, magic: u32, frames: u32) {
+pub(crate) extern "C" fn kfi_ibverbs_test_tamper(
+    set: u32,
+    clear: u32,
+    magic: u32,
+    frames: u32,
+) -> c_int {
+    if let Err(e) = crate::test_hooks() {
+        return e.to_errno();
+    }
     TAMPER_FRAMES.store(0, Ordering::SeqCst);
     TAMPER_SET.store(set, Ordering::SeqCst);
     TAMPER_CLEAR.store(clear, Ordering::SeqCst);
     TAMPER_MAGIC.store(magic, Ordering::SeqCst);
     TAMPER_FRAMES.store(frames, Ordering::SeqCst);
+    0
 }
 
 /// The flags and magic of the next data frame: `flags` and [`MAGIC`],

@@ -2,20 +2,21 @@
 /*
  * The exports of the test-only paths of frame.rs, flush.rs and data/rx.rs
  * (defined in Rust):
- * kfi_test_ibverbs plays a hostile peer with them. Apart from the shim so
+ * kfi_test_ibverbs plays a hostile peer with them. Each returns -EPERM and
+ * does nothing unless the module was loaded with test_hooks=1. Apart from the shim so
  * that other modules can build the shim in (the bench's raw verbs
  * baseline) without exporting it a second time.
  */
 #include <linux/export.h>
 #include <linux/types.h>
 
-void kfi_ibverbs_test_tamper(u32 set, u32 clear, u32 magic, u32 frames);
+int kfi_ibverbs_test_tamper(u32 set, u32 clear, u32 magic, u32 frames);
 EXPORT_SYMBOL_GPL(kfi_ibverbs_test_tamper);
 
 /* flush.rs: the key of the next flush-region trailer, some bits flipped. */
-void kfi_ibverbs_test_flush_key(u32 xor);
+int kfi_ibverbs_test_flush_key(u32 xor);
 EXPORT_SYMBOL_GPL(kfi_ibverbs_test_flush_key);
 
 /* data/rx.rs: the next receive slots not reposted, their credits returned. */
-void kfi_ibverbs_test_skip_reposts(u32 n);
+int kfi_ibverbs_test_skip_reposts(u32 n);
 EXPORT_SYMBOL_GPL(kfi_ibverbs_test_skip_reposts);

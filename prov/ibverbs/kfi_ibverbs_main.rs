@@ -65,7 +65,20 @@ module! {
             default: 4194304,
             description: "Most payload bytes of tagged messages a connection holds for receives not posted yet",
         },
+        test_hooks: u32 {
+            default: 0,
+            description: "Let kfi_test_ibverbs make this provider's endpoints a hostile peer (1); never on a production system (0: the test-only exports refuse with -EPERM)",
+        },
     },
+}
+
+/// The `test_hooks` parameter: whether the test-only exports
+/// (`kfi_ib_test_export.c`) may act. Read-only once loaded.
+pub(crate) fn test_hooks() -> Result {
+    if module_parameters::test_hooks.value() == 0 {
+        return Err(EPERM);
+    }
+    Ok(())
 }
 
 /// The `unexpected_bytes_max` parameter (read when an endpoint opens).

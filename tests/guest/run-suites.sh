@@ -33,9 +33,13 @@ done
 # 2. The KUnit suites: each test module runs its suites at insmod; their
 # results are copied from debugfs before the module goes away again.
 insmod "$top/kfi/kfabric.ko" || echo "KFABRIC_GUEST_ERROR: kfabric.ko did not load"
-# The providers, for the suites that run over them.
+# The providers, for the suites that run over them; kfi_test_ibverbs plays
+# a hostile peer through kfi_ibverbs' test-only exports.
 for ko in "$top"/prov/*/kfi_*.ko; do
-	insmod "$ko" || echo "KFABRIC_GUEST_ERROR: $(basename "$ko") did not load"
+	params=
+	[ "$(basename "$ko")" = kfi_ibverbs.ko ] && params=test_hooks=1
+	# shellcheck disable=SC2086
+	insmod "$ko" $params || echo "KFABRIC_GUEST_ERROR: $(basename "$ko") did not load"
 done
 # run_module KO TAG [PARAMS...]: loads a test module with PARAMS, copies
 # the results of the suites it ran (as kunit-SUITE[-TAG].ktap, the suite

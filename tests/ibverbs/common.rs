@@ -211,7 +211,8 @@ pub(crate) fn hostile_pair(
     cep.connect(&[])?;
     let sep = serve(&d, &eq, &scq, &[])?;
     let r = f(&cep, &sep, &ccq, &scq, &eq);
-    tamper(0, 0, 0);
+    // Fails only as the case's own tampering failed.
+    let _ = tamper(0, 0, 0);
     r
 }
 

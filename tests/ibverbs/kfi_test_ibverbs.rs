@@ -27,7 +27,7 @@
 //! the device's removal in the middle of traffic (the last case: it
 //! deletes the device with the rdma tool).
 
-use kernel::prelude::*;
+use kernel::{error::to_result, prelude::*};
 
 #[path = "../../kfi/api/mod.rs"]
 mod kfi;
@@ -70,36 +70,39 @@ extern "C" {
     /// kfi_ibverbs' test-only path (prov/ibverbs/frame.rs): the next
     /// `frames` data frames its endpoints send get header flags `set`
     /// added and `clear` removed, and magic `magic` unless 0.
-    fn kfi_ibverbs_test_tamper(set: u32, clear: u32, magic: u32, frames: u32);
+    fn kfi_ibverbs_test_tamper(set: u32, clear: u32, magic: u32, frames: u32) -> c_int;
     /// flush.rs' test-only path: the key of the next flush-region trailer
     /// an endpoint sends gets the bits of `xor` flipped (0: none).
-    fn kfi_ibverbs_test_flush_key(xor: u32);
+    fn kfi_ibverbs_test_flush_key(xor: u32) -> c_int;
     /// data/rx.rs' test-only path: the next `n` receive slots an endpoint
     /// gives back are not posted again, their credits returned all the
     /// same (0: stop).
-    fn kfi_ibverbs_test_skip_reposts(n: u32);
+    fn kfi_ibverbs_test_skip_reposts(n: u32) -> c_int;
 }
 
 /// Makes the next `frames` data frames of kfi_ibverbs' endpoints a
 /// hostile peer's (see [`kfi_ibverbs_test_tamper`]); 0 stops it.
-fn tamper(set: u32, magic: u32, frames: u32) {
+/// `EPERM` unless kfi_ibverbs was loaded with `test_hooks=1`.
+fn tamper(set: u32, magic: u32, frames: u32) -> Result {
     // SAFETY: Only stores the values; any values are valid.
-    unsafe { kfi_ibverbs_test_tamper(set, 0, magic, frames) }
+    to_result(unsafe { kfi_ibverbs_test_tamper(set, 0, magic, frames) })
 }
 
 /// Makes kfi_ibverbs' endpoints a peer that returns credits for the next
 /// `n` receive slots without posting them again (see
-/// [`kfi_ibverbs_test_skip_reposts`]); 0 stops it.
-fn skip_reposts(n: u32) {
+/// [`kfi_ibverbs_test_skip_reposts`]); 0 stops it. `EPERM` as for
+/// [`tamper`].
+fn skip_reposts(n: u32) -> Result {
     // SAFETY: Only stores the value; any value is valid.
-    unsafe { kfi_ibverbs_test_skip_reposts(n) }
+    to_result(unsafe { kfi_ibverbs_test_skip_reposts(n) })
 }
 
 /// Makes the next flush-region trailer a peer's that names a wrong key
-/// (see [`kfi_ibverbs_test_flush_key`]); 0 stops it.
-fn tamper_flush_key(xor: u32) {
+/// (see [`kfi_ibverbs_test_flush_key`]); 0 stops it. `EPERM` as for
+/// [`tamper`].
+fn tamper_flush_key(xor: u32) -> Result {
     // SAFETY: Only stores the value; any value is valid.
-    unsafe { kfi_ibverbs_test_flush_key(xor) }
+    to_result(unsafe { kfi_ibverbs_test_flush_key(xor) })
 }
 
 impl kernel::Module for KfiTestIbverbs {

@@ -141,7 +141,7 @@ pub(crate) fn tagged_unexpected_flood_ends_the_connection() -> Result {
 /// canceled.
 pub(crate) fn tagged_frame_with_a_bad_length_ends_the_connection() -> Result {
     hostile_pair(c"7635", 16, |cep, sep, _ccq, _scq, eq| {
-        tamper(F_TAGGED, 0, 1);
+        tamper(F_TAGGED, 0, 1)?;
         // SAFETY: The buffer is static.
         unsafe { cep.send(b"short!!!", 2, 0)? };
         expect_eproto(eq, sep)
@@ -155,7 +155,7 @@ pub(crate) fn tagged_frame_with_a_bad_length_ends_the_connection() -> Result {
         let mut buf = [0u8; 128];
         // SAFETY: `buf` outlives the completion read below.
         unsafe { sep.trecv(&mut buf, 0x77, 0, 1)? };
-        tamper(F_TAGGED, 0, 1);
+        tamper(F_TAGGED, 0, 1)?;
         // SAFETY: The buffer is static.
         unsafe { cep.send(&M, 2, 0)? };
         expect_eproto(eq, sep)?;

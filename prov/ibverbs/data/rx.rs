@@ -322,10 +322,14 @@ static SKIP_REPOSTS: AtomicU32 = AtomicU32::new(0);
 /// that returns credits for receives it never posts): the next `n`
 /// receive slots any endpoint of this provider gives back are not posted
 /// again, but their credits are returned all the same. `n == 0` stops
-/// it.
+/// it. `-EPERM` without the `test_hooks` parameter.
 #[no_mangle]
-pub(crate) extern "C" fn kfi_ibverbs_test_skip_reposts(n: u32) {
+pub(crate) extern "C" fn kfi_ibverbs_test_skip_reposts(n: u32) -> c_int {
+    if let Err(e) = crate::test_hooks() {
+        return e.to_errno();
+    }
     SKIP_REPOSTS.store(n, Ordering::SeqCst);
+    0
 }
 
 /// Whether a test asked for this repost to be skipped (and counts it).
