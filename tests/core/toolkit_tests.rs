@@ -135,9 +135,14 @@ mod tests {
         assert!(m.post(2, 0, 20)?.is_none());
         assert_eq!(m.cancel_where(|&r| r == 20), Some(20));
         assert_eq!(m.cancel_where(|&r| r == 20), None);
-        // A message tagged 2 finds nothing posted now; tag 1 still does.
+        // A message tagged 2 finds nothing posted now; tag 1 still does,
+        // and looking leaves it posted.
+        assert!(!m.is_posted(2));
+        assert!(m.is_posted(1));
+        assert!(m.is_posted(1));
         assert_eq!(m.take_posted(2), None);
         assert_eq!(m.take_posted(1), Some(10));
+        assert!(!m.is_posted(1));
         Ok(())
     }
 

@@ -478,6 +478,76 @@ mod cases {
         outcome
     }
 
+    /// The same for tagged messages of 64 KiB: one for which only a
+    /// receive of another tag is posted waits in the socket for a
+    /// bounded time, then is held and acknowledged; one for the posted
+    /// tag goes to its receive; a receive for the first tag posted later
+    /// gets it whole.
+    #[test]
+    fn large_tagged_message_waits_for_its_receive_a_bounded_time() -> Result {
+        const BIG: usize = 64 << 10;
+        const TAGS: [u64; 2] = [5, 6];
+        let mut bufs = KVVec::new();
+        bufs.resize(2 * BIG, 0u8, GFP_KERNEL)?;
+        let n = net(c"7535")?;
+        let l = raw_listener(7535)?;
+        let c = cq(&n)?;
+        let (ep, raw) = kfi_client(&n, &c, &l)?;
+        let outcome = (|| -> Result {
+            let (first, second) = bufs.split_at_mut(BIG);
+            let post = |b: &mut [u8], m: usize| -> Result {
+                let v = kvec_mut(b);
+                let t = sys::kfi_msg_tagged {
+                    msg: msg(&v, 100 + m, 0),
+                    tag: TAGS[m],
+                    ignore: 0,
+                };
+                // SAFETY: An open endpoint; the buffer outlives it
+                // (declared first, dropped after it).
+                let r = unsafe { rc(ep.trecvmsg(&t, 0)) };
+                ensure!(r == 0, "tagged receive {} not posted: {}", m, r);
+                Ok(())
+            };
+            let send = |m: usize| -> Result {
+                let mut h = Hdr::new(Op::Tagged, 1000 + m as u64, BIG as u64);
+                h.tag = TAGS[m];
+                h.flags |= flags::DELIVERY_COMPLETE;
+                let mut stream = KVec::with_capacity(HDR_LEN + BIG, GFP_KERNEL)?;
+                stream.extend_from_slice(&h.encode(), GFP_KERNEL)?;
+                for i in 0..BIG {
+                    stream.push(pattern(m, i), GFP_KERNEL)?;
+                }
+                let sent = raw.send(&[&stream])?;
+                ensure!(sent == stream.len(), "sent {} of {}", sent, stream.len());
+                Ok(())
+            };
+            // Only the second tag's receive is posted: the first message
+            // is held after its wait.
+            post(second, 1)?;
+            send(0)?;
+            check_ack(&raw, 0)?;
+            send(1)?;
+            check_completion(&c, 1, BIG)?;
+            check_ack(&raw, 1)?;
+            post(first, 0)?;
+            check_completion(&c, 0, BIG)?;
+            Ok(())
+        })();
+        drop(ep);
+        if outcome.is_ok() {
+            for m in 0..2 {
+                let got = bufs.get(m * BIG..(m + 1) * BIG).ok_or(EINVAL)?;
+                let bad = got
+                    .iter()
+                    .enumerate()
+                    .position(|(i, &x)| x != pattern(m, i));
+                ensure!(bad.is_none(), "message {}: byte {:?} differs", m, bad);
+            }
+        }
+        drop(bufs);
+        outcome
+    }
+
     /// RMA writes whole in one piece, then cut at odd places (inside
     /// headers, descriptors and payloads): each accepted one is placed
     /// exactly where its descriptors say (two descriptors, an empty

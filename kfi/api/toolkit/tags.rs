@@ -149,6 +149,12 @@ impl<R, U> TagMatcher<R, U> {
         Ok(None)
     }
 
+    /// Whether a receive is posted for a message tagged `tag` (the one
+    /// [`Self::take_posted`] would take), left posted.
+    pub(crate) fn is_posted(&self, tag: u64) -> bool {
+        self.posted.iter().any(|p| matches(tag, p.tag, p.ignore))
+    }
+
     /// A message tagged `tag` arrived: the oldest posted receive it is
     /// for, taken out of the matcher.
     pub(crate) fn take_posted(&mut self, tag: u64) -> Option<R> {

@@ -27,7 +27,7 @@ use crate::{
     op::{RxOp, Unexpected},
     progress,
     rxq::{RxQueues, RxState},
-    wire::Hdr,
+    wire::{Hdr, Op},
 };
 
 /// Smallest message that waits in the socket for its receive
@@ -157,8 +157,9 @@ pub(super) fn recv_wait(sh: &Shared, h: &Hdr) -> Option<u32> {
     due.left_ms()
 }
 
-/// Parks untagged message `h` of connection `sh` to wait in the socket
-/// for its receive, as [`Rx::msg`] would, without reading any of it: the
+/// Parks message `h` (`Msg` or `Tagged`) of connection `sh` to wait in
+/// the socket for its receive, as [`Rx::msg`] or [`Rx::tagged`] would,
+/// without reading any of it: the
 /// post of the receive takes it (`rxq.rs`), or the receive work once the
 /// wait is over. Returns the milliseconds it may wait, for the caller to
 /// arm the connection's timer with; None, and nothing done, if a receive
@@ -167,7 +168,12 @@ pub(super) fn recv_wait(sh: &Shared, h: &Hdr) -> Option<u32> {
 /// interrupt.
 pub(super) fn park_for_receive(sh: &Arc<Shared>, h: &Hdr) -> Option<u32> {
     let mut s = sh.rxq.state.lock();
-    if s.closing || !s.rx.is_empty() {
+    let posted = match h.op {
+        Op::Msg => !s.rx.is_empty(),
+        Op::Tagged => s.tagged.is_posted(h.tag),
+        _ => return None,
+    };
+    if s.closing || posted {
         return None;
     }
     {

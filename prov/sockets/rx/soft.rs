@@ -423,6 +423,12 @@ impl Parser<'_> {
                 }
                 Ok(())
             }
+            Op::Tagged => {
+                if !self.wait_for_receive(&h) {
+                    self.hand_over(h, None);
+                }
+                Ok(())
+            }
             // Its descriptors too, when they are all there: the receive
             // work then starts with the payload (one socket call less
             // per RMA frame there).
