@@ -137,6 +137,16 @@ pub(super) fn check_ack(raw: &Socket, m: usize) -> Result {
     Ok(())
 }
 
+/// Checks that `got` holds message `m`'s payload ([`pattern`]).
+pub(super) fn check_pattern(got: &[u8], m: usize) -> Result {
+    let bad = got
+        .iter()
+        .enumerate()
+        .position(|(i, &x)| x != pattern(m, i));
+    ensure!(bad.is_none(), "message {}: byte {:?} differs", m, bad);
+    Ok(())
+}
+
 /// Sends `stream` in pieces of the sizes in `cuts`, over and over, with a
 /// pause after each so that they tend to arrive as segments of their own.
 fn send_cut(raw: &Socket, stream: &[u8], cuts: &[usize]) -> Result {
@@ -461,12 +471,7 @@ mod cases {
                 let r = unsafe { rc(ep.recvmsg(&msg(&v, 100 + m, 0), 0)) };
                 ensure!(r == 0, "receive {} not posted: {}", m, r);
                 check_completion(&c, m, BIG)?;
-                let got = bufs.get(m * BIG..(m + 1) * BIG).ok_or(EINVAL)?;
-                let bad = got
-                    .iter()
-                    .enumerate()
-                    .position(|(i, &x)| x != pattern(m, i));
-                ensure!(bad.is_none(), "message {}: byte {:?} differs", m, bad);
+                check_pattern(bufs.get(m * BIG..(m + 1) * BIG).ok_or(EINVAL)?, m)?;
                 if m == 1 {
                     check_ack(&raw, m)?;
                 }
@@ -487,14 +492,14 @@ mod cases {
     fn large_tagged_message_waits_for_its_receive_a_bounded_time() -> Result {
         const BIG: usize = 64 << 10;
         const TAGS: [u64; 2] = [5, 6];
-        let mut bufs = KVVec::new();
-        bufs.resize(2 * BIG, 0u8, GFP_KERNEL)?;
+        // One buffer per message, each kept until the endpoint is closed.
+        let mut first = KVVec::from_elem(0u8, BIG, GFP_KERNEL)?;
+        let mut second = KVVec::from_elem(0u8, BIG, GFP_KERNEL)?;
         let n = net(c"7535")?;
         let l = raw_listener(7535)?;
         let c = cq(&n)?;
         let (ep, raw) = kfi_client(&n, &c, &l)?;
         let outcome = (|| -> Result {
-            let (first, second) = bufs.split_at_mut(BIG);
             let post = |b: &mut [u8], m: usize| -> Result {
                 let v = kvec_mut(b);
                 let t = sys::kfi_msg_tagged {
@@ -523,29 +528,20 @@ mod cases {
             };
             // Only the second tag's receive is posted: the first message
             // is held after its wait.
-            post(second, 1)?;
+            post(&mut second, 1)?;
             send(0)?;
             check_ack(&raw, 0)?;
             send(1)?;
             check_completion(&c, 1, BIG)?;
             check_ack(&raw, 1)?;
-            post(first, 0)?;
+            post(&mut first, 0)?;
             check_completion(&c, 0, BIG)?;
             Ok(())
         })();
         drop(ep);
-        if outcome.is_ok() {
-            for m in 0..2 {
-                let got = bufs.get(m * BIG..(m + 1) * BIG).ok_or(EINVAL)?;
-                let bad = got
-                    .iter()
-                    .enumerate()
-                    .position(|(i, &x)| x != pattern(m, i));
-                ensure!(bad.is_none(), "message {}: byte {:?} differs", m, bad);
-            }
-        }
-        drop(bufs);
-        outcome
+        outcome?;
+        check_pattern(&first, 0)?;
+        check_pattern(&second, 1)
     }
 
     /// RMA writes whole in one piece, then cut at odd places (inside

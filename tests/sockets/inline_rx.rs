@@ -17,7 +17,7 @@ use kernel::{
 
 use super::{
     frame,
-    framing::{check_ack, pattern, push_msg, push_write},
+    framing::{check_ack, check_pattern, push_msg, push_write},
     kfi::{kfabric::Owned, kfi_sys as sys},
     ksock::Socket,
     net::*,
@@ -58,13 +58,7 @@ fn check_msg(e: &sys::kfi_cq_data_entry, buf: &[u8], m: usize, len: usize) -> Re
         e.len,
         e.flags
     );
-    let got = buf.get(..len).ok_or(EINVAL)?;
-    let bad = got
-        .iter()
-        .enumerate()
-        .position(|(i, &x)| x != pattern(m, i));
-    ensure!(bad.is_none(), "message {}: byte {:?} differs", m, bad);
-    Ok(())
+    check_pattern(buf.get(..len).ok_or(EINVAL)?, m)
 }
 
 /// Waits up to 5 s for the completion of message `m` and checks it.
@@ -232,12 +226,8 @@ mod cases {
                 h.id,
                 h.data
             );
-            let bad = region_buf
-                .iter()
-                .enumerate()
-                .position(|(i, &x)| x != pattern(0, i));
-            ensure!(bad.is_none(), "region byte {:?} differs", bad);
-            Ok(())
+            // The write carried message 0's pattern.
+            check_pattern(&region_buf, 0)
         })();
         drop(sep);
         drop(raw);
