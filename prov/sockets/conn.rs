@@ -20,7 +20,7 @@
 //! responses queued (for a bounded time), then removes the callbacks,
 //! shuts the socket down and waits until no work item runs.
 
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use kernel::{
     new_condvar, new_spinlock_irq,
     prelude::*,
@@ -270,6 +270,12 @@ pub(crate) struct Shared {
     /// outlive its connections, so that reconnecting buys no new share;
     /// else a number of this connection's, never reused.
     pub(crate) share: u64,
+    /// On its endpoint's list of stalled connections
+    /// (`RxState::stalled`), so that a park finds out without a search of
+    /// the list (an RDM endpoint's may hold every peer). Read and written
+    /// only with the receive queues locked; atomic only to be written
+    /// through a shared reference.
+    pub(crate) on_stalled: AtomicBool,
 }
 
 /// The next connection's number.
@@ -337,6 +343,7 @@ impl Shared {
                 rxq,
                 owns_rx,
                 share,
+                on_stalled: AtomicBool::new(false),
             }),
             GFP_KERNEL,
         )

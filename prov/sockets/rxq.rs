@@ -13,6 +13,7 @@
 //! that finds no room parks its connection, which files itself in
 //! `stalled`; posting a receive queues that work again.
 
+use core::sync::atomic::Ordering;
 use kernel::{
     new_condvar, new_spinlock_irq, new_work,
     prelude::*,
@@ -47,7 +48,9 @@ pub(crate) struct RxState {
     pub(crate) held: HeldMsgs,
     /// Posted tagged receives and the tagged messages held for them.
     pub(crate) tagged: TagMatcher<RxOp, Unexpected>,
-    /// Connections whose receive work waits for a receive to be posted.
+    /// Connections whose receive work waits for a receive to be posted,
+    /// each once (`Shared::on_stalled`): at most the endpoint's
+    /// connections.
     pub(crate) stalled: KVec<Arc<Shared>>,
     /// A post receives for a stalled connection itself (`post_one`).
     pub(crate) inline_rx: bool,
@@ -307,6 +310,7 @@ impl RxQueues {
             return None;
         }
         let sh = s.stalled.pop()?;
+        sh.on_stalled.store(false, Ordering::Relaxed);
         // Else it closes: its close looks after it. The reference is not
         // the last (see `unstall`: the closing owner drops its own only
         // after it has taken this lock).
@@ -407,6 +411,7 @@ impl RxQueues {
     /// (which could free a connection in the poster's context).
     pub(crate) fn resume(s: &mut RxState) {
         for sh in s.stalled.iter() {
+            sh.on_stalled.store(false, Ordering::Relaxed);
             progress::kick_rx(sh);
         }
         s.stalled.clear();
@@ -415,10 +420,9 @@ impl RxQueues {
     /// Forgets a closing connection (it waits for nothing any more).
     pub(crate) fn unstall(&self, sh: &Shared) {
         // Not the last references: the closing owner holds one.
-        self.state
-            .lock()
-            .stalled
-            .retain(|c| !core::ptr::eq(&**c, sh));
+        let mut s = self.state.lock();
+        s.stalled.retain(|c| !core::ptr::eq(&**c, sh));
+        sh.on_stalled.store(false, Ordering::Relaxed);
     }
 
     /// `kfi_trecvmsg`: takes the oldest matching held message, else

@@ -7,6 +7,7 @@
 //! behind them are still read; a message that finds no room parks the
 //! connection until a receive is posted.
 
+use core::sync::atomic::Ordering;
 use kernel::{prelude::*, sync::Arc};
 
 use super::{Rx, Step};
@@ -121,8 +122,9 @@ pub(super) fn finish_recv(
 /// interrupt.
 pub(super) fn park(sh: &Arc<Shared>, s: &mut RxState, h: &Hdr) -> Result {
     // Once: a parked connection is re-run by every arriving segment.
-    if !s.stalled.iter().any(|c| Arc::ptr_eq(c, sh)) {
+    if !sh.on_stalled.load(Ordering::Relaxed) {
         s.stalled.push(sh.clone(), GFP_ATOMIC)?;
+        sh.on_stalled.store(true, Ordering::Relaxed);
     }
     sh.state.lock().parked = Some(*h);
     Ok(())
