@@ -68,6 +68,24 @@ run_module() {
 	rmmod "$name" || echo "KFABRIC_GUEST_ERROR: $name did not unload"
 }
 
+# hooks_off KO: kfi_test_ibverbs' case exports_act_only_with_test_hooks
+# alone, kfi_ibverbs reloaded without test_hooks=1 (its test-only exports
+# must refuse), then reloaded with it for the suite.
+hooks_off() {
+	ibv=$top/prov/ibverbs/kfi_ibverbs.ko
+	if ! rmmod kfi_ibverbs || ! insmod "$ibv"; then
+		echo "KFABRIC_GUEST_ERROR: kfi_ibverbs did not reload without test_hooks"
+		return
+	fi
+	printf '%s' kfi_ibverbs.exports_act_only_with_test_hooks > /sys/module/kunit/parameters/filter_glob
+	run_module "$1" hooks_off hooks_off=1
+	# KUnit's default: every suite, every case.
+	printf '%s' '*.*' > /sys/module/kunit/parameters/filter_glob
+	if ! rmmod kfi_ibverbs || ! insmod "$ibv" test_hooks=1; then
+		echo "KFABRIC_GUEST_ERROR: kfi_ibverbs did not reload with test_hooks=1"
+	fi
+}
+
 for ko in "$top"/tests/*/kfi_test_*.ko; do
 	[ -f "$ko" ] || continue
 	case $(basename "$ko") in
@@ -93,6 +111,7 @@ for ko in "$top"/tests/*/kfi_test_*.ko; do
 		for t in siw rxe; do
 			if rdma_link_up $t; then
 				if [ $t = siw ]; then
+					hooks_off "$ko"
 					run_module "$ko" ""
 				else
 					run_module "$ko" rxe roce=1

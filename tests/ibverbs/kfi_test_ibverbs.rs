@@ -23,7 +23,8 @@
 //! (rxe) or refused (siw), delivery completion of sends and writes, more
 //! reads and atomics outstanding than the negotiated read depth, the
 //! deadline on credits a peer does not return and on work requests it
-//! never lets complete, and
+//! never lets complete, the test-only exports refused without the
+//! provider's `test_hooks` (`hooks_off=1`, one case alone), and
 //! the device's removal in the middle of traffic (the last case: it
 //! deletes the device with the rdma tool).
 
@@ -35,6 +36,7 @@ mod kfi;
 mod cm;
 mod common;
 mod handler;
+mod hooks;
 mod hostile;
 mod msg;
 mod removal;
@@ -52,6 +54,10 @@ module! {
             default: 0,
             description: "The device is rxe0 (RoCE), not siw0 (iWARP)",
         },
+        hooks_off: u32 {
+            default: 0,
+            description: "kfi_ibverbs was loaded without test_hooks: its test-only exports must refuse (run only exports_act_only_with_test_hooks)",
+        },
     },
 }
 
@@ -62,6 +68,11 @@ fn device() -> (&'static core::ffi::CStr, &'static core::ffi::CStr) {
     } else {
         (c"siw0", c"iWARP")
     }
+}
+
+/// Whether kfi_ibverbs was loaded without `test_hooks` (`hooks.rs`).
+fn hooks_off() -> bool {
+    module_parameters::hooks_off.value() != 0
 }
 
 struct KfiTestIbverbs;
@@ -273,6 +284,11 @@ mod tests {
     #[test]
     fn tagged_frame_with_a_bad_length_ends_the_connection() -> Result {
         super::tagged::tagged_frame_with_a_bad_length_ends_the_connection()
+    }
+
+    #[test]
+    fn exports_act_only_with_test_hooks() -> Result {
+        super::hooks::exports_act_only_with_test_hooks()
     }
 
     // Must stay the last case: the device is gone afterwards.
