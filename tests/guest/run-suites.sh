@@ -70,20 +70,29 @@ run_module() {
 
 # hooks_off KO: kfi_test_ibverbs' case exports_act_only_with_test_hooks
 # alone, kfi_ibverbs reloaded without test_hooks=1 (its test-only exports
-# must refuse), then reloaded with it for the suite.
+# must refuse), then reloaded with it for the suite, whatever happened.
 hooks_off() {
 	ibv=$top/prov/ibverbs/kfi_ibverbs.ko
-	if ! rmmod kfi_ibverbs || ! insmod "$ibv"; then
-		echo "KFABRIC_GUEST_ERROR: kfi_ibverbs did not reload without test_hooks"
+	glob=/sys/module/kunit/parameters/filter_glob
+	if ! rmmod kfi_ibverbs; then
+		echo "KFABRIC_GUEST_ERROR: kfi_ibverbs did not unload for the run without test_hooks"
 		return
 	fi
-	printf '%s' kfi_ibverbs.exports_act_only_with_test_hooks > /sys/module/kunit/parameters/filter_glob
-	run_module "$1" hooks_off hooks_off=1
-	# KUnit's default: every suite, every case.
-	printf '%s' '*.*' > /sys/module/kunit/parameters/filter_glob
-	if ! rmmod kfi_ibverbs || ! insmod "$ibv" test_hooks=1; then
-		echo "KFABRIC_GUEST_ERROR: kfi_ibverbs did not reload with test_hooks=1"
+	if ! insmod "$ibv"; then
+		echo "KFABRIC_GUEST_ERROR: kfi_ibverbs did not load without test_hooks"
+	elif ! printf '%s' kfi_ibverbs.exports_act_only_with_test_hooks > "$glob"; then
+		# The whole suite with the hooks off would fail, and delete the
+		# device.
+		echo "KFABRIC_GUEST_ERROR: could not set KUnit's filter_glob"
+	else
+		run_module "$1" hooks_off hooks_off=1
+		# KUnit's default: every suite, every case.
+		printf '%s' '*.*' > "$glob" ||
+			echo "KFABRIC_GUEST_ERROR: could not reset KUnit's filter_glob"
 	fi
+	rmmod kfi_ibverbs 2>/dev/null
+	insmod "$ibv" test_hooks=1 ||
+		echo "KFABRIC_GUEST_ERROR: kfi_ibverbs did not load with test_hooks=1"
 }
 
 for ko in "$top"/tests/*/kfi_test_*.ko; do
