@@ -382,7 +382,7 @@ impl cm::Handler for Conn {
             cm::Event::RouteResolved => {
                 let r = self.make_qp(&mut s).and_then(|()| {
                     let id = s.id.as_ref().ok_or(ENOTCONN)?;
-                    let offer = id.rd_limits()?;
+                    let offer = id.rd_limits()?.reads_if(crate::may_read(&self.dom.dev));
                     let t = s.trailer();
                     let extra = t.as_ref().map_or(&[][..], |t| t.bytes());
                     id.connect_in_handler(&s.param, extra, offer)?;

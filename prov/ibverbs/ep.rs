@@ -22,7 +22,7 @@ use crate::{
     ib::{
         addr::Addr,
         cm::{self, CmId},
-        device::{Limits, Link},
+        device::{Device, Limits, Link},
     },
     kfi::{
         kfabric::kfi_error,
@@ -45,10 +45,21 @@ pub(crate) const CAPS: u64 = ksys::KFI_MSG
     | ksys::KFI_WRITE
     | ksys::KFI_REMOTE_READ
     | ksys::KFI_REMOTE_WRITE;
-/// What endpoints on a device with limits `l` can do: [`CAPS`], and
-/// atomics where the device has them.
-pub(crate) fn caps(l: &Limits) -> u64 {
-    CAPS | if l.atomics { ksys::KFI_ATOMIC } else { 0 }
+/// What endpoints on `dev` can do: [`CAPS`], and atomics where the
+/// device has them; no reads nor atomics where the provider may not issue
+/// them (`crate::may_read`).
+pub(crate) fn caps(dev: &Device) -> u64 {
+    let caps = CAPS
+        | if dev.limits.atomics {
+            ksys::KFI_ATOMIC
+        } else {
+            0
+        };
+    if crate::may_read(dev) {
+        caps
+    } else {
+        caps & !(ksys::KFI_READ | ksys::KFI_ATOMIC)
+    }
 }
 
 /// Whether an atomic of `kind` on (`datatype`, `op`) works on a device
@@ -155,7 +166,7 @@ impl IbEndpoint {
 
     pub(crate) fn attr(&self) -> EndpointAttr {
         EndpointAttr {
-            caps: caps(&self.conn.dom.dev.limits),
+            caps: caps(&self.conn.dom.dev),
             op_flags: OP_FLAGS,
             tx_iov_limit: frame::IOV_MAX,
             rx_iov_limit: frame::IOV_MAX,
@@ -290,7 +301,10 @@ impl IbEndpoint {
                 return Err(EINVAL);
             }
             let offer = s.offer.ok_or(EINVAL)?;
-            let answer = s.id.as_ref().ok_or(EINVAL)?.rd_limits()?.answer(offer);
+            let own = s.id.as_ref().ok_or(EINVAL)?.rd_limits()?;
+            let answer = own
+                .reads_if(crate::may_read(&self.conn.dom.dev))
+                .answer(offer);
             let id = s.id.take().ok_or(EINVAL)?;
             // Set before the answer goes: Established may come before the
             // lock is taken again.

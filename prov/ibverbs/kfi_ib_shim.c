@@ -22,6 +22,11 @@ const struct ib_device_attr *kfi_ib_device_attrs(const struct ib_device *dev)
 	return &dev->attrs;
 }
 
+bool kfi_ib_local_key_is_global(const struct ib_device *dev)
+{
+	return !(dev->attrs.kernel_cap_flags & IBK_LOCAL_DMA_LKEY);
+}
+
 u32 kfi_ib_first_port(const struct ib_device *dev)
 {
 	return rdma_start_port(dev);

@@ -29,6 +29,12 @@ u32 kfi_ib_last_port(const struct ib_device *dev);
 int kfi_ib_num_comp_vectors(const struct ib_device *dev);
 /* 0 when the port speaks none of the three. */
 enum kfi_ib_link kfi_ib_port_link(const struct ib_device *dev, u32 port);
+/*
+ * Whether a PD's local key on @dev is that of a DMA region over all memory
+ * (ib_alloc_pd makes one when the device has no local DMA key of its own,
+ * IBK_LOCAL_DMA_LKEY): a key a peer must not learn.
+ */
+bool kfi_ib_local_key_is_global(const struct ib_device *dev);
 
 /*
  * The device and port that carry traffic from (@source) or to @addr in

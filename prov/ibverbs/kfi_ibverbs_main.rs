@@ -65,11 +65,25 @@ module! {
             default: 4194304,
             description: "Most payload bytes of tagged messages a connection holds for receives not posted yet",
         },
+        global_key_reads: u32 {
+            default: 0,
+            description: "Let this side issue RDMA reads (kfi_read, atomics, the flushing reads of delivery and commit completion) on an iWARP device whose local key opens all memory (siw) (1). A read names that key on the wire, and siw lets a peer read any kernel memory through it (0: such connections get no reads, -EOPNOTSUPP)",
+        },
         test_hooks: u32 {
             default: 0,
             description: "Let kfi_test_ibverbs make this provider's endpoints a hostile peer (1); never on a production system (0: the test-only exports refuse with -EPERM)",
         },
     },
+}
+
+/// Whether this side may issue read-type requests (RDMA reads, atomics,
+/// the flushing reads of delivery and commit completion) on `dev`: not
+/// where they would show the peer a key that opens all memory
+/// (`Device::reads_show_global_key`), unless the `global_key_reads`
+/// parameter allows it. Else a connection gets no reads (initiator depth
+/// 0) and they fail with `EOPNOTSUPP`.
+pub(crate) fn may_read(dev: &Device) -> bool {
+    !dev.reads_show_global_key() || module_parameters::global_key_reads.value() != 0
 }
 
 /// The `test_hooks` parameter: whether the test-only exports
@@ -148,7 +162,7 @@ pub(crate) fn entry(
     if let Some(a) = addr {
         i.set_addr(!src, a.kfi_format(), a.as_bytes())?;
     }
-    let caps = ep::caps(&dev.limits);
+    let caps = ep::caps(dev);
     i.get().caps = caps;
     let (tx, rx, epa, dom, _) = i.attrs();
     dom.net = net.cast();

@@ -34,10 +34,12 @@ done
 # results are copied from debugfs before the module goes away again.
 insmod "$top/kfi/kfabric.ko" || echo "KFABRIC_GUEST_ERROR: kfabric.ko did not load"
 # The providers, for the suites that run over them; kfi_test_ibverbs plays
-# a hostile peer through kfi_ibverbs' test-only exports.
+# a hostile peer through kfi_ibverbs' test-only exports, and tests reads
+# on siw, which kfi_ibverbs refuses there by default.
+IBVERBS_PARAMS="test_hooks=1 global_key_reads=1"
 for ko in "$top"/prov/*/kfi_*.ko; do
 	params=
-	[ "$(basename "$ko")" = kfi_ibverbs.ko ] && params=test_hooks=1
+	[ "$(basename "$ko")" = kfi_ibverbs.ko ] && params=$IBVERBS_PARAMS
 	# shellcheck disable=SC2086
 	insmod "$ko" $params || echo "KFABRIC_GUEST_ERROR: $(basename "$ko") did not load"
 done
@@ -68,31 +70,32 @@ run_module() {
 	rmmod "$name" || echo "KFABRIC_GUEST_ERROR: $name did not unload"
 }
 
-# hooks_off KO: kfi_test_ibverbs' case exports_act_only_with_test_hooks
-# alone, kfi_ibverbs reloaded without test_hooks=1 (its test-only exports
-# must refuse), then reloaded with it for the suite, whatever happened.
-hooks_off() {
+# ibverbs_defaults KO: kfi_test_ibverbs' params_* cases alone, with
+# kfi_ibverbs reloaded with its defaults (what test_hooks=1 and
+# global_key_reads=1 allow must be refused), then reloaded as for the
+# suite, whatever happened.
+ibverbs_defaults() {
 	ibv=$top/prov/ibverbs/kfi_ibverbs.ko
 	glob=/sys/module/kunit/parameters/filter_glob
 	if ! rmmod kfi_ibverbs; then
-		echo "KFABRIC_GUEST_ERROR: kfi_ibverbs did not unload for the run without test_hooks"
+		echo "KFABRIC_GUEST_ERROR: kfi_ibverbs did not unload for the run with its defaults"
 		return
 	fi
 	if ! insmod "$ibv"; then
-		echo "KFABRIC_GUEST_ERROR: kfi_ibverbs did not load without test_hooks"
-	elif ! printf '%s' kfi_ibverbs.exports_act_only_with_test_hooks > "$glob"; then
-		# The whole suite with the hooks off would fail, and delete the
-		# device.
+		echo "KFABRIC_GUEST_ERROR: kfi_ibverbs did not load with its defaults"
+	elif ! printf '%s' 'kfi_ibverbs.params_*' > "$glob"; then
+		# The whole suite would fail, and delete the device.
 		echo "KFABRIC_GUEST_ERROR: could not set KUnit's filter_glob"
 	else
-		run_module "$1" hooks_off hooks_off=1
+		run_module "$1" defaults defaults=1
 		# KUnit's default: every suite, every case.
 		printf '%s' '*.*' > "$glob" ||
 			echo "KFABRIC_GUEST_ERROR: could not reset KUnit's filter_glob"
 	fi
 	rmmod kfi_ibverbs 2>/dev/null
-	insmod "$ibv" test_hooks=1 ||
-		echo "KFABRIC_GUEST_ERROR: kfi_ibverbs did not load with test_hooks=1"
+	# shellcheck disable=SC2086
+	insmod "$ibv" $IBVERBS_PARAMS ||
+		echo "KFABRIC_GUEST_ERROR: kfi_ibverbs did not load with $IBVERBS_PARAMS"
 }
 
 for ko in "$top"/tests/*/kfi_test_*.ko; do
@@ -120,7 +123,7 @@ for ko in "$top"/tests/*/kfi_test_*.ko; do
 		for t in siw rxe; do
 			if rdma_link_up $t; then
 				if [ $t = siw ]; then
-					hooks_off "$ko"
+					ibverbs_defaults "$ko"
 					run_module "$ko" ""
 				else
 					run_module "$ko" rxe roce=1

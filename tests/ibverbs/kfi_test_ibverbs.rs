@@ -23,8 +23,9 @@
 //! (rxe) or refused (siw), delivery completion of sends and writes, more
 //! reads and atomics outstanding than the negotiated read depth, the
 //! deadline on credits a peer does not return and on work requests it
-//! never lets complete, the test-only exports refused without the
-//! provider's `test_hooks` (`hooks_off=1`, one case alone), and
+//! never lets complete, what the provider's safety parameters refuse by
+//! default (`defaults=1`, the `params_*` cases alone: the test-only
+//! exports, reads that would show siw's global key), and
 //! the device's removal in the middle of traffic (the last case: it
 //! deletes the device with the rdma tool).
 
@@ -36,9 +37,9 @@ mod kfi;
 mod cm;
 mod common;
 mod handler;
-mod hooks;
 mod hostile;
 mod msg;
+mod params;
 mod removal;
 mod rma;
 mod tagged;
@@ -54,9 +55,9 @@ module! {
             default: 0,
             description: "The device is rxe0 (RoCE), not siw0 (iWARP)",
         },
-        hooks_off: u32 {
+        defaults: u32 {
             default: 0,
-            description: "kfi_ibverbs was loaded without test_hooks: its test-only exports must refuse (run only exports_act_only_with_test_hooks)",
+            description: "kfi_ibverbs was loaded with its defaults (no test_hooks, no global_key_reads): the params_* cases check what they refuse (run them alone)",
         },
     },
 }
@@ -70,9 +71,9 @@ fn device() -> (&'static core::ffi::CStr, &'static core::ffi::CStr) {
     }
 }
 
-/// Whether kfi_ibverbs was loaded without `test_hooks` (`hooks.rs`).
-fn hooks_off() -> bool {
-    module_parameters::hooks_off.value() != 0
+/// Whether kfi_ibverbs was loaded with its defaults (`params.rs`).
+fn defaults() -> bool {
+    module_parameters::defaults.value() != 0
 }
 
 struct KfiTestIbverbs;
@@ -287,8 +288,13 @@ mod tests {
     }
 
     #[test]
-    fn exports_act_only_with_test_hooks() -> Result {
-        super::hooks::exports_act_only_with_test_hooks()
+    fn params_test_hooks_gate_the_test_exports() -> Result {
+        super::params::params_test_hooks_gate_the_test_exports()
+    }
+
+    #[test]
+    fn params_global_key_reads_gate_reads_on_iwarp() -> Result {
+        super::params::params_global_key_reads_gate_reads_on_iwarp()
     }
 
     // Must stay the last case: the device is gone afterwards.

@@ -53,6 +53,20 @@ impl RdDepth {
         }
     }
 
+    /// `self`, or, unless `reads`, with no reads of ours (initiator
+    /// depth 0): the peer then keeps no resources for them, and the data
+    /// path refuses them.
+    pub(crate) fn reads_if(self, reads: bool) -> Self {
+        if reads {
+            self
+        } else {
+            Self {
+                initiator: 0,
+                ..self
+            }
+        }
+    }
+
     /// The active side's depths once connected, having offered `self`,
     /// with `reported` what Established says (from our side, see
     /// [`Event::Established`]): never more than either.

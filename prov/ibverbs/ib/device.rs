@@ -51,6 +51,9 @@ pub(crate) struct Limits {
     /// The device does 64-bit fetch-add and compare-swap
     /// (`atomic_cap` is not `IB_ATOMIC_NONE`).
     pub(crate) atomics: bool,
+    /// A PD's local key is that of a DMA region over all memory: the
+    /// device has no local DMA key of its own (siw).
+    pub(crate) global_local_key: bool,
 }
 
 /// A device as ib_core announced it to the provider's client.
@@ -119,6 +122,9 @@ impl Device {
             },
             max_frmr_pages: a.max_fast_reg_page_list_len,
             atomics: a.atomic_cap != sys::IB_ATOMIC_NONE,
+            // SAFETY: `ptr` is registered; the call only reads its
+            // attributes.
+            global_local_key: unsafe { sys::kfi_ib_local_key_is_global(ptr) },
         };
         // INVARIANT: The caller's contract.
         Ok(Some(Self {
@@ -128,6 +134,15 @@ impl Device {
             limits,
             gone: AtomicBool::new(false),
         }))
+    }
+
+    /// Whether this side's RDMA reads would show a peer a key that opens
+    /// all memory: an iWARP read names its sink's key on the wire, and
+    /// the provider names sinks by the PD's local key, which is such a
+    /// key on a device without a local DMA key of its own (siw, whose
+    /// read responses also check no remote read right).
+    pub(crate) fn reads_show_global_key(&self) -> bool {
+        self.link == Link::Iwarp && self.limits.global_local_key
     }
 
     /// Notes that the device's removal has begun (before the provider
