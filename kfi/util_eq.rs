@@ -299,9 +299,22 @@ unsafe extern "C" fn eq_readerr(
 /// Queues `slot` and tells the ULP. A provider's event that finds the
 /// queue full (`from_provider`) is reported as an overflow; a ULP's own
 /// write just fails.
+///
+/// A provider's `KFI_CONNREQ` is refused (`ENOSPC`, no overflow: the
+/// provider refuses the peer, so nothing is lost) once half the queue is
+/// in use. A flood of requests on an EQ that connected endpoints share
+/// would otherwise fill it, and their `KFI_CONNECTED`, `KFI_SHUTDOWN` and
+/// error entries would be the events lost.
 fn post(u: &UtilEq, slot: Slot, from_provider: bool) -> Result {
     let r = {
         let mut ring = u.ring.lock();
+        let kept = ring.slots.room_now() / 2;
+        if from_provider
+            && slot.event == sys::KFI_CONNREQ
+            && ring.slots.used().saturating_add(kept) >= ring.slots.room_now()
+        {
+            return Err(ENOSPC);
+        }
         let r = ring.slots.push(slot);
         if r.is_err() && from_provider {
             ring.overflow = true;

@@ -484,9 +484,16 @@ int kfi_util_eq_write_err(struct kfid_eq *eq,
  * reader (who passes it to kfi_endpoint() or kfi_reject() and then
  * kfi_freeinfo()). On failure @info stays the caller's.
  *
+ * A KFI_CONNREQ takes at most half of the EQ: once half its entries are
+ * in use, it is refused with -ENOSPC, which is not reported as an
+ * overflow (the provider refuses the peer's request, so nothing is lost).
+ * The other half is kept for the events of connections already made, on
+ * an EQ they share with the passive endpoint.
+ *
  * Context: any but hard interrupt.
  * Return: 0; -EINVAL on a bad EQ or length; -ENOSPC when the EQ is full
- * (reported to the ULP as for kfi_util_eq_write_err()).
+ * (reported to the ULP as for kfi_util_eq_write_err()), or half full for
+ * a KFI_CONNREQ (not reported).
  */
 int kfi_util_eq_write_cm(struct kfid_eq *eq, u32 event, const void *buf,
 			 size_t len);

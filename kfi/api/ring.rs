@@ -144,6 +144,11 @@ impl<S: Default> Ring<S> {
         self.slots.len()
     }
 
+    /// Slots in use.
+    pub(crate) fn used(&self) -> usize {
+        self.len
+    }
+
     /// The index `n` slots after the head (`n` below the capacity).
     fn wrap(&self, n: usize) -> usize {
         let i = self.head + n;

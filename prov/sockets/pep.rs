@@ -217,8 +217,11 @@ fn read_request(sh: &Arc<Shared>, s: &Arc<Socket>) {
     }
     let posted =
         request_info(&sh.src, sh.ns, handle).and_then(|info| eq.post_connreq(fid, info, &data));
-    if posted.is_err() {
+    if let Err(e) = posted {
+        // The EQ is half full (kfabric.ko keeps the rest for connected
+        // endpoints' events), or no memory: the peer reads a refusal.
         if let Ok(s) = take_request(handle) {
+            refuse(&s, e);
             s.shutdown();
         }
     }

@@ -534,6 +534,100 @@ mod tests {
     }
 
     #[test]
+    fn eq_keeps_half_for_connected_endpoints() -> Result {
+        let t = Tree::new(THIS_MODULE)?;
+        let mut ea = sys::kfi_eq_attr {
+            size: 4,
+            ..Default::default()
+        };
+        // SAFETY: Open fabric, valid attributes.
+        let eq = Owned::open(|o| unsafe {
+            sys::kfi_eq_open(t.fabric.as_ptr(), &mut ea, o, core::ptr::null_mut())
+        })?;
+        let cm_size = size_of::<sys::kfi_eq_cm_entry>();
+        // A provider's request with a fresh info; on success the EQ owns
+        // it, on failure it is freed here.
+        let connreq = || -> c_int {
+            // SAFETY: No arguments.
+            let info = unsafe { sys::kfi_allocinfo() };
+            if info.is_null() {
+                return ENOMEM.to_errno();
+            }
+            let cm = sys::kfi_eq_cm_entry {
+                fid: t.fabric.fid(),
+                info,
+                ..Default::default()
+            };
+            // SAFETY: Open util EQ; `cm` outlives the call.
+            let r = unsafe {
+                sys::kfi_util_eq_write_cm(
+                    eq.as_ptr(),
+                    sys::KFI_CONNREQ,
+                    (&raw const cm).cast(),
+                    cm_size,
+                )
+            };
+            if r != 0 {
+                // SAFETY: Not queued: the info is still ours.
+                unsafe { sys::kfi_freeinfo(info) };
+            }
+            r
+        };
+        let shutdown = sys::kfi_eq_cm_entry {
+            fid: t.domain.fid(),
+            ..Default::default()
+        };
+        // SAFETY: Open util EQ; `shutdown` outlives the call.
+        let post_shutdown = || unsafe {
+            sys::kfi_util_eq_write_cm(
+                eq.as_ptr(),
+                sys::KFI_SHUTDOWN,
+                (&raw const shutdown).cast(),
+                cm_size,
+            )
+        };
+        // Requests take half of the 4 entries; the third is refused.
+        assert_eq!(connreq(), 0);
+        assert_eq!(connreq(), 0);
+        assert_eq!(connreq(), ENOSPC.to_errno());
+        // The other half is for the events of connections already made.
+        assert_eq!(post_shutdown(), 0);
+        assert_eq!(post_shutdown(), 0);
+        let mut got = sys::kfi_eq_cm_entry::default();
+        let mut event = 0u32;
+        let mut seen = KVec::new();
+        // SAFETY: Open EQ; `got` is valid for `cm_size` bytes; a request's
+        // info read without KFI_PEEK is the reader's to free.
+        unsafe {
+            let out: *mut c_void = (&raw mut got).cast();
+            while sys::kfi_eq_read(eq.as_ptr(), &mut event, out, cm_size, 0) == cm_size as isize {
+                if event == sys::KFI_CONNREQ {
+                    sys::kfi_freeinfo(got.info);
+                }
+                seen.push(event, GFP_KERNEL)?;
+            }
+            // The refused request left no overflow entry: the provider
+            // refused its peer, nothing was lost.
+            assert_eq!(
+                sys::kfi_eq_read(eq.as_ptr(), &mut event, out, cm_size, 0),
+                neg(EAGAIN)
+            );
+        }
+        assert_eq!(
+            &seen[..],
+            &[
+                sys::KFI_CONNREQ,
+                sys::KFI_CONNREQ,
+                sys::KFI_SHUTDOWN,
+                sys::KFI_SHUTDOWN
+            ]
+        );
+        // Read, the queue takes requests again.
+        assert_eq!(connreq(), 0);
+        Ok(())
+    }
+
+    #[test]
     fn counters_count_and_wait() -> Result {
         let t = Tree::new(THIS_MODULE)?;
         let mut a = sys::kfi_cntr_attr::default();

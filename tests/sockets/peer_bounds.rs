@@ -259,4 +259,66 @@ mod cases {
         drop(pep);
         outcome
     }
+
+    /// A passive endpoint's requests take at most half of its EQ
+    /// (kfabric.ko keeps the rest for the events of connections already
+    /// made): of 9 peers on an EQ of 16, 8 requests wait and one peer
+    /// reads a `Reject`; the ULP sees no overflow.
+    #[test]
+    fn requests_take_half_the_eq() -> Result {
+        let n = net(c"7499")?;
+        let pep = listen(&n)?;
+        let a = SockAddr::v4([127, 0, 0, 1], 7499);
+        let mut raws = KVec::with_capacity(9, GFP_KERNEL)?;
+        let mut infos: KVec<crate::kfi::ulp::ConnReq> = KVec::with_capacity(8, GFP_KERNEL)?;
+        let outcome = (|| -> Result {
+            for i in 0..9u8 {
+                // Each from a host of its own: no bound per host applies.
+                let local = SockAddr::v4([127, 0, 0, 10 + i], 0);
+                let raw = Socket::tcp(&local)?;
+                raw.bind(&local)?;
+                frame::connect_start(&raw, &a, b"waiting")?;
+                raws.push(raw, GFP_KERNEL)?;
+            }
+            // The refused one is answered at once; the others, never.
+            let mut first = None;
+            for _ in 0..500 {
+                first = raws.iter().position(|r| r.readable());
+                if first.is_some() {
+                    break;
+                }
+                fsleep(Delta::from_millis(10));
+            }
+            let Some(first) = first.and_then(|i| raws.get(i)) else {
+                pr_err!("kfi_sockets_hostile: no peer was answered\n");
+                return Err(EBADE);
+            };
+            fsleep(Delta::from_millis(200));
+            let answered = raws.iter().filter(|r| r.readable()).count();
+            ensure!(answered == 1, "{} peers answered, not 1", answered);
+            ensure!(
+                matches!(frame::connect_finish(first), Ok(frame::Answer::Rejected(_))),
+                "the peer beyond half the EQ was not refused"
+            );
+            for i in 0..8 {
+                let (ev, buf, _) = event(&n)?;
+                ensure!(ev == sys::KFI_CONNREQ, "request {}: event {}", i, ev);
+                infos.push(take_req(&buf)?, GFP_KERNEL)?;
+            }
+            // Nothing more: no ninth request, no overflow entry.
+            let mut ev = 0u32;
+            let mut buf = [0u8; 256];
+            let r = n.eq.read_event(&mut ev, &mut buf, Some(200));
+            ensure!(
+                r == EAGAIN.to_errno() as isize || r == ETIMEDOUT.to_errno() as isize,
+                "after the 8 requests: {}",
+                r
+            );
+            Ok(())
+        })();
+        drop(infos);
+        drop(raws);
+        drop(pep);
+        outcome
+    }
 }
