@@ -2,7 +2,10 @@
 
 //! Passive endpoints: an rdma_cm listener whose connection requests go to
 //! the ULP as `KFI_CONNREQ` events, each named by a handle until an
-//! endpoint takes it (accept) or `kfi_reject` answers it.
+//! endpoint takes it (accept) or `kfi_reject` answers it. A listener holds
+//! at most [`BACKLOG`] unanswered requests, and its EQ takes requests only
+//! while it is less than half full (kfabric.ko's rule); others are
+//! refused.
 
 use kernel::{
     new_mutex, new_spinlock,
@@ -27,9 +30,11 @@ use crate::{
     net::NetPtr,
 };
 
-/// Connection requests rdma_cm queues for a listener before the ULP
-/// answers them.
-const BACKLOG: i32 = 64;
+/// Connection requests rdma_cm queues for a listener before its handler
+/// takes them, and the most a listener holds unanswered (reported, not
+/// yet accepted or rejected): more are refused, so a peer's flood of
+/// requests costs a bounded amount of memory.
+const BACKLOG: usize = 64;
 
 /// A request's identifier, shared between the table and the listener's
 /// handler so that a failed filing can still give it back to rdma_cm.
@@ -148,6 +153,9 @@ impl Listener {
             if dev.gone() {
                 return Err(ENODEV);
             }
+            if requests.owned_by(self.owner()) >= BACKLOG {
+                return Err(ECONNREFUSED);
+            }
             requests.insert(req.clone(), self.owner())?
         };
         info.get().handle = handle;
@@ -251,7 +259,7 @@ impl IbPep {
         }
         let id = CmId::new(self.shared.net.0, self.shared.clone())?;
         // On failure `id` is dropped outside any callback: fine.
-        id.listen(&self.shared.addr, BACKLOG)?;
+        id.listen(&self.shared.addr, BACKLOG as i32)?;
         *slot = Some(id);
         Ok(())
     }

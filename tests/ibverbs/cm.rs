@@ -290,3 +290,131 @@ pub(crate) fn connect_to_an_explicit_address() -> Result {
     let _sep = serve(&d, &eq, &scq, b"explicit")?;
     Ok(())
 }
+
+/// `Err(EPROTO)`, logged, unless `ok`.
+fn check(ok: bool, what: &str) -> Result {
+    if ok {
+        return Ok(());
+    }
+    pr_err!("kfi_ibverbs test: {what}\n");
+    Err(EPROTO)
+}
+
+/// Waits for the refusal of the connect of `ep`: an `ECONNREFUSED` error
+/// entry on `eq`. Other clients' connects may time out meanwhile (siw's
+/// client waits 10 s for an answer): their `ETIMEDOUT` entries are passed
+/// over.
+fn refused(eq: &crate::kfi::ulp::Eq<'_>, ep: &crate::kfi::ulp::Endpoint<'_>) -> Result {
+    loop {
+        match step("refusal", eq.sread(WAIT_MS))? {
+            CmEvent::Failed { fid, err, .. } if ep.is(fid) => {
+                return check(err == ECONNREFUSED, "refusal: not ECONNREFUSED");
+            }
+            CmEvent::Failed { err, .. } if err == ETIMEDOUT => {}
+            other => return Err(unexpected("refusal", &other)),
+        }
+    }
+}
+
+/// Whether `eq` stays empty for a while (no event, no overflow entry).
+fn stays_empty(eq: &crate::kfi::ulp::Eq<'_>) -> bool {
+    matches!(eq.sread(200), Err(e) if e == ETIMEDOUT || e == EAGAIN)
+}
+
+/// A peer's flood of connection requests is bounded: a listener's EQ takes
+/// requests only while it is less than half full (kfabric.ko keeps the
+/// rest for the events of connections already made), and a listener holds
+/// at most 64 unanswered requests. More are refused at once; the ULP sees
+/// no overflow.
+pub(crate) fn connreqs_are_bounded() -> Result {
+    let s = step("side", side(c"7656"))?;
+    let d = step("domain", s.fabric.domain(s.src.entry()))?;
+    let ceq = step("eq", s.fabric.eq(256))?;
+    let cq = d.cq(16)?;
+    // An EQ of 4: two requests wait in it, the third is refused.
+    let leq = step("eq", s.fabric.eq(4))?;
+    let pep = step("listen", s.fabric.listen(s.src.entry(), &leq))?;
+    let mut clients = KVec::with_capacity(3, GFP_KERNEL)?;
+    for _ in 0..3 {
+        let c = step("client", endpoint(&d, s.dst.entry(), &cq, &ceq))?;
+        step("connect", c.connect(&[]))?;
+        clients.push(c, GFP_KERNEL)?;
+    }
+    // Which one is refused depends on the order rdma_cm hands them over
+    // in; when it is, the other two wait in the EQ.
+    let (fid, err) = match step("refusal", ceq.sread(WAIT_MS))? {
+        CmEvent::Failed { fid, err, .. } => (fid, err),
+        other => return Err(unexpected("refusal", &other)),
+    };
+    check(err == ECONNREFUSED, "half-full EQ: not ECONNREFUSED")?;
+    check(
+        clients.iter().any(|c| c.is(fid)),
+        "half-full EQ: unknown fid",
+    )?;
+    for _ in 0..2 {
+        match step("waiting request", leq.sread(WAIT_MS))? {
+            CmEvent::ConnReq { .. } => {}
+            other => return Err(unexpected("waiting request", &other)),
+        }
+    }
+    check(
+        stays_empty(&leq),
+        "half-full EQ: an event after the two requests",
+    )?;
+    // Closing the listener refuses the two waiting requests.
+    drop(pep);
+    for _ in 0..2 {
+        match step("closed listener", ceq.sread(WAIT_MS))? {
+            CmEvent::Failed { .. } => {}
+            other => return Err(unexpected("closed listener", &other)),
+        }
+    }
+    drop(clients);
+    drop(leq);
+    // An EQ of 256 (room for 128 requests): the listener's own bound, 64,
+    // holds.
+    let leq = step("eq", s.fabric.eq(256))?;
+    let pep = step("listen", s.fabric.listen(s.src.entry(), &leq))?;
+    let mut clients = KVec::with_capacity(66, GFP_KERNEL)?;
+    let mut reqs = KVec::with_capacity(65, GFP_KERNEL)?;
+    let outcome = (|| -> Result {
+        for i in 0..64 {
+            let c = step("client", endpoint(&d, s.dst.entry(), &cq, &ceq))?;
+            step("connect", c.connect(&[]))?;
+            clients.push(c, GFP_KERNEL)?;
+            match step("request", leq.sread(WAIT_MS))? {
+                CmEvent::ConnReq { req, .. } => reqs.push(req, GFP_KERNEL)?,
+                other => {
+                    pr_err!("kfi_ibverbs test: request {i}\n");
+                    return Err(unexpected("request", &other));
+                }
+            }
+        }
+        let extra = step("client", endpoint(&d, s.dst.entry(), &cq, &ceq))?;
+        step("connect", extra.connect(&[]))?;
+        refused(&ceq, &extra)?;
+        clients.push(extra, GFP_KERNEL)?;
+        check(stays_empty(&leq), "bounded listener: an event for the 65th")?;
+        // Answering one makes room for the next.
+        let first = reqs.remove(0).map_err(|_| EINVAL)?;
+        step("reject", pep.reject(&first, &[]))?;
+        drop(first);
+        let next = step("client", endpoint(&d, s.dst.entry(), &cq, &ceq))?;
+        step("connect", next.connect(&[]))?;
+        clients.push(next, GFP_KERNEL)?;
+        match step("request after a reject", leq.sread(WAIT_MS))? {
+            CmEvent::ConnReq { req, .. } => reqs.push(req, GFP_KERNEL)?,
+            other => return Err(unexpected("request after a reject", &other)),
+        }
+        check(
+            stays_empty(&leq),
+            "bounded listener: an event after the requests",
+        )
+    })();
+    // The requests' infos, the clients, then the listener (which refuses
+    // the requests never answered).
+    drop(reqs);
+    drop(clients);
+    drop(pep);
+    outcome
+}

@@ -138,6 +138,11 @@ mod tests {
     }
 
     #[test]
+    fn connreqs_are_bounded() -> Result {
+        super::cm::connreqs_are_bounded()
+    }
+
+    #[test]
     fn long_private_data_arrives_exactly() -> Result {
         super::cm::long_private_data_arrives_exactly()
     }
