@@ -101,6 +101,15 @@ pub(crate) const WR_WAIT_IWARP_MS: i64 = 30_000;
 const WATCH_MS: i64 = 250;
 /// [`CREDIT_WAIT_MS`] in watchdog runs.
 const CREDIT_WAIT_RUNS: u64 = (CREDIT_WAIT_MS / WATCH_MS) as u64;
+
+/// `ms` (`response_timeout_ms`) in watchdog runs, at least one;
+/// `u64::MAX` (never) for 0.
+fn ack_wait_runs(ms: u32) -> u64 {
+    match u64::from(ms) {
+        0 => u64::MAX,
+        ms => ms.div_ceil(WATCH_MS as u64).max(1),
+    }
+}
 /// Most receives the ULP may have posted.
 pub(crate) const RECV_MAX: usize = 64;
 
@@ -164,6 +173,9 @@ struct Awaiting {
     entry: CqEntry,
     sent: bool,
     acked: bool,
+    /// The watchdog's run when its last frame was posted: the
+    /// acknowledgement is due [`State::ack_wait_runs`] after.
+    since: u64,
 }
 
 /// A send with frames still to go.
@@ -248,6 +260,12 @@ struct State {
     slot_tick: [Option<u64>; SLOTS],
     /// Runs a work request may take ([`WR_WAIT_MS`] or more).
     wr_wait_runs: u64,
+    /// Runs the peer may take to acknowledge a send for delivery
+    /// (`response_timeout_ms`; `u64::MAX`: no bound).
+    ack_wait_runs: u64,
+    /// The send whose acknowledgement was overdue (it fails with
+    /// `ETIMEDOUT`, the others still waiting with `ECANCELED`).
+    overdue: Option<u64>,
     /// Why the connection is being ended (`broken`): `EPROTO` or
     /// `ETIMEDOUT`.
     end_reason: Error,
@@ -359,6 +377,8 @@ impl DataPath {
                     stalled_since: None,
                     slot_tick: [None; SLOTS],
                     wr_wait_runs: (WR_WAIT_MS / WATCH_MS) as u64,
+                    ack_wait_runs: ack_wait_runs(crate::response_timeout_ms()),
+                    overdue: None,
                     end_reason: EPROTO,
                     owner: None,
                 }),
@@ -416,7 +436,8 @@ impl DataPath {
 
     /// Why the connection is being ended (the error entry the worker
     /// posts): `EPROTO`, `ENOSPC` or `ENOMEM` (tagged messages, see
-    /// `tagged.rs`), or `ETIMEDOUT` for credits never returned.
+    /// `tagged.rs`), or `ETIMEDOUT` for credits, a work request or an acknowledgement
+    /// never come.
     pub(crate) fn end_reason(&self) -> Error {
         self.st.lock().end_reason
     }
@@ -435,9 +456,11 @@ impl DataPath {
     }
 
     /// The watchdog's look: sends that have waited for credits for
-    /// [`CREDIT_WAIT_MS`], or a work request on the send queue that has
-    /// not completed for the connection's bound (see [`WR_WAIT_MS`]), end
-    /// the connection with `ETIMEDOUT`. Softirq context.
+    /// [`CREDIT_WAIT_MS`], a work request on the send queue that has not
+    /// completed for the connection's bound (see [`WR_WAIT_MS`]), or a
+    /// send for delivery the peer has not acknowledged for
+    /// `response_timeout_ms`, end the connection with `ETIMEDOUT`.
+    /// Softirq context.
     fn watch(&self) {
         let mut st = self.lock();
         if st.broken || !st.up {
@@ -460,6 +483,19 @@ impl DataPath {
         if oldest.is_some_and(|t| age(t) >= st.wr_wait_runs) {
             let ms = st.wr_wait_runs.saturating_mul(WATCH_MS as u64);
             pr_warn!("a work request did not complete in {ms} ms: connection ended\n");
+            Self::end(&mut st, ETIMEDOUT);
+            return;
+        }
+        // Acknowledgements come in the order of the messages: the first
+        // one not acknowledged is the one waited for longest.
+        let unacked = st
+            .awaiting
+            .iter()
+            .find(|a| !a.acked)
+            .map(|a| (a.seq, a.since));
+        if let Some((seq, _)) = unacked.filter(|&(_, t)| age(t) >= st.ack_wait_runs) {
+            st.overdue = Some(seq);
+            pr_warn!("the peer did not acknowledge a message in time: connection ended\n");
             Self::end(&mut st, ETIMEDOUT);
         }
     }
@@ -587,8 +623,9 @@ impl DataPath {
         st.posted.clear();
         st.tagged.cancel(cq, closing);
         let cq = st.tx_cq;
-        // Sends that waited for credits in vain say so.
-        let why = if st.broken && st.end_reason == ETIMEDOUT {
+        // Sends that waited for credits in vain say so (not those behind
+        // an overdue acknowledgement: they did not wait for the peer).
+        let why = if st.broken && st.end_reason == ETIMEDOUT && st.overdue.is_none() {
             ETIMEDOUT
         } else {
             ECANCELED
@@ -601,7 +638,12 @@ impl DataPath {
         // Sends never acknowledged now; a request of theirs still in
         // flight flushes and finds them gone.
         for a in st.awaiting.iter() {
-            report_err(cq, &a.entry, ECANCELED);
+            let e = if st.overdue == Some(a.seq) {
+                ETIMEDOUT
+            } else {
+                ECANCELED
+            };
+            report_err(cq, &a.entry, e);
         }
         st.awaiting.clear();
         st.acks_due = 0;

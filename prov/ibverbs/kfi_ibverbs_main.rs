@@ -69,6 +69,10 @@ module! {
             default: 0,
             description: "Let this side issue RDMA reads (kfi_read, atomics, the flushing reads of delivery and commit completion) on an iWARP device whose local key opens all memory (siw) (1). A read names that key on the wire, and siw lets a peer read any kernel memory through it (0: such connections get no reads, -EOPNOTSUPP)",
         },
+        response_timeout_ms: u32 {
+            default: 30000,
+            description: "Longest wait for the peer's acknowledgement of a send for delivery or commit completion, from when its last frame is posted: past it the connection ends with -ETIMEDOUT (0: no bound)",
+        },
         test_hooks: u32 {
             default: 0,
             description: "Let kfi_test_ibverbs make this provider's endpoints a hostile peer (1); never on a production system (0: the test-only exports refuse with -EPERM)",
@@ -96,6 +100,11 @@ pub(crate) fn test_hooks() -> Result {
 }
 
 /// The `unexpected_bytes_max` parameter (read when an endpoint opens).
+/// The `response_timeout_ms` parameter (0: no bound).
+pub(crate) fn response_timeout_ms() -> u32 {
+    module_parameters::response_timeout_ms.value()
+}
+
 pub(crate) fn unexpected_bytes_max() -> usize {
     module_parameters::unexpected_bytes_max.value() as usize
 }

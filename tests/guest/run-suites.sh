@@ -35,8 +35,10 @@ done
 insmod "$top/kfi/kfabric.ko" || echo "KFABRIC_GUEST_ERROR: kfabric.ko did not load"
 # The providers, for the suites that run over them; kfi_test_ibverbs plays
 # a hostile peer through kfi_ibverbs' test-only exports, and tests reads
-# on siw, which kfi_ibverbs refuses there by default.
-IBVERBS_PARAMS="test_hooks=1 global_key_reads=1"
+# on siw, which kfi_ibverbs refuses there by default; its unanswered
+# delivery case waits for response_timeout_ms (RESPONSE_TIMEOUT_MS of
+# tests/ibverbs/common.rs), shorter than the default 30 s.
+IBVERBS_PARAMS="test_hooks=1 global_key_reads=1 response_timeout_ms=5000"
 for ko in "$top"/prov/*/kfi_*.ko; do
 	params=
 	[ "$(basename "$ko")" = kfi_ibverbs.ko ] && params=$IBVERBS_PARAMS

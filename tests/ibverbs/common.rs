@@ -188,7 +188,13 @@ pub(crate) const F_MORE: u32 = 4;
 
 pub(crate) const F_RMA_DATA: u32 = 8;
 
+pub(crate) const F_ACK_REQ: u32 = 16;
+
 pub(crate) const F_ACKED: u32 = 32;
+
+/// kfi_ibverbs' `response_timeout_ms`, as tests/guest/run-suites.sh loads
+/// it for the suite.
+pub(crate) const RESPONSE_TIMEOUT_MS: i64 = 5000;
 
 /// The payload of a full frame.
 pub(crate) const FRAME_MAX: usize = 4080;

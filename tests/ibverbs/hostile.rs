@@ -8,7 +8,7 @@ use crate::kfi::{
     kfi_sys as sys,
     ulp::{CmEvent, CqError},
 };
-use crate::{tamper, tamper_flush_key};
+use crate::{tamper, tamper_clear, tamper_flush_key};
 use kernel::prelude::*;
 
 /// A peer that names a wrong flush region (`flush.rs`: its trailer's key
@@ -302,4 +302,51 @@ pub(crate) fn receives_never_posted_end_the_connection_in_time() -> Result {
     // Fails only as the case's own call did.
     let _ = crate::skip_reposts(0);
     r
+}
+
+/// A peer that takes a message for delivery completion but never
+/// acknowledges it (the frame's acknowledgement request is cleared on its
+/// way) cannot keep the send waiting: after `response_timeout_ms` the
+/// connection ends with `ETIMEDOUT` on the EQ, and the send fails with
+/// it, once.
+pub(crate) fn unacknowledged_delivery_ends_the_connection_in_time() -> Result {
+    hostile_pair(c"7657", 16, |cep, sep, ccq, scq, eq| {
+        let mut buf = [0u8; 16];
+        // SAFETY: `buf` outlives the completion read below.
+        unsafe { sep.recv(&mut buf, 1)? };
+        tamper_clear(F_ACK_REQ, 1)?;
+        let t0 = kernel::time::Instant::<kernel::time::Monotonic>::now();
+        // SAFETY: The message is static.
+        step("send for delivery", unsafe {
+            cep.send(b"no ack, please", 2, sys::KFI_DELIVERY_COMPLETE)
+        })?;
+        // Placed, but not acknowledged.
+        let c = step("placed", scq.sread(WAIT_MS).map_err(|e| e.errno()))?;
+        if (c.context, c.len) != (1, 14) || &buf[..14] != b"no ack, please" {
+            pr_err!("kfi_ibverbs test: placed: {c:?}\n");
+            return Err(EPROTO);
+        }
+        step("end", expect_end(eq, cep, ETIMEDOUT))?;
+        let ms = t0.elapsed().as_millis();
+        if !(RESPONSE_TIMEOUT_MS - 500..RESPONSE_TIMEOUT_MS + 10_000).contains(&ms) {
+            pr_err!("kfi_ibverbs test: ended after {ms} ms\n");
+            return Err(EPROTO);
+        }
+        match ccq.sread(WAIT_MS) {
+            Err(CqError::Failed {
+                context: 2, err, ..
+            }) if err == ETIMEDOUT => {}
+            other => {
+                pr_err!("kfi_ibverbs test: the send: {other:?}\n");
+                return Err(EPROTO);
+            }
+        }
+        match ccq.sread(200) {
+            Err(CqError::Queue(e)) if e == ETIMEDOUT => Ok(()),
+            other => {
+                pr_err!("kfi_ibverbs test: after the send: {other:?}\n");
+                Err(EPROTO)
+            }
+        }
+    })
 }

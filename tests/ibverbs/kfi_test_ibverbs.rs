@@ -100,6 +100,12 @@ fn tamper(set: u32, magic: u32, frames: u32) -> Result {
     to_result(unsafe { kfi_ibverbs_test_tamper(set, 0, magic, frames) })
 }
 
+/// As [`tamper`], with header flags `clear` removed instead of added.
+fn tamper_clear(clear: u32, frames: u32) -> Result {
+    // SAFETY: Only stores the values; any values are valid.
+    to_result(unsafe { kfi_ibverbs_test_tamper(0, clear, 0, frames) })
+}
+
 /// Makes kfi_ibverbs' endpoints a peer that returns credits for the next
 /// `n` receive slots without posting them again (see
 /// [`kfi_ibverbs_test_skip_reposts`]); 0 stops it. `EPERM` as for
@@ -140,6 +146,11 @@ mod tests {
     #[test]
     fn connreqs_are_bounded() -> Result {
         super::cm::connreqs_are_bounded()
+    }
+
+    #[test]
+    fn unacknowledged_delivery_ends_the_connection_in_time() -> Result {
+        super::hostile::unacknowledged_delivery_ends_the_connection_in_time()
     }
 
     #[test]

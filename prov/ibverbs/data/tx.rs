@@ -186,6 +186,7 @@ impl DataPath {
                         entry: op.entry,
                         sent: false,
                         acked: false,
+                        since: st.tick,
                     };
                     // Cannot fail: `send` keeps TX_MAX sends for delivery
                     // at most.
