@@ -301,10 +301,12 @@ unsafe extern "C" fn eq_readerr(
 /// write just fails.
 ///
 /// A provider's `KFI_CONNREQ` is refused (`ENOSPC`, no overflow: the
-/// provider refuses the peer, so nothing is lost) once half the queue is
-/// in use. A flood of requests on an EQ that connected endpoints share
-/// would otherwise fill it, and their `KFI_CONNECTED`, `KFI_SHUTDOWN` and
-/// error entries would be the events lost.
+/// provider refuses the peer, so nothing is lost) once half the queue
+/// (rounded up) is in use, by events of any kind: half of it (rounded
+/// down) is always left for other events. A flood of requests on an EQ
+/// that connected endpoints share would otherwise fill it, and their
+/// `KFI_CONNECTED`, `KFI_SHUTDOWN` and error entries would be the events
+/// lost.
 fn post(u: &UtilEq, slot: Slot, from_provider: bool) -> Result {
     let r = {
         let mut ring = u.ring.lock();

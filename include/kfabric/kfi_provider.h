@@ -484,11 +484,12 @@ int kfi_util_eq_write_err(struct kfid_eq *eq,
  * reader (who passes it to kfi_endpoint() or kfi_reject() and then
  * kfi_freeinfo()). On failure @info stays the caller's.
  *
- * A KFI_CONNREQ takes at most half of the EQ: once half its entries are
- * in use, it is refused with -ENOSPC, which is not reported as an
- * overflow (the provider refuses the peer's request, so nothing is lost).
- * The other half is kept for the events of connections already made, on
- * an EQ they share with the passive endpoint.
+ * A KFI_CONNREQ is refused with -ENOSPC once half the EQ's entries
+ * (rounded up) are in use, by events of any kind, and that is not
+ * reported as an overflow (the provider refuses the peer's request, so
+ * nothing is lost): half of the EQ (rounded down; nothing on an EQ of 1)
+ * is kept for the events of connections already made, on an EQ they
+ * share with the passive endpoint.
  *
  * Context: any but hard interrupt.
  * Return: 0; -EINVAL on a bad EQ or length; -ENOSPC when the EQ is full
