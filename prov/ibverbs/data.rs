@@ -102,12 +102,13 @@ const WATCH_MS: i64 = 250;
 /// [`CREDIT_WAIT_MS`] in watchdog runs.
 const CREDIT_WAIT_RUNS: u64 = (CREDIT_WAIT_MS / WATCH_MS) as u64;
 
-/// `ms` (`response_timeout_ms`) in watchdog runs, at least one;
-/// `u64::MAX` (never) for 0.
+/// `ms` (`response_timeout_ms`) in watchdog runs, one more than it
+/// takes (the first run may come at once), so never early; `u64::MAX`
+/// (never) for 0.
 fn ack_wait_runs(ms: u32) -> u64 {
     match u64::from(ms) {
         0 => u64::MAX,
-        ms => ms.div_ceil(WATCH_MS as u64).max(1),
+        ms => ms.div_ceil(WATCH_MS as u64).saturating_add(1),
     }
 }
 /// Most receives the ULP may have posted.
@@ -173,8 +174,9 @@ struct Awaiting {
     entry: CqEntry,
     sent: bool,
     acked: bool,
-    /// The watchdog's run when its last frame was posted: the
-    /// acknowledgement is due [`State::ack_wait_runs`] after.
+    /// The watchdog's run when its last frame's request completed
+    /// (`sent`): the acknowledgement is due [`State::ack_wait_runs`]
+    /// after. Until then the bound on work requests covers it.
     since: u64,
 }
 
@@ -486,12 +488,12 @@ impl DataPath {
             Self::end(&mut st, ETIMEDOUT);
             return;
         }
-        // Acknowledgements come in the order of the messages: the first
-        // one not acknowledged is the one waited for longest.
+        // Sent whole and not acknowledged: the peer's to answer.
         let unacked = st
             .awaiting
             .iter()
-            .find(|a| !a.acked)
+            .filter(|a| a.sent && !a.acked)
+            .min_by_key(|a| a.since)
             .map(|a| (a.seq, a.since));
         if let Some((seq, _)) = unacked.filter(|&(_, t)| age(t) >= st.ack_wait_runs) {
             st.overdue = Some(seq);

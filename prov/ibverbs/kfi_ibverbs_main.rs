@@ -99,12 +99,13 @@ pub(crate) fn test_hooks() -> Result {
     Ok(())
 }
 
-/// The `unexpected_bytes_max` parameter (read when an endpoint opens).
-/// The `response_timeout_ms` parameter (0: no bound).
+/// The `response_timeout_ms` parameter (0: no bound; read when an
+/// endpoint opens).
 pub(crate) fn response_timeout_ms() -> u32 {
     module_parameters::response_timeout_ms.value()
 }
 
+/// The `unexpected_bytes_max` parameter (read when an endpoint opens).
 pub(crate) fn unexpected_bytes_max() -> usize {
     module_parameters::unexpected_bytes_max.value() as usize
 }

@@ -215,7 +215,9 @@ impl DataPath {
             // Gone already when the connection ended meanwhile.
             if let Some(i) = st.awaiting.iter().position(|a| a.seq == op.seq) {
                 if d.ok {
+                    let now = st.tick;
                     st.awaiting[i].sent = true;
+                    st.awaiting[i].since = now;
                     Self::complete_delivered(&mut st);
                 } else {
                     let _ = st.awaiting.remove(i);
