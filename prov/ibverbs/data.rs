@@ -73,7 +73,7 @@ pub(crate) const MSG_MAX: usize = 16 << 20;
 pub(crate) fn max_msg(l: &Limits) -> usize {
     let region = (l.max_frmr_pages as usize)
         .saturating_sub(1)
-        .saturating_mul(4096);
+        .saturating_mul(kernel::page::PAGE_SIZE);
     MSG_MAX.min(region)
 }
 

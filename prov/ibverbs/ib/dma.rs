@@ -176,7 +176,14 @@ pub(crate) unsafe fn map_kernel(
     // SAFETY: The caller's contract; the range lies in `page` and the
     // pages that follow it in memory (checked above).
     to_result(unsafe {
-        sys::kfi_ib_dma_map_page(dev, page, addr % 4096, len, i32::from(to_device), &mut dma)
+        sys::kfi_ib_dma_map_page(
+            dev,
+            page,
+            addr % kernel::page::PAGE_SIZE,
+            len,
+            i32::from(to_device),
+            &mut dma,
+        )
     })?;
     Ok(sys::ib_sge {
         addr: dma,

@@ -10,8 +10,10 @@ use kernel::{bindings, prelude::*, sync::Arc};
 use super::verbs::Pd;
 use crate::ib_sys as sys;
 
-/// Bytes of a page, as ib_core maps regions.
-const PAGE: usize = 4096;
+/// Bytes of a page: the kernel's, as the shim maps regions
+/// (`ib_map_mr_sg` with `PAGE_SIZE`) and as `kfi_ib_kaddr_page` finds
+/// them.
+const PAGE: usize = kernel::page::PAGE_SIZE;
 
 /// Pages that `len` bytes at kernel address `addr` touch.
 pub(crate) fn pages_of(addr: usize, len: usize) -> Option<usize> {
