@@ -3,6 +3,7 @@
  * kfi_ibverbs' C shim, see kfi_ib_shim.h. Each function is a thin
  * forward to an ib_core or rdma_cm inline, macro or structure field.
  */
+#include <linux/dma-mapping.h>
 #include <linux/inetdevice.h>
 #include <linux/math64.h>
 #include <linux/scatterlist.h>
@@ -414,6 +415,21 @@ int kfi_ib_frmr_add(struct kfi_ib_frmr *r, struct page *page, unsigned int offse
 	return 0;
 }
 
+/* Whether a mapped entry of @r needs dma_sync_*() calls (never on a
+ * device with virtual DMA: siw, rxe). */
+static bool kfi_ib_frmr_needs_sync(struct kfi_ib_frmr *r)
+{
+	struct scatterlist *sg;
+	int i;
+
+	if (ib_uses_virt_dma(r->dev))
+		return false;
+	for_each_sgtable_dma_sg(&r->map, sg, i)
+		if (dma_need_sync(r->dev->dma_device, sg_dma_address(sg)))
+			return true;
+	return false;
+}
+
 int kfi_ib_frmr_map(struct kfi_ib_frmr *r, u64 iova)
 {
 	int n, ret;
@@ -426,6 +442,13 @@ int kfi_ib_frmr_map(struct kfi_ib_frmr *r, u64 iova)
 	ret = ib_dma_map_sgtable_attrs(r->dev, &r->map, DMA_BIDIRECTIONAL, 0);
 	if (ret)
 		return ret;
+	/* The region stays mapped, and is never synced, while peers use it:
+	 * refuse memory that would need syncs (bounce buffers, non-coherent
+	 * DMA), where the ULP and peers would see stale bytes. */
+	if (kfi_ib_frmr_needs_sync(r)) {
+		ib_dma_unmap_sgtable_attrs(r->dev, &r->map, DMA_BIDIRECTIONAL, 0);
+		return -EOPNOTSUPP;
+	}
 	n = ib_map_mr_sg(r->mr, r->map.sgl, r->map.nents, NULL, PAGE_SIZE);
 	/* A gap between pages (an entry that neither ends nor starts on a
 	 * page boundary) cannot be mapped; nor can an iova that puts the

@@ -127,7 +127,8 @@ struct kfi_ib_frmr *kfi_ib_frmr_alloc(struct ib_pd *pd, unsigned int npages);
 /* Appends @len bytes at @offset of @page (-E2BIG when the list is full). */
 int kfi_ib_frmr_add(struct kfi_ib_frmr *r, struct page *page, unsigned int offset,
 		    unsigned int len);
-/* Maps the list and the MR; the region's first byte is at @iova. */
+/* Maps the list and the MR; the region's first byte is at @iova.
+ * -EOPNOTSUPP for memory that would need DMA syncs (bounce buffers). */
 int kfi_ib_frmr_map(struct kfi_ib_frmr *r, u64 iova);
 u32 kfi_ib_frmr_rkey(const struct kfi_ib_frmr *r);
 /* Posts the registration with access flags @access on @qp. */
