@@ -65,6 +65,10 @@ module! {
             default: 4194304,
             description: "Most payload bytes of tagged messages a connection holds for receives not posted yet",
         },
+        global_key_devices: u32 {
+            default: 0,
+            description: "Offer devices whose protection domain has a key over all memory (an iWARP device without a local DMA key of its own: siw) (1). siw checks no remote read right on a peer's read, so a peer there can read any region whatever its rights, and any kernel memory if it finds that key; only for a network where every peer is trusted (0: such devices are not offered)",
+        },
         global_key_reads: u32 {
             default: 0,
             description: "Let this side issue RDMA reads (kfi_read, atomics, the flushing reads of delivery and commit completion) on an iWARP device whose local key opens all memory (siw) (1). A read names that key on the wire, and siw lets a peer read any kernel memory through it (0: such connections get no reads, -EOPNOTSUPP)",
@@ -78,6 +82,14 @@ module! {
             description: "Let kfi_test_ibverbs make this provider's endpoints a hostile peer (1); never on a production system (0: the test-only exports refuse with -EPERM)",
         },
     },
+}
+
+/// Whether `dev` is offered (getinfo entries, domains, connection
+/// requests): not a device whose PD has a key over all memory that
+/// peers can read through (`Device::reads_show_global_key`: siw), unless
+/// the `global_key_devices` parameter says every peer is trusted.
+pub(crate) fn offered(dev: &Device) -> bool {
+    !dev.reads_show_global_key() || module_parameters::global_key_devices.value() != 0
 }
 
 /// Whether this side may issue read-type requests (RDMA reads, atomics,
@@ -232,12 +244,12 @@ impl provider::Provider for Ibverbs {
                 // An address this provider cannot parse is not one it serves.
                 let addr = Addr::parse(net, node, service).map_err(|_| ENODATA)?;
                 let (ptr, _port) = ib::device::device_for(net, &addr, src)?;
-                let dev = devices::by_ptr(ptr).ok_or(ENODATA)?;
+                let dev = devices::by_ptr(ptr).filter(|d| offered(d)).ok_or(ENODATA)?;
                 v.push(entry(&dev, Some(&addr), src, net)?, GFP_KERNEL)?;
             }
             None => {
                 let addr = Addr::parse(net, c"0.0.0.0", service).map_err(|_| ENODATA)?;
-                for dev in devices::snapshot()?.iter() {
+                for dev in devices::snapshot()?.iter().filter(|d| offered(d)) {
                     v.push(entry(dev, Some(&addr), true, net)?, GFP_KERNEL)?;
                 }
             }
@@ -276,7 +288,9 @@ impl provider::Fabric for IbFabric {
         let name = d
             .map(|d| unsafe { CStr::from_char_ptr(d.name) })
             .ok_or(EINVAL)?;
-        let dev = devices::by_name(name).ok_or(ENODEV)?;
+        let dev = devices::by_name(name)
+            .filter(|d| offered(d))
+            .ok_or(ENODEV)?;
         if dev.link != self.link {
             return Err(EINVAL);
         }

@@ -144,7 +144,9 @@ impl Listener {
             let id = req.id.lock();
             id.as_ref().map(|i| i.device())
         };
-        let dev = devices::by_ptr(dev.ok_or(EINVAL)?).ok_or(ENODEV)?;
+        let dev = devices::by_ptr(dev.ok_or(EINVAL)?)
+            .filter(|d| crate::offered(d))
+            .ok_or(ENODEV)?;
         let mut info = entry(&dev, Some(&self.addr), true, self.net.0)?;
         let handle = {
             // Under the table's lock, which the device's removal takes to

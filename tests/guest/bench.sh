@@ -76,10 +76,11 @@ insmod "$top/kfi/kfabric.ko" || ok=failed
 # kfi_sockets.PARAM=V arguments come after, and may say otherwise.
 # shellcheck disable=SC2086 # module parameters, split on blanks
 insmod "$top/prov/sockets/kfi_sockets.ko" rdm_max_peers=4096 $sockets_params || ok=failed
-# Reads on siw show the peer a key that opens all memory, so kfi_ibverbs
-# refuses them by default (Documentation/ibverbs.rst); both sides of the
+# siw lets any peer read any region (and all memory, through a key a read
+# shows), so kfi_ibverbs offers it, and reads on it, only when told that
+# every peer is trusted (Documentation/ibverbs.rst); both sides of the
 # bench are this host.
-insmod "$top/prov/ibverbs/kfi_ibverbs.ko" global_key_reads=1 || ok=failed
+insmod "$top/prov/ibverbs/kfi_ibverbs.ko" global_key_devices=1 global_key_reads=1 || ok=failed
 t0=$(date +%s)
 ko=${KFABRIC_BENCH_MODULE:-tests/bench/kfi_bench.ko}
 name=$(basename "$ko" .ko)

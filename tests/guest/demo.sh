@@ -14,12 +14,13 @@ ok=ok
 insmod "$top/kfi/kfabric.ko" || ok=failed
 for ko in "$top"/prov/*/kfi_*.ko; do
 	params=
-	# Reads on siw show the peer a key that opens all memory, so
-	# kfi_ibverbs refuses them by default (Documentation/ibverbs.rst); the
-	# demo's peer is itself.
+	# siw lets any peer read any region (and all memory, through a key a
+	# read shows), so kfi_ibverbs offers it only when told that every peer
+	# is trusted, and issues reads on it only when told so too
+	# (Documentation/ibverbs.rst); the demo's peer is itself.
 	if [ "$(basename "$ko")" = kfi_ibverbs.ko ]; then
-		params=global_key_reads=1
-		echo "kfi_ibverbs.ko $params: RMA reads on siw (refused by default)"
+		params="global_key_devices=1 global_key_reads=1"
+		echo "kfi_ibverbs.ko $params: siw, and RMA reads on it (refused by default)"
 	fi
 	# shellcheck disable=SC2086
 	insmod "$ko" $params || ok=failed

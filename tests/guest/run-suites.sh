@@ -38,7 +38,7 @@ insmod "$top/kfi/kfabric.ko" || echo "KFABRIC_GUEST_ERROR: kfabric.ko did not lo
 # on siw, which kfi_ibverbs refuses there by default; its unanswered
 # delivery case waits for response_timeout_ms (RESPONSE_TIMEOUT_MS of
 # tests/ibverbs/common.rs), shorter than the default 30 s.
-IBVERBS_PARAMS="test_hooks=1 global_key_reads=1 response_timeout_ms=5000"
+IBVERBS_PARAMS="test_hooks=1 global_key_devices=1 global_key_reads=1 response_timeout_ms=5000"
 for ko in "$top"/prov/*/kfi_*.ko; do
 	params=
 	[ "$(basename "$ko")" = kfi_ibverbs.ko ] && params=$IBVERBS_PARAMS
@@ -73,9 +73,10 @@ run_module() {
 }
 
 # ibverbs_defaults KO: kfi_test_ibverbs' params_* cases alone, with
-# kfi_ibverbs reloaded with its defaults (what test_hooks=1 and
-# global_key_reads=1 allow must be refused), then reloaded as for the
-# suite, whatever happened.
+# kfi_ibverbs reloaded with its defaults but global_key_devices=1, so
+# that siw is offered (what test_hooks=1 and global_key_reads=1 allow must
+# be refused; the kselftest kfabric_ibverbs.sh checks that siw is not
+# offered without it), then reloaded as for the suite, whatever happened.
 ibverbs_defaults() {
 	ibv=$top/prov/ibverbs/kfi_ibverbs.ko
 	glob=/sys/module/kunit/parameters/filter_glob
@@ -83,7 +84,7 @@ ibverbs_defaults() {
 		echo "KFABRIC_GUEST_ERROR: kfi_ibverbs did not unload for the run with its defaults"
 		return
 	fi
-	if ! insmod "$ibv"; then
+	if ! insmod "$ibv" global_key_devices=1; then
 		echo "KFABRIC_GUEST_ERROR: kfi_ibverbs did not load with its defaults"
 	elif ! printf '%s' 'kfi_ibverbs.params_*' > "$glob"; then
 		# The whole suite would fail, and delete the device.

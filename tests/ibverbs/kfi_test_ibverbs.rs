@@ -57,7 +57,7 @@ module! {
         },
         defaults: u32 {
             default: 0,
-            description: "kfi_ibverbs was loaded with its defaults (no test_hooks, no global_key_reads): the params_* cases check what they refuse (run them alone)",
+            description: "kfi_ibverbs was loaded with its defaults but global_key_devices=1 (no test_hooks, no global_key_reads): the params_* cases check what they refuse (run them alone)",
         },
     },
 }

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! What kfi_ibverbs' safety parameters refuse by default. The guest loads
-//! the provider with `test_hooks=1 global_key_reads=1` for the suite, and
-//! once with its defaults, for the `params_*` cases alone with
+//! the provider with `test_hooks=1 global_key_devices=1
+//! global_key_reads=1` for the suite, and once with its defaults but
+//! `global_key_devices=1` (siw is not offered without it: the kselftest
+//! kfabric_ibverbs.sh checks that), for the `params_*` cases alone with
 //! `defaults=1` (tests/guest/run-suites.sh, on siw).
 
 use crate::common::*;

@@ -5,7 +5,9 @@
 # devices present now (a soft-iWARP, then a soft-RoCE device on a veth end,
 # added and deleted with the rdma tool), names their fabric by link type,
 # and follows them as they come and go, also across a reload of the
-# provider.
+# provider. siw is offered only with global_key_devices=1 (any peer can
+# read through it what it was not granted): the provider is loaded with
+# it, and once without, to check that siw is not offered then.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/rdma_link.sh"
 
@@ -15,7 +17,19 @@ getinfo() { printf '%s\n' "$*" > "$DBG/getinfo" && cat "$DBG/getinfo"; }
 has() { getinfo "${@:2}" | grep -q -- "$1"; }
 lacks() { ! getinfo "${@:2}" | grep -q -- "$1"; }
 siw_on_lo() { rdma link add siw9 type siw netdev lo; }
-reload() { rmmod kfi_ibverbs && insmod "$KO_IBVERBS"; }
+reload() { rmmod kfi_ibverbs && insmod "$KO_IBVERBS" global_key_devices=1; }
+# With its defaults the provider offers no siw device; reloaded as before
+# whatever happened.
+defaults_hide_siw() {
+	local r=1
+	if rmmod kfi_ibverbs && insmod "$KO_IBVERBS"; then
+		lacks "provider:" provider=ibverbs node=$NODE service=$PORT &&
+			lacks "domain:[[:space:]]siw0" provider=ibverbs
+		r=$?
+	fi
+	rmmod kfi_ibverbs 2>/dev/null
+	insmod "$KO_IBVERBS" global_key_devices=1 && return $r
+}
 
 if ! command -v rdma > /dev/null; then
 	ktap_print_header
@@ -25,9 +39,10 @@ fi
 unload_all
 rdma_link_down siw
 rdma link delete siw9 2>/dev/null
-insmod "$KO_CORE" && insmod "$KO_SOCKETS" && insmod "$KO_IBVERBS" || ktap_exit_fail_msg "modules did not load"
+insmod "$KO_CORE" && insmod "$KO_SOCKETS" && insmod "$KO_IBVERBS" global_key_devices=1 ||
+	ktap_exit_fail_msg "modules did not load"
 ktap_print_header
-ktap_set_plan 17
+ktap_set_plan 18
 
 ktap_test_result "no RDMA device: no ibverbs entry" \
 	lacks "provider:" provider=ibverbs node=127.0.0.1 service=$PORT
@@ -43,6 +58,7 @@ ktap_test_result "no node: every device is listed" \
 	has "domain:[[:space:]]siw0" provider=ibverbs
 ktap_test_result "entries advertise messages" \
 	has "caps:[[:space:]]msg" provider=ibverbs node=$NODE service=$PORT
+ktap_test_result "with its defaults the provider offers no siw device" defaults_hide_siw
 ktap_test_result "a node no RDMA device serves leaves the other providers' entries" \
 	has "provider:[[:space:]]sockets" node=192.0.2.1 service=$PORT
 ktap_test_result "provider reloaded while the device exists" reload
