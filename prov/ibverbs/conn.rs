@@ -34,8 +34,10 @@ use crate::{
 /// Work requests of an endpoint's receive queue: every slot, plus the
 /// drain's marker.
 pub(crate) const RECV_DEPTH: u32 = data::SLOTS as u32 + 1;
-/// Of its send queue: every slot, every RMA request, and the marker.
-pub(crate) const SEND_DEPTH: u32 = (data::SLOTS + rma::RMA_WRS) as u32 + 1;
+/// Of its send queue: every slot, every RMA request, a registration of
+/// the domain (one at a time, when it has no registration link:
+/// `mr.rs`), and the drain's marker.
+pub(crate) const SEND_DEPTH: u32 = (data::SLOTS + rma::RMA_WRS) as u32 + 2;
 
 /// Where a connection is.
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -42,6 +42,12 @@ pub(crate) struct DomShared {
     /// while it is built, so a device's removal waits for that.
     #[pin]
     link: Mutex<LinkSlot>,
+    /// Held by every registration that may go on a connection (after
+    /// the link's `serial`, before the teardown lock) from the post to
+    /// the completion: one at a time on the connections, whose send
+    /// queues have room for one (`conn::SEND_DEPTH`).
+    #[pin]
+    conn_regs: Mutex<()>,
 }
 
 /// How long a domain whose registration link could not be built posts
@@ -167,6 +173,12 @@ impl DomShared {
         }
     }
 
+    /// Serializes registrations posted on connections: hold it from the
+    /// post to the completion. Process context.
+    pub(crate) fn conn_regs(&self) -> kernel::sync::MutexGuard<'_, ()> {
+        self.conn_regs.lock()
+    }
+
     /// Posts the registration of `fr` on the first connection of the
     /// domain that is up: that connection. `ENOTCONN` if none is.
     pub(crate) fn post_reg(&self, fr: &mut FastReg, access: u32) -> Result<Arc<Conn>> {
@@ -216,6 +228,7 @@ impl IbDomain {
                 regs <- new_mutex!(0),
                 regs_idle <- new_condvar!(),
                 link <- new_mutex!(LinkSlot::default()),
+                conn_regs <- new_mutex!(()),
             }),
             GFP_KERNEL,
         )?;

@@ -117,6 +117,12 @@ impl DataPath {
                     if p.op.report {
                         report_err(st.tx_cq, &p.op.entry, e);
                     }
+                    if p.sent > 0 {
+                        // The peer holds the message's first frames: it
+                        // would read the next message as their rest.
+                        pr_warn!("a frame could not be posted mid-message: connection ended\n");
+                        Self::end(st, e);
+                    }
                     true
                 }
             };
