@@ -46,6 +46,48 @@ mod tests {
         )
     }
 
+    /// An EQ of `size` entries, with no handler and no context.
+    fn eq_of(t: &Tree, size: usize) -> Result<Owned<sys::kfid_eq>> {
+        let mut ea = sys::kfi_eq_attr {
+            size,
+            ..Default::default()
+        };
+        // SAFETY: Open fabric, valid attributes.
+        Owned::open(|o| unsafe {
+            sys::kfi_eq_open(t.fabric.as_ptr(), &mut ea, o, core::ptr::null_mut())
+        })
+    }
+
+    /// Posts a provider's `KFI_CONNREQ` with a fresh info on `eq`, as a
+    /// provider does: the result, and the info (the EQ's once posted;
+    /// freed here when the post fails).
+    fn post_connreq(t: &Tree, eq: &Owned<sys::kfid_eq>) -> (c_int, *mut sys::kfi_info) {
+        // SAFETY: No arguments.
+        let info = unsafe { sys::kfi_allocinfo() };
+        if info.is_null() {
+            return (ENOMEM.to_errno(), info);
+        }
+        let cm = sys::kfi_eq_cm_entry {
+            fid: t.fabric.fid(),
+            info,
+            ..Default::default()
+        };
+        // SAFETY: Open util EQ; `cm` outlives the call.
+        let r = unsafe {
+            sys::kfi_util_eq_write_cm(
+                eq.as_ptr(),
+                sys::KFI_CONNREQ,
+                (&raw const cm).cast(),
+                size_of::<sys::kfi_eq_cm_entry>(),
+            )
+        };
+        if r != 0 {
+            // SAFETY: Not queued: the info is still ours.
+            unsafe { sys::kfi_freeinfo(info) };
+        }
+        (r, info)
+    }
+
     fn entry(ctx: usize, len: usize) -> sys::kfi_cq_tagged_entry {
         sys::kfi_cq_tagged_entry {
             op_context: ctx as *mut c_void,
@@ -390,14 +432,7 @@ mod tests {
     #[test]
     fn eq_events_and_errors() -> Result {
         let t = Tree::new(THIS_MODULE)?;
-        let mut ea = sys::kfi_eq_attr {
-            size: 4,
-            ..Default::default()
-        };
-        // SAFETY: Open fabric, valid attributes.
-        let eq = Owned::open(|o| unsafe {
-            sys::kfi_eq_open(t.fabric.as_ptr(), &mut ea, o, core::ptr::null_mut())
-        })?;
+        let eq = eq_of(&t, 4)?;
         let ev = sys::kfi_eq_entry {
             fid: t.domain.fid(),
             data: 1234,
@@ -494,33 +529,15 @@ mod tests {
     #[test]
     fn eq_close_frees_unread_connreq_info() -> Result {
         let t = Tree::new(THIS_MODULE)?;
-        let mut ea = sys::kfi_eq_attr {
-            size: 2,
-            ..Default::default()
-        };
-        // SAFETY: Open fabric, valid attributes.
-        let eq = Owned::open(|o| unsafe {
-            sys::kfi_eq_open(t.fabric.as_ptr(), &mut ea, o, core::ptr::null_mut())
-        })?;
-        // SAFETY: No arguments.
-        let info = unsafe { sys::kfi_allocinfo() };
-        assert!(!info.is_null());
+        let eq = eq_of(&t, 2)?;
+        // As a provider's request, the EQ owns `info` from now on.
+        let (r, info) = post_connreq(&t, &eq);
+        assert_eq!(r, 0);
         let cm = sys::kfi_eq_cm_entry {
             fid: t.fabric.fid(),
             info,
             ..Default::default()
         };
-        // SAFETY: Open util EQ; as a provider's request, the EQ owns
-        // `info` from now on.
-        let r = unsafe {
-            sys::kfi_util_eq_write_cm(
-                eq.as_ptr(),
-                sys::KFI_CONNREQ,
-                (&raw const cm).cast(),
-                size_of::<sys::kfi_eq_cm_entry>(),
-            )
-        };
-        assert_eq!(r, 0);
         // A request too short to hold its entry is refused.
         // SAFETY: Open util EQ; `cm` outlives the call. Too short, the request
         // is refused and queues nothing: `info` stays the first event's.
@@ -536,43 +553,9 @@ mod tests {
     #[test]
     fn eq_keeps_half_for_connected_endpoints() -> Result {
         let t = Tree::new(THIS_MODULE)?;
-        let mut ea = sys::kfi_eq_attr {
-            size: 4,
-            ..Default::default()
-        };
-        // SAFETY: Open fabric, valid attributes.
-        let eq = Owned::open(|o| unsafe {
-            sys::kfi_eq_open(t.fabric.as_ptr(), &mut ea, o, core::ptr::null_mut())
-        })?;
+        let eq = eq_of(&t, 4)?;
         let cm_size = size_of::<sys::kfi_eq_cm_entry>();
-        // A provider's request with a fresh info; on success the EQ owns
-        // it, on failure it is freed here.
-        let connreq = || -> c_int {
-            // SAFETY: No arguments.
-            let info = unsafe { sys::kfi_allocinfo() };
-            if info.is_null() {
-                return ENOMEM.to_errno();
-            }
-            let cm = sys::kfi_eq_cm_entry {
-                fid: t.fabric.fid(),
-                info,
-                ..Default::default()
-            };
-            // SAFETY: Open util EQ; `cm` outlives the call.
-            let r = unsafe {
-                sys::kfi_util_eq_write_cm(
-                    eq.as_ptr(),
-                    sys::KFI_CONNREQ,
-                    (&raw const cm).cast(),
-                    cm_size,
-                )
-            };
-            if r != 0 {
-                // SAFETY: Not queued: the info is still ours.
-                unsafe { sys::kfi_freeinfo(info) };
-            }
-            r
-        };
+        let connreq = || post_connreq(&t, &eq).0;
         let shutdown = sys::kfi_eq_cm_entry {
             fid: t.domain.fid(),
             ..Default::default()
