@@ -42,10 +42,10 @@ pub(crate) struct DomShared {
     /// while it is built, so a device's removal waits for that.
     #[pin]
     link: Mutex<LinkSlot>,
-    /// Held by every registration that may go on a connection (after
-    /// the link's `serial`, before the teardown lock) from the post to
-    /// the completion: one at a time on the connections, whose send
-    /// queues have room for one (`conn::SEND_DEPTH`).
+    /// Held by every registration that may go on a connection (before
+    /// the link's `serial` and the teardown lock) from the post to the
+    /// completion: one at a time on the connections, whose send queues
+    /// have room for one (`conn::SEND_DEPTH`).
     #[pin]
     conn_regs: Mutex<()>,
 }

@@ -424,6 +424,12 @@ static bool kfi_ib_frmr_needs_sync(struct kfi_ib_frmr *r)
 
 	if (ib_uses_virt_dma(r->dev))
 		return false;
+	/* The device's flag, not dma_need_sync() alone: that one answers
+	 * yes for every mapping through dma_map_ops with sync callbacks
+	 * (and under CONFIG_DMA_API_DEBUG) even where nothing bounces;
+	 * swiotlb clears the flag at its first bounce. */
+	if (dev_dma_skip_sync(r->dev->dma_device))
+		return false;
 	for_each_sgtable_dma_sg(&r->map, sg, i)
 		if (dma_need_sync(r->dev->dma_device, sg_dma_address(sg)))
 			return true;

@@ -161,13 +161,14 @@ unsafe fn register_segments<I: Iterator<Item = Result<Segment>>>(
     if link_only && link.is_none() {
         return Err(ENOTCONN);
     }
-    // One registration at a time on the link, post to completion; and
-    // on the connections, whose send queues have room for one (a link
-    // that fails the post sends it there too; `link_only` ones never
-    // go there). Both before the teardown lock, which a registration
+    // One registration at a time on the connections, whose send queues
+    // have room for one (a link that fails the post sends it there too;
+    // `link_only` ones never go there), then on the link, post to
+    // completion. In that order, so that a `link_only` one waits on the
+    // link only; both before the teardown lock, which a registration
     // takes again after its wait.
-    let _serial = link.as_ref().map(|k| k.serial());
     let _conn_serial = (!link_only).then(|| dom.conn_regs());
+    let _serial = link.as_ref().map(|k| k.serial());
     let t = dom.dd.teardown();
     let (mut pages, mut first) = (0usize, None);
     for s in segs()? {

@@ -18,12 +18,14 @@ has() { getinfo "${@:2}" | grep -q -- "$1"; }
 lacks() { ! getinfo "${@:2}" | grep -q -- "$1"; }
 siw_on_lo() { rdma link add siw9 type siw netdev lo; }
 reload() { rmmod kfi_ibverbs && insmod "$KO_IBVERBS" global_key_devices=1; }
-# With its defaults the provider offers no siw device; reloaded as before
+# With its defaults the provider offers no siw device (while getinfo
+# still answers, with the other providers' entries); reloaded as before
 # whatever happened.
 defaults_hide_siw() {
 	local r=1
 	if rmmod kfi_ibverbs && insmod "$KO_IBVERBS"; then
-		lacks "provider:" provider=ibverbs node=$NODE service=$PORT &&
+		has "provider:[[:space:]]sockets" node=$NODE service=$PORT &&
+			lacks "provider:[[:space:]]ibverbs" node=$NODE service=$PORT &&
 			lacks "domain:[[:space:]]siw0" provider=ibverbs
 		r=$?
 	fi
