@@ -372,11 +372,11 @@ pub(crate) unsafe extern "C" fn kfi_control(
 ///
 /// # Safety
 ///
-/// The C contract: NULL or a valid endpoint.
+/// The C contract: NULL, an endpoint closed already, or a valid endpoint.
 #[no_mangle]
 pub(crate) unsafe extern "C" fn kfi_enable(ep: *mut sys::kfid_ep) -> c_int {
-    // SAFETY: NULL or an endpoint (C contract).
-    if let Err(e) = unsafe { checked(ep.cast(), sys::KFI_CLASS_EP) } {
+    // SAFETY: NULL, an endpoint closed already or an endpoint (C contract).
+    if let Err(e) = unsafe { checked_open(ep.cast(), sys::KFI_CLASS_EP) } {
         return e.to_errno();
     }
     // SAFETY: The C contract.
@@ -502,10 +502,11 @@ pub(crate) unsafe extern "C" fn kfi_getname(
 ///
 /// # Safety
 ///
-/// `ep` is NULL or an object header.
+/// `ep` is NULL, an object closed already, or an object header.
 unsafe fn ep_cm(ep: *mut sys::kfid_ep) -> Result<*const sys::kfi_ops_cm> {
-    // SAFETY: NULL or an object header (safety requirement).
-    unsafe { checked(ep.cast(), sys::KFI_CLASS_EP) }?;
+    // SAFETY: NULL, an object closed already or an object header (safety
+    // requirement).
+    unsafe { checked_open(ep.cast(), sys::KFI_CLASS_EP) }?;
     // SAFETY: An open endpoint.
     Ok(unsafe { (*ep).cm })
 }
@@ -514,10 +515,11 @@ unsafe fn ep_cm(ep: *mut sys::kfid_ep) -> Result<*const sys::kfi_ops_cm> {
 ///
 /// # Safety
 ///
-/// `pep` is NULL or an object header.
+/// `pep` is NULL, an object closed already, or an object header.
 unsafe fn pep_cm(pep: *mut sys::kfid_pep) -> Result<*const sys::kfi_ops_cm> {
-    // SAFETY: NULL or an object header (safety requirement).
-    unsafe { checked(pep.cast(), sys::KFI_CLASS_PEP) }?;
+    // SAFETY: NULL, an object closed already or an object header (safety
+    // requirement).
+    unsafe { checked_open(pep.cast(), sys::KFI_CLASS_PEP) }?;
     // SAFETY: An open passive endpoint.
     Ok(unsafe { (*pep).cm })
 }
@@ -660,10 +662,11 @@ pub(crate) unsafe extern "C" fn kfi_shutdown(ep: *mut sys::kfid_ep, flags: u64) 
 ///
 /// # Safety
 ///
-/// `av` is NULL or an object header.
+/// `av` is NULL, an object closed already, or an object header.
 unsafe fn av_ops(av: *mut sys::kfid_av) -> Result<*const sys::kfi_ops_av> {
-    // SAFETY: NULL or an object header (safety requirement).
-    unsafe { checked(av.cast(), sys::KFI_CLASS_AV) }?;
+    // SAFETY: NULL, an object closed already or an object header (safety
+    // requirement).
+    unsafe { checked_open(av.cast(), sys::KFI_CLASS_AV) }?;
     // SAFETY: An open address vector.
     Ok(unsafe { (*av).ops })
 }

@@ -2,14 +2,14 @@
 /*
  * kfi_test_hostile.ko: KUnit suite kfi_hostile_caller. A buggy ULP, written
  * in C against include/kfabric/ only, calls the exported kfi_* API with
- * NULL and forged objects, objects of the wrong class, NULL buffers with
- * bytes, lengths and counts that overflow, transfers above max_msg_size,
- * and EQ events and hints whose memory it keeps. Each call must return its
- * documented -errno (never an oops), in process, softirq and atomic
- * context, and leave the objects working: a real message still crosses
- * the kfi_sockets connection afterwards. The guest log is scanned for
- * splats and (debug kernel) KASAN, lockdep, sleep-in-atomic and kmemleak
- * reports.
+ * NULL, forged and closed objects, objects of the wrong class, NULL
+ * buffers with bytes, lengths and counts that overflow, transfers above
+ * max_msg_size, and EQ events and hints whose memory it keeps. Each call
+ * must return its documented -errno (never an oops), in process, softirq
+ * and atomic context, and leave the objects working: a real message still
+ * crosses the kfi_sockets connection afterwards. The guest log is scanned
+ * for splats and (debug kernel) KASAN, lockdep, sleep-in-atomic and
+ * kmemleak reports.
  */
 #include <kunit/test.h>
 #include <linux/bvec.h>
@@ -651,6 +651,49 @@ static void hostile_enable_says_what_is_missing(struct kunit *test)
 	pair_close(test, &p);
 }
 
+/*
+ * The calls off the data path refuse an object closed already (-EINVAL)
+ * before they read it: a double teardown (close, then shutdown) is a
+ * clear error, not a call into a freed endpoint. Nothing is opened
+ * between a close and the calls, so no new object can take the address.
+ */
+static void hostile_closed_objects_are_einval(struct kunit *test)
+{
+	struct kfi_av_attr av_attr = { .type = KFI_AV_TABLE, .count = 4 };
+	struct kfid_pep *pep = NULL;
+	struct kfid_ep *ep = NULL;
+	struct kfid_av *av = NULL;
+	kfi_addr_t addr = 0;
+	u8 name[32] = {};
+	size_t len = sizeof(name);
+	struct pair p;
+
+	KUNIT_ASSERT_EQ(test, pair_open(test, &p), 0);
+	KUNIT_ASSERT_EQ(test, kfi_endpoint(p.domain, p.dst, &ep, NULL), 0);
+	KUNIT_ASSERT_EQ(test, kfi_close(&ep->fid), 0);
+	KUNIT_EXPECT_EQ(test, kfi_enable(ep), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kfi_connect(ep, NULL, NULL, 0), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kfi_accept(ep, NULL, 0), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kfi_getpeer(ep, name, &len), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kfi_shutdown(ep, 0), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kfi_close(&ep->fid), -EINVAL);
+
+	KUNIT_ASSERT_EQ(test, kfi_passive_ep(p.fabric, p.src, &pep, NULL), 0);
+	KUNIT_ASSERT_EQ(test, kfi_close(&pep->fid), 0);
+	KUNIT_EXPECT_EQ(test, kfi_listen(pep), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kfi_reject(pep, NULL, NULL, 0), -EINVAL);
+
+	KUNIT_ASSERT_EQ(test, kfi_av_open(p.domain, &av_attr, &av, NULL), 0);
+	KUNIT_ASSERT_EQ(test, kfi_close(&av->fid), 0);
+	KUNIT_EXPECT_EQ(test, kfi_av_insert(av, name, 1, &addr, 0, NULL), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kfi_av_remove(av, &addr, 1, 0), -EINVAL);
+	len = sizeof(name);
+	KUNIT_EXPECT_EQ(test, kfi_av_lookup(av, addr, name, &len), -EINVAL);
+
+	pair_still_works(test, &p);
+	pair_close(test, &p);
+}
+
 /* Error texts: every code distinct from an I/O error, and KFI_EAVAIL. */
 static void hostile_error_texts(struct kunit *test)
 {
@@ -672,6 +715,7 @@ static struct kunit_case kfi_hostile_caller_cases[] = {
 	KUNIT_CASE(hostile_eq_closed_with_request),
 	KUNIT_CASE(hostile_hints_stay_the_callers),
 	KUNIT_CASE(hostile_enable_says_what_is_missing),
+	KUNIT_CASE(hostile_closed_objects_are_einval),
 	KUNIT_CASE(hostile_error_texts),
 	{}
 };
