@@ -105,18 +105,24 @@ pub(crate) fn register(version: u32, prov: *mut sys::kfi_provider) -> Result {
         return Err(EINVAL);
     }
     // A provider in a module must name it: its objects pin the module by
-    // that, or it could unload under them. A description in module (or
-    // vmalloc) memory is taken for a module's; a built-in one has none.
+    // that, or it could unload under them. A description, or a callback,
+    // in module (or vmalloc) memory is taken for a module's (a module may
+    // allocate its description); a built-in one has none.
     // SAFETY: The caller hands over a valid description (the C contract).
-    let owner = unsafe { prov.as_ref() }.owner;
-    // SAFETY: Only compares the address with the module and vmalloc areas.
-    if owner.is_null() && unsafe { bindings::is_vmalloc_or_module_addr(prov.as_ptr().cast()) } != 0
-    {
+    let p = unsafe { prov.as_ref() };
+    let in_module = |addr: *const c_void| {
+        // SAFETY: Only compares the address with the module and vmalloc
+        // areas.
+        !addr.is_null() && unsafe { bindings::is_vmalloc_or_module_addr(addr) } != 0
+    };
+    let modular = in_module(prov.as_ptr().cast_const().cast())
+        || in_module(p.getinfo.map_or(core::ptr::null(), |f| f as *const c_void))
+        || in_module(p.fabric.map_or(core::ptr::null(), |f| f as *const c_void));
+    if p.owner.is_null() && modular {
         pr_warn!("provider without its owner module refused\n");
         return Err(EINVAL);
     }
-    // SAFETY: The caller hands over a valid description (the C contract).
-    let name_ptr = unsafe { prov.as_ref() }.name;
+    let name_ptr = p.name;
     if name_ptr.is_null() {
         return Err(EINVAL);
     }

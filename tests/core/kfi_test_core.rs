@@ -127,9 +127,19 @@ mod tests {
     static PROV_EMPTY: StaticProvider = StaticProvider::new(c"", version(1, 0), None);
     static PROV_LONG: StaticProvider =
         StaticProvider::new(c"kfi_test_name_of_thirty_two_char", version(1, 0), None);
+    /// Registered without an owner only (never through `Registration`).
+    static PROV_OWNERLESS: StaticProvider =
+        StaticProvider::new(c"kfi_test_ownerless", version(1, 0), None);
 
     pub(super) fn deregister_leftovers() {
-        for p in [&PROV_A, &PROV_A_AGAIN, &PROV_B, &PROV_EMPTY, &PROV_LONG] {
+        for p in [
+            &PROV_A,
+            &PROV_A_AGAIN,
+            &PROV_B,
+            &PROV_EMPTY,
+            &PROV_LONG,
+            &PROV_OWNERLESS,
+        ] {
             // A description that is not registered gives -ENOENT.
             raw_deregister(Some(p));
         }
@@ -221,6 +231,37 @@ mod tests {
         }
         assert_eq!(raw_deregister(None), EINVAL.to_errno());
         assert_eq!(raw_deregister(Some(&PROV_B)), ENOENT.to_errno());
+    }
+
+    #[test]
+    fn ownerless_module_provider_refused() -> Result {
+        // A description in this module's memory names no owner.
+        assert_eq!(
+            raw_register(API_VERSION, Some(&PROV_OWNERLESS)),
+            EINVAL.to_errno()
+        );
+        // Nor does one the module allocated, whose fabric entry point is
+        // this module's code: the module could unload under its objects.
+        let mut p = KBox::new(
+            sys::kfi_provider {
+                name: c"kfi_test_ownerless".as_char_ptr(),
+                version: version(1, 0),
+                owner: core::ptr::null_mut(),
+                getinfo: None,
+                fabric: Some(test_fabric_open),
+            },
+            GFP_KERNEL,
+        )?;
+        let ptr: *mut sys::kfi_provider = &mut *p;
+        // SAFETY: A valid description that outlives any registration (it
+        // is deregistered below if the core took it).
+        let r = unsafe { sys::kfi_provider_register(API_VERSION, ptr) };
+        if r == 0 {
+            // SAFETY: Registered just now, with no object open.
+            unsafe { sys::kfi_provider_deregister(ptr) };
+        }
+        assert_eq!(r, EINVAL.to_errno());
+        Ok(())
     }
 
     #[test]
