@@ -184,16 +184,20 @@ impl Pending {
     /// from now on, so it cannot be closed meanwhile.
     pub(crate) fn child(parent: &ObjectCore, class: u32) -> Result<Self> {
         let pref = parent.pref.try_clone()?;
-        let me = Self::new(pref, class, Some(NonNull::from(parent)))?;
+        let mut me = Self::new(pref, class, None)?;
         // Under GRAPH, so that a concurrent close of the parent either sees
         // this child (-EBUSY) or finished before it.
         let _guard = GRAPH.lock();
-        parent.users.add(1, Relaxed);
-        // A parent being closed takes no child: `me` uncounts itself as it
-        // drops.
+        // A parent being closed takes no child. Not counted yet, so `me`
+        // does not touch the parent as it drops: that parent may be freed
+        // as soon as GRAPH is released.
         if parent.closing.load(Relaxed) {
             return Err(EBUSY);
         }
+        parent.users.add(1, Relaxed);
+        // INVARIANT: counted by the parent from here; `me` uncounts itself
+        // as it drops.
+        me.core.parent = Some(NonNull::from(parent));
         Ok(me)
     }
 
