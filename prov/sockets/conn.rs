@@ -414,6 +414,12 @@ impl Shared {
         flush(self);
     }
 
+    /// Starts the drain of [`Self::close_by`] without waiting for it: the
+    /// receive work takes no new frame from here. Process context.
+    pub(crate) fn begin_drain(&self) {
+        self.state.lock().draining = true;
+    }
+
     /// Lets the receive work finish the frame in hand (it takes no new
     /// one) and the transmitter send the responses queued, but none of
     /// our operations, until both are done, the connection ends or `by`

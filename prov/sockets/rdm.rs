@@ -247,14 +247,22 @@ impl Drop for RdmEp {
         for b in busy.iter() {
             b.shutdown();
         }
-        r.rxq.close();
-        r.rxq.quiesce();
-        // One bound for all of them: each sends the responses it has
-        // queued (`Shared::close_by`).
+        // Every connection stops taking new frames before any is waited
+        // for, and the receive queues close only after: a message taken
+        // meanwhile would find them closed and end its connection, and
+        // with it the answers queued for the peer (the `Ack` of a message
+        // already reported, a read's response). One bound for all of
+        // them: they drain side by side, so a peer that reads nothing
+        // holds up no other (`Shared::close_by`).
+        for c in conns.iter() {
+            c.conn.begin_drain();
+        }
         let by = conn::drain_deadline();
         for c in conns.iter() {
             c.conn.close_by(by);
         }
+        r.rxq.close();
+        r.rxq.quiesce();
         // The dispatch work queues no more; a poll still planned runs
         // within `FULL_RING_POLL_MS`. Before the workers: a run that began
         // before `closing` may still start an opener.

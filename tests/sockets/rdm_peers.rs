@@ -16,6 +16,8 @@ use kernel::{
 
 use super::{
     frame,
+    framing::{check_ack, check_pattern, push_msg},
+    kfi::kfi_sys as sys,
     ksock::SockAddr,
     net::*,
     wire::{Hdr, Op},
@@ -125,6 +127,65 @@ mod tests {
             "the peer's address stayed taken by a connection it left 3 s ago"
         );
         drop(r);
+        Ok(())
+    }
+
+    /// A peer's message that asked for delivery completion and was
+    /// reported to the ULP is acknowledged even though the ULP closes its
+    /// endpoint as soon as it has it, while the peer's next messages
+    /// arrive: the close stops every connection taking new frames and
+    /// lets it send what it owes before it closes the receive queues
+    /// (before, the next message found them closed and ended the
+    /// connection, its `Ack` unsent). The close races the receive work: a
+    /// few rounds.
+    #[test]
+    fn reported_message_is_acknowledged_when_the_endpoint_closes() -> Result {
+        const ROUNDS: usize = 8;
+        /// Bytes of each message: the receive work, not the data
+        /// callback, copies the first.
+        const LEN: usize = 64 << 10;
+        /// Messages behind the first, which no receive takes.
+        const BEHIND: usize = 4;
+        let mut failed = 0;
+        for round in 0..ROUNDS {
+            let r = rdm_side(c"7680")?;
+            let me = SockAddr::v4([127, 0, 0, 1], 7681);
+            let (accepted, a) = rdm_claim([127, 0, 0, 1], 7680, &me)?;
+            ensure!(accepted, "the peer was refused");
+            let mut buf = KVec::from_elem(0u8, LEN, GFP_KERNEL)?;
+            let v = kvec_mut(&mut buf);
+            // SAFETY: An open endpoint; `buf` outlives it (it is closed
+            // below, before `buf` is dropped).
+            let posted = unsafe { rc(r.ep.recvmsg(&msg(&v, 1, 0), 0)) };
+            ensure!(posted == 0, "receive not posted: {}", posted);
+            let mut stream = KVec::new();
+            push_msg(&mut stream, 0, LEN, true)?;
+            for m in 1..=BEHIND {
+                push_msg(&mut stream, m, LEN, false)?;
+            }
+            let sent = a.send(&[&stream])?;
+            ensure!(sent == stream.len(), "sent {} of {}", sent, stream.len());
+            let mut e = sys::kfi_cq_data_entry::default();
+            let got = sread_ms(&r.c, &mut e, 5000);
+            // The ULP closes as soon as it has the message.
+            drop(r);
+            ensure!(
+                got == 1 && e.op_context as usize == 1,
+                "not received: {}",
+                got
+            );
+            check_pattern(&buf, 0)?;
+            if let Err(err) = check_ack(&a, 0) {
+                pr_err!("kfi_sockets_rdm_peers: round {}: {:?}\n", round, err);
+                failed += 1;
+            }
+        }
+        ensure!(
+            failed == 0,
+            "{} of {} delivered messages not acknowledged",
+            failed,
+            ROUNDS
+        );
         Ok(())
     }
 }
