@@ -26,6 +26,7 @@ mod info;
 mod live;
 mod mr_io;
 mod object;
+mod overflow;
 mod queues;
 mod registry;
 mod strerror;

@@ -7,7 +7,8 @@
 //! Entries and error entries share the ring in completion order; a read
 //! stops at an error entry (`-KFI_EAVAIL`) until `kfi_cq_readerr` takes it.
 //! A full ring refuses the completion (`-ENOSPC` to the provider) and the
-//! ULP gets an `EOVERFLOW` error entry after the entries queued before it.
+//! ULP gets an `EOVERFLOW` error entry in its place: after the entries
+//! queued before it, before those queued after (`overflow.rs`).
 
 use core::{pin::Pin, ptr::NonNull};
 use kernel::{
@@ -21,6 +22,7 @@ use kernel::{
 
 use crate::{
     kfi_sys as sys,
+    overflow::Overflow,
     slot::{count, eavail, errno},
     util_ring,
     util_wait::Deadline,
@@ -46,8 +48,9 @@ struct Slot {
 /// The CQ's state, under its lock.
 struct Ring {
     slots: util_ring::Ring<Slot>,
-    /// A completion was refused since the ULP last heard of one.
-    overflow: bool,
+    /// A completion was refused since the ULP last heard of one: where
+    /// its notice stands.
+    overflow: Overflow,
     /// `kfi_cq_signal` was called and no waiter saw it yet.
     signaled: bool,
     /// Threads in `kfi_cq_sread` (counted under this lock before they
@@ -60,7 +63,7 @@ impl Ring {
     fn push(&mut self, slot: Slot) -> Result {
         let r = self.slots.push(slot);
         if r.is_err() {
-            self.overflow = true;
+            self.overflow.lost(self.slots.used());
         }
         r
     }
@@ -176,12 +179,14 @@ unsafe fn store(buf: *mut c_void, i: usize, format: u32, e: &sys::kfi_cq_tagged_
 /// `buf` holds `n` entries of `format`.
 unsafe fn read_locked(ring: &mut Ring, buf: *mut c_void, n: usize, format: u32) -> Result<isize> {
     let mut done = 0;
-    while done < n {
+    // Up to the notice of a lost completion, if one is due.
+    while done < n && !ring.overflow.due() {
         match ring.slots.front() {
             Some(s) if s.err.is_none() => {
                 // SAFETY: `done < n` (safety requirement).
                 unsafe { store(buf, done, format, &s.entry) };
                 ring.slots.pop();
+                ring.overflow.popped();
                 done += 1;
             }
             _ => break,
@@ -190,7 +195,7 @@ unsafe fn read_locked(ring: &mut Ring, buf: *mut c_void, n: usize, format: u32) 
     if done > 0 {
         return Ok(done as isize);
     }
-    if ring.slots.front().is_some() || ring.overflow {
+    if ring.slots.front().is_some() || ring.overflow.due() {
         Err(eavail())
     } else {
         Err(EAGAIN)
@@ -229,6 +234,13 @@ unsafe extern "C" fn cq_readerr(
         let u = unsafe { util(cq) }?;
         let mut ring = u.ring.lock();
         let out = match ring.slots.front() {
+            _ if ring.overflow.due() => {
+                ring.overflow.taken();
+                sys::kfi_cq_err_entry {
+                    err: EOVERFLOW.to_errno().abs(),
+                    ..Default::default()
+                }
+            }
             Some(Slot {
                 entry: e,
                 err: Some(info),
@@ -246,14 +258,8 @@ unsafe extern "C" fn cq_readerr(
                     ..Default::default()
                 };
                 ring.slots.pop();
+                ring.overflow.popped();
                 out
-            }
-            None if ring.overflow => {
-                ring.overflow = false;
-                sys::kfi_cq_err_entry {
-                    err: EOVERFLOW.to_errno().abs(),
-                    ..Default::default()
-                }
             }
             _ => return Err(EAGAIN),
         };
@@ -393,7 +399,7 @@ pub(crate) unsafe extern "C" fn kfi_util_cq_open(
                 },
                 format,
                 handler: a.comp_handler,
-                ring <- new_spinlock_irq!(Ring { slots, overflow: false, signaled: false, waiters: 0 }),
+                ring <- new_spinlock_irq!(Ring { slots, overflow: Overflow::default(), signaled: false, waiters: 0 }),
                 wait <- new_condvar!(),
                 sleepers: Atomic::new(0),
                 holds: Atomic::new(0),

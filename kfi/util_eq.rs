@@ -18,6 +18,7 @@ use kernel::{
 
 use crate::{
     info, kfi_sys as sys,
+    overflow::Overflow,
     slot::{count, eavail, errno},
     util_ring,
     util_wait::Deadline,
@@ -90,10 +91,10 @@ struct Ring {
     /// Threads asleep in `kfi_eq_sread` (the close is refused meanwhile).
     waiters: u32,
     /// A provider's event was refused (the queue was full) since the ULP
-    /// last heard of one: reported as an `EOVERFLOW` error entry, so that
-    /// a lost `KFI_CONNECTED` or `KFI_SHUTDOWN` is not waited for in
-    /// silence.
-    overflow: bool,
+    /// last heard of one: reported as an `EOVERFLOW` error entry in its
+    /// place, so that a lost `KFI_CONNECTED` or `KFI_SHUTDOWN` is not
+    /// waited for in silence.
+    overflow: Overflow,
 }
 
 /// A util EQ; its `kfid_eq` comes first.
@@ -161,8 +162,10 @@ unsafe fn read_locked(
     len: usize,
     flags: u64,
 ) -> Result<isize> {
+    if ring.overflow.due() {
+        return Err(eavail());
+    }
     let s = match ring.slots.front() {
-        None if ring.overflow => return Err(eavail()),
         None => return Err(EAGAIN),
         Some(s) if s.err.is_some() => return Err(eavail()),
         Some(s) => s,
@@ -179,6 +182,7 @@ unsafe fn read_locked(
     }
     if flags & sys::KFI_PEEK == 0 {
         ring.slots.pop();
+        ring.overflow.popped();
     }
     Ok(n as isize)
 }
@@ -252,6 +256,18 @@ unsafe extern "C" fn eq_readerr(
         // SAFETY: kfabric.ko passes an open EQ.
         let u = unsafe { util(eq) }?;
         let mut ring = u.ring.lock();
+        if ring.overflow.due() {
+            ring.overflow.taken();
+            // SAFETY: `buf` is valid for writes (checked non-NULL by
+            // kfabric.ko).
+            unsafe {
+                buf.write(sys::kfi_eq_err_entry {
+                    err: EOVERFLOW.to_errno().abs(),
+                    ..Default::default()
+                })
+            };
+            return Ok(1);
+        }
         let Some(&Slot {
             len,
             bytes,
@@ -259,18 +275,6 @@ unsafe extern "C" fn eq_readerr(
             ..
         }) = ring.slots.front()
         else {
-            if ring.slots.front().is_none() && ring.overflow {
-                ring.overflow = false;
-                // SAFETY: `buf` is valid for writes (checked non-NULL by
-                // kfabric.ko).
-                unsafe {
-                    buf.write(sys::kfi_eq_err_entry {
-                        err: EOVERFLOW.to_errno().abs(),
-                        ..Default::default()
-                    })
-                };
-                return Ok(1);
-            }
             return Err(EAGAIN);
         };
         ring.last_err_data[..len].copy_from_slice(&bytes[..len]);
@@ -280,6 +284,7 @@ unsafe extern "C" fn eq_readerr(
             core::ptr::null_mut()
         };
         ring.slots.pop();
+        ring.overflow.popped();
         // SAFETY: `buf` is valid for writes (checked non-NULL by kfabric.ko).
         unsafe {
             buf.write(sys::kfi_eq_err_entry {
@@ -319,7 +324,8 @@ fn post(u: &UtilEq, slot: Slot, from_provider: bool) -> Result {
         }
         let r = ring.slots.push(slot);
         if r.is_err() && from_provider {
-            ring.overflow = true;
+            let queued = ring.slots.used();
+            ring.overflow.lost(queued);
         }
         r
     };
@@ -482,7 +488,7 @@ pub(crate) unsafe extern "C" fn kfi_util_eq_open(
                     slots,
                     last_err_data: [0; sys::KFI_EQ_DATA_MAX as usize],
                     waiters: 0,
-                    overflow: false,
+                    overflow: Overflow::default(),
                 }),
                 wait <- new_condvar!(),
             }),

@@ -159,11 +159,19 @@ mod tests {
         assert_eq!(write(&cq, &entry(2, 2)), 0);
         assert_eq!(write(&cq, &entry(3, 3)), ENOSPC.to_errno());
         let mut out = [sys::kfi_cq_data_entry::default(); 4];
-        assert_eq!(read(&cq, &mut out), 2);
+        // One read frees room for a completion that comes after the loss:
+        // the notice keeps the lost one's place, before it.
+        assert_eq!(read(&cq, &mut out[..1]), 1);
+        assert_eq!(write(&cq, &entry(4, 4)), 0);
+        assert_eq!(read(&cq, &mut out), 1);
+        assert_eq!(out[0].op_context as usize, 2);
         assert_eq!(read(&cq, &mut out), EAVAIL);
         let mut e = sys::kfi_cq_err_entry::default();
         assert_eq!(readerr(&cq, &mut e), 1);
         assert_eq!(e.err, -EOVERFLOW.to_errno());
+        assert_eq!(readerr(&cq, &mut e), neg(EAGAIN));
+        assert_eq!(read(&cq, &mut out), 1);
+        assert_eq!(out[0].op_context as usize, 4);
         assert_eq!(read(&cq, &mut out), neg(EAGAIN));
         Ok(())
     }
@@ -512,15 +520,37 @@ mod tests {
             let lost =
                 sys::kfi_util_eq_write_cm(eqp, sys::KFI_SHUTDOWN, (&raw const cm).cast(), cm_size);
             assert_eq!(lost, ENOSPC.to_errno());
-            for _ in 0..4 {
+            // An event queued after the loss, once a read made room, comes
+            // after the notice, which keeps the lost event's place.
+            assert_eq!(
+                sys::kfi_eq_read(eqp, &mut event, out, size, 0),
+                size as isize
+            );
+            let later = sys::kfi_eq_entry {
+                fid: t.domain.fid(),
+                data: 5678,
+                ..Default::default()
+            };
+            assert_eq!(
+                sys::kfi_eq_write(eqp, sys::KFI_NOTIFY, (&raw const later).cast(), size, 0),
+                size as isize
+            );
+            for _ in 0..3 {
                 assert_eq!(
                     sys::kfi_eq_read(eqp, &mut event, out, size, 0),
                     size as isize
                 );
+                assert_eq!(got.data, 1234);
             }
             assert_eq!(sys::kfi_eq_read(eqp, &mut event, out, size, 0), EAVAIL);
             assert_eq!(sys::kfi_eq_readerr(eqp, &mut e, 0), 1);
             assert_eq!(e.err, EOVERFLOW.to_errno().abs());
+            assert_eq!(sys::kfi_eq_readerr(eqp, &mut e, 0), neg(EAGAIN));
+            assert_eq!(
+                sys::kfi_eq_read(eqp, &mut event, out, size, 0),
+                size as isize
+            );
+            assert_eq!(got.data, 5678);
             assert_eq!(sys::kfi_eq_read(eqp, &mut event, out, size, 0), neg(EAGAIN));
         }
         Ok(())
