@@ -84,8 +84,12 @@ unsafe fn update(cntr: *mut sys::kfid_cntr, f: impl FnOnce(&mut Counts)) -> c_in
     errno((|| {
         // SAFETY: The caller's guarantee.
         let u = unsafe { util(cntr) }?;
-        f(&mut u.counts.lock());
+        let mut counts = u.counts.lock();
+        f(&mut counts);
+        // Under the lock: a thread that reads the new count may close the
+        // counter at once, which takes this lock first.
         u.wait.notify_all();
+        drop(counts);
         Ok(())
     })())
 }

@@ -319,8 +319,12 @@ unsafe extern "C" fn cq_signal(cq: *mut sys::kfid_cq) -> c_int {
     errno((|| {
         // SAFETY: kfabric.ko passes an open CQ.
         let u = unsafe { util(cq) }?;
-        u.ring.lock().signaled = true;
+        let mut ring = u.ring.lock();
+        ring.signaled = true;
+        // Under the lock: a waiter that sees `signaled` may return and
+        // close the CQ at once, which takes this lock first.
         u.wait.notify_all();
+        drop(ring);
         Ok(())
     })())
 }

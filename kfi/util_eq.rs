@@ -313,6 +313,12 @@ unsafe extern "C" fn eq_readerr(
 /// `KFI_CONNECTED`, `KFI_SHUTDOWN` and error entries would be the events
 /// lost.
 fn post(u: &UtilEq, slot: Slot, from_provider: bool) -> Result {
+    // Read before the event is visible: without a handler, nothing of the
+    // EQ is touched once the lock is dropped (a reader may take the event
+    // and close the EQ at once).
+    let handler = u.handler;
+    let eq = (&raw const u.eq).cast_mut();
+    let context = u.eq.fid.context;
     let r = {
         let mut ring = u.ring.lock();
         let kept = ring.slots.room_now() / 2;
@@ -327,13 +333,19 @@ fn post(u: &UtilEq, slot: Slot, from_provider: bool) -> Result {
             let queued = ring.slots.used();
             ring.overflow.lost(queued);
         }
+        if r.is_ok() || from_provider {
+            // Under the lock, which the close takes first.
+            u.wait.notify_all();
+        }
         r
     };
     if r.is_ok() || from_provider {
-        u.wait.notify_all();
-        if let Some(h) = u.handler {
-            // SAFETY: The ULP's handler for this EQ, given at open.
-            unsafe { h((&raw const u.eq).cast_mut(), u.eq.fid.context) };
+        if let Some(h) = handler {
+            // SAFETY: The ULP's handler for this EQ, given at open; the EQ
+            // is open while a call on it runs (the C contract: a ULP with
+            // a handler does not close the EQ while its own write on it
+            // may still be running).
+            unsafe { h(eq, context) };
         }
     }
     r
