@@ -123,8 +123,15 @@ pub(crate) fn kick_rx(sh: &Arc<Shared>) {
 /// `inline_rx` parameter allows it and the kernel can tell the caller may
 /// sleep. Any context but hard interrupt.
 pub(crate) fn may_receive_inline() -> bool {
+    crate::inline_rx() && may_sleep()
+}
+
+/// Whether the caller may sleep, as far as the kernel can tell (see
+/// [`push_tx`]): false in atomic context, and on a kernel that cannot
+/// tell. Any context but hard interrupt.
+pub(crate) fn may_sleep() -> bool {
     // SAFETY: No preconditions: it only looks at the caller's context.
-    crate::inline_rx() && unsafe { kfi_sockets_may_send_inline() }
+    unsafe { kfi_sockets_may_send_inline() }
 }
 
 /// Counts a poster about to receive inline (`rx::run_inline`), as

@@ -15,6 +15,7 @@
 
 use core::sync::atomic::Ordering;
 use kernel::{
+    alloc::kvec::InsertError,
     new_condvar, new_spinlock_irq, new_work,
     prelude::*,
     sync::{Arc, CondVar, SpinLockIrq},
@@ -77,27 +78,73 @@ pub(crate) struct RxState {
 /// A receive posted while another post was reporting (`RxState::due`).
 enum Deferred {
     Msg(RxOp),
-    Tagged { tag: u64, ignore: u64, op: RxOp },
+    Tagged {
+        tag: u64,
+        ignore: u64,
+        op: RxOp,
+    },
+    /// A receive that took a held message in a post that may not sleep,
+    /// whose copy was too large for it ([`ATOMIC_COPY_MAX`]): the due
+    /// work copies and reports it. It is no longer posted: a cancel does
+    /// not find it.
+    Taken(Taken),
 }
 
 impl Deferred {
     fn is_tagged(&self) -> bool {
-        matches!(self, Deferred::Tagged { .. })
+        match self {
+            Deferred::Msg(_) => false,
+            Deferred::Tagged { .. } => true,
+            Deferred::Taken(t) => matches!(t, Taken::Tagged(_)),
+        }
     }
 
-    fn op(&self) -> &RxOp {
+    /// The context of a receive a cancel may take back.
+    fn cancelable(&self) -> Option<usize> {
         match self {
-            Deferred::Msg(op) | Deferred::Tagged { op, .. } => op,
+            Deferred::Msg(op) | Deferred::Tagged { op, .. } => Some(op.context),
+            Deferred::Taken(_) => None,
         }
     }
 
     /// Its completion, should it fail.
     fn entry(&self) -> CqEntry {
-        let kind = match self {
-            Deferred::Msg(_) => sys::KFI_MSG,
-            Deferred::Tagged { .. } => sys::KFI_TAGGED,
-        };
-        self.op().entry(sys::KFI_RECV | kind)
+        match self {
+            Deferred::Msg(op) => op.entry(sys::KFI_RECV | sys::KFI_MSG),
+            Deferred::Tagged { op, .. } => op.entry(sys::KFI_RECV | sys::KFI_TAGGED),
+            Deferred::Taken(t) => t.entry(),
+        }
+    }
+}
+
+/// A receive that took a held message: to report.
+enum Taken {
+    Msg(Unexpected, RxOp),
+    Tagged(Matched<RxOp, Unexpected>),
+}
+
+impl Taken {
+    fn report(self, cq: Reports) {
+        match self {
+            Taken::Msg(u, op) => rx::complete_held(cq, &op, sys::KFI_MSG, 0, u.data, &u.payload),
+            Taken::Tagged(m) => rx::complete_matched(cq, &m),
+        }
+    }
+
+    /// Payload bytes its report copies.
+    fn copies(&self) -> usize {
+        match self {
+            Taken::Msg(u, _) => u.payload.len(),
+            Taken::Tagged(m) => m.msg.payload.len(),
+        }
+    }
+
+    /// Its completion, should it fail.
+    fn entry(&self) -> CqEntry {
+        match self {
+            Taken::Msg(_, op) => op.entry(sys::KFI_RECV | sys::KFI_MSG),
+            Taken::Tagged(m) => m.recv.entry(sys::KFI_RECV | sys::KFI_TAGGED),
+        }
     }
 }
 
@@ -106,8 +153,7 @@ enum Posted {
     /// Queued for a message to come.
     Queued,
     /// It took a held message: to report.
-    Held(Unexpected, RxOp),
-    Matched(Matched<RxOp, Unexpected>),
+    Took(Taken),
     /// It failed (the endpoint closed, no room): to report, unless its
     /// post can still return the error.
     Failed(CqEntry, Error),
@@ -117,9 +163,16 @@ impl Posted {
     fn report(self, cq: Reports) {
         match self {
             Posted::Queued => {}
-            Posted::Held(u, op) => rx::complete_held(cq, &op, sys::KFI_MSG, 0, u.data, &u.payload),
-            Posted::Matched(m) => rx::complete_matched(cq, &m),
+            Posted::Took(t) => t.report(cq),
             Posted::Failed(e, err) => report_err(cq, &e, err),
+        }
+    }
+
+    /// Payload bytes its report copies.
+    fn copies(&self) -> usize {
+        match self {
+            Posted::Took(t) => t.copies(),
+            Posted::Queued | Posted::Failed(..) => 0,
         }
     }
 }
@@ -138,6 +191,13 @@ const PEER_SHARE_DIV: usize = 4;
 /// caller, maybe a softirq, for as long as the peer likes. The due work
 /// (`RxQueues::due_work`) posts the rest, as many per run.
 const REPORT_BUDGET: usize = 16;
+
+/// Payload bytes a post that may not sleep (a softirq, a caller holding a
+/// spinlock) copies from held messages at most, as the data callback's
+/// pass (`rx/soft.rs`): a peer's held messages are up to the endpoint's
+/// `unexpected_bytes_max`. The due work copies the rest; a single larger
+/// message goes to it whole.
+const ATOMIC_COPY_MAX: usize = 256 << 10;
 
 /// The receive queues of one endpoint.
 #[pin_data]
@@ -162,7 +222,7 @@ impl WorkItem for RxQueues {
 
     fn run(this: Arc<RxQueues>) {
         let _noio = wq::NoIo::begin();
-        this.post_due(0, true);
+        this.post_due(0, 0, true);
     }
 }
 
@@ -239,6 +299,7 @@ impl RxQueues {
     /// the others' receive work is queued. Any context but hard interrupt.
     fn post_one(self: &Arc<Self>, d: Deferred) -> Result {
         let inline = progress::may_receive_inline();
+        let bounded = !progress::may_sleep();
         let (first, mine, res) = {
             let mut s = self.state.lock();
             if s.closing {
@@ -283,6 +344,11 @@ impl RxQueues {
                 Posted::Queued => (None, mine, Ok(())),
                 // The caller still has its receive: it hears of the error.
                 Posted::Failed(_, e) => (None, mine, Err(e)),
+                Posted::Took(t) if bounded && t.copies() > ATOMIC_COPY_MAX => {
+                    s.reporting = true;
+                    let first = self.leave_to_work(&mut s, t).map(|p| (p, s.cq));
+                    (first, mine, Ok(()))
+                }
                 p => {
                     s.reporting = true;
                     (Some((p, s.cq)), mine, Ok(()))
@@ -290,8 +356,9 @@ impl RxQueues {
             }
         };
         if let Some((first, cq)) = first {
+            let copied = first.copies();
             first.report(cq);
-            self.post_due(1, false);
+            self.post_due(1, copied, false);
         }
         if let Some(sh) = mine {
             rx::run_inline(sh);
@@ -328,7 +395,7 @@ impl RxQueues {
             Deferred::Msg(op) => {
                 // The oldest held message, if any, is this receive's.
                 if let Some(u) = s.held.take() {
-                    return Posted::Held(u, op);
+                    return Posted::Took(Taken::Msg(u, op));
                 }
                 let e = op.entry(sys::KFI_RECV | sys::KFI_MSG);
                 if s.rx.len() >= QUEUE {
@@ -343,20 +410,50 @@ impl RxQueues {
             Deferred::Tagged { tag, ignore, op } => {
                 let e = op.entry(sys::KFI_RECV | sys::KFI_TAGGED);
                 match s.tagged.post(tag, ignore, op) {
-                    Ok(Some(m)) => Posted::Matched(m),
+                    Ok(Some(m)) => Posted::Took(Taken::Tagged(m)),
                     Ok(None) => Posted::Queued,
                     Err(err) => Posted::Failed(e, err),
                 }
+            }
+            Deferred::Taken(t) => Posted::Took(t),
+        }
+    }
+
+    /// Leaves `t`, taken by the receive a reporting post (`reporting` is
+    /// set) came to, at the front of `due` for the due work to copy and
+    /// report in process context, and queues that work; with the lock
+    /// held. The post is then done: the work reports the rest. Returns
+    /// `t` to report at once if `due` has no room for it (an atomic
+    /// allocation failed).
+    fn leave_to_work(self: &Arc<Self>, s: &mut RxState, t: Taken) -> Option<Posted> {
+        let d = Deferred::Taken(t);
+        let left = match s.due.reserve(1, GFP_ATOMIC) {
+            Ok(()) => s.due.insert_within_capacity(0, d),
+            Err(_) => Err(InsertError::OutOfCapacity(d)),
+        };
+        match left {
+            Ok(()) => {
+                // No work is active while a post reports (see `post_due`).
+                s.due_work = true;
+                let _ = wq::queue().enqueue(self.clone());
+                None
+            }
+            Err(InsertError::OutOfCapacity(d) | InsertError::IndexOutOfBounds(d)) => {
+                Some(Self::apply(s, d))
             }
         }
     }
 
     /// The reporting post (`by_work`: the due work), which has reported
-    /// `reported` receives, posts in order the receives left to it, and
-    /// reports those that take held messages or fail, until none is left
-    /// or it has reported [`REPORT_BUDGET`]: then it leaves the rest to the
-    /// due work, queued (again, if it is the one) behind the other work.
-    fn post_due(self: &Arc<Self>, mut reported: usize, by_work: bool) {
+    /// `reported` receives and copied `copied` bytes of held messages,
+    /// posts in order the receives left to it, and reports those that
+    /// take held messages or fail, until none is left or it has reported
+    /// [`REPORT_BUDGET`]: then it leaves the rest to the due work, queued
+    /// (again, if it is the one) behind the other work. A post that may
+    /// not sleep also leaves to it the receive whose copy would take it
+    /// past [`ATOMIC_COPY_MAX`].
+    fn post_due(self: &Arc<Self>, mut reported: usize, mut copied: usize, by_work: bool) {
+        let bounded = !by_work && !progress::may_sleep();
         loop {
             let (p, cq) = {
                 let mut s = self.state.lock();
@@ -383,11 +480,23 @@ impl RxQueues {
                         return;
                     }
                 };
-                (Self::apply(&mut s, d), s.cq)
+                let p = match Self::apply(&mut s, d) {
+                    Posted::Took(t)
+                        if bounded && copied.saturating_add(t.copies()) > ATOMIC_COPY_MAX =>
+                    {
+                        match self.leave_to_work(&mut s, t) {
+                            Some(p) => p,
+                            None => return,
+                        }
+                    }
+                    p => p,
+                };
+                (p, s.cq)
             };
             if !matches!(p, Posted::Queued) {
                 reported += 1;
             }
+            copied = copied.saturating_add(p.copies());
             p.report(cq);
         }
     }
@@ -452,7 +561,7 @@ impl RxQueues {
                 (sys::KFI_RECV | sys::KFI_MSG, s.cq)
             } else if s.tagged.cancel_where(|r| r.context == context).is_some() {
                 (sys::KFI_RECV | sys::KFI_TAGGED, s.cq)
-            } else if let Some(i) = s.due.iter().position(|d| d.op().context == context) {
+            } else if let Some(i) = s.due.iter().position(|d| d.cancelable() == Some(context)) {
                 let d = s.due.remove(i).map_err(|_| ENOENT)?;
                 let cq = s.cq;
                 drop(s);

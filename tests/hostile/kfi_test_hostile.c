@@ -20,6 +20,7 @@
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/timer.h>
+#include <linux/vmalloc.h>
 #include <kfabric/kfabric.h>
 #include <kfabric/kfi_provider.h>
 
@@ -300,6 +301,81 @@ static void hostile_buffers_softirq(struct kunit *test)
 	timer_destroy_on_stack(&s.timer);
 	KUNIT_EXPECT_TRUE(test, s.in_softirq);
 	expect_bad_calls_refused(test, &s.r);
+	pair_still_works(test, &p);
+	pair_close(test, &p);
+}
+
+/* A receive posted from a timer, and what it found on the CQ there. */
+struct softirq_held {
+	struct timer_list timer;
+	struct completion done;
+	struct pair *p;
+	void *buf;
+	size_t len;
+	int in_softirq, recv, rx;
+};
+
+static void softirq_held_fn(struct timer_list *t)
+{
+	struct softirq_held *s = timer_container_of(s, t, timer);
+	struct kfi_cq_data_entry e;
+
+	s->in_softirq = in_serving_softirq();
+	s->recv = kfi_recv(s->p->sep, s->buf, s->len, NULL, 0, s->buf);
+	s->rx = kfi_cq_read(s->p->scq, &e, 1);
+	complete(&s->done);
+}
+
+/*
+ * A receive posted from softirq that takes a large message the peer sent
+ * before any receive was posted (held for it, up to unexpected_bytes_max)
+ * is not copied there: the post returns, and the provider's work copies
+ * and reports it in process context. The message arrives whole.
+ */
+static void hostile_softirq_post_leaves_large_copies(struct kunit *test)
+{
+	const size_t len = 1 << 20;
+	struct softirq_held s = {};
+	struct kfi_cq_data_entry ce;
+	u8 *src, *dst;
+	struct pair p;
+	size_t i;
+
+	KUNIT_ASSERT_EQ(test, pair_open(test, &p), 0);
+	src = vmalloc(len);
+	dst = vzalloc(len);
+	if (!src || !dst) {
+		vfree(src);
+		vfree(dst);
+		pair_close(test, &p);
+		KUNIT_FAIL(test, "no memory for the buffers");
+		return;
+	}
+	for (i = 0; i < len; i++)
+		src[i] = (u8)(i * 7 + i / 4096);
+	KUNIT_EXPECT_EQ(test, kfi_send(p.cep, src, len, NULL, 0, src), 0);
+	KUNIT_EXPECT_EQ(test, kfi_cq_sread(p.ccq, &ce, 1, NULL, WAIT_MS), 1);
+	/* Past its wait in the socket for a receive (recv_wait_ms): held. */
+	msleep(300);
+	s.p = &p;
+	s.buf = dst;
+	s.len = len;
+	init_completion(&s.done);
+	timer_setup_on_stack(&s.timer, softirq_held_fn, 0);
+	mod_timer(&s.timer, jiffies + 1);
+	wait_for_completion(&s.done);
+	timer_delete_sync(&s.timer);
+	timer_destroy_on_stack(&s.timer);
+	KUNIT_EXPECT_TRUE(test, s.in_softirq);
+	KUNIT_EXPECT_EQ(test, s.recv, 0);
+	/* Not reported from within the softirq's post. */
+	KUNIT_EXPECT_EQ(test, s.rx, -EAGAIN);
+	KUNIT_EXPECT_EQ(test, kfi_cq_sread(p.scq, &ce, 1, NULL, WAIT_MS), 1);
+	KUNIT_EXPECT_PTR_EQ(test, ce.op_context, (void *)dst);
+	KUNIT_EXPECT_EQ(test, ce.len, len);
+	KUNIT_EXPECT_TRUE(test, memcmp(dst, src, len) == 0);
+	vfree(src);
+	vfree(dst);
 	pair_still_works(test, &p);
 	pair_close(test, &p);
 }
@@ -709,6 +785,7 @@ static struct kunit_case kfi_hostile_caller_cases[] = {
 	KUNIT_CASE(hostile_buffers_process),
 	KUNIT_CASE(hostile_buffers_atomic),
 	KUNIT_CASE(hostile_buffers_softirq),
+	KUNIT_CASE(hostile_softirq_post_leaves_large_copies),
 	KUNIT_CASE(hostile_objects),
 	KUNIT_CASE(hostile_registration),
 	KUNIT_CASE(hostile_eq_connreq_ownership),
