@@ -42,7 +42,7 @@ use kernel::{
 use crate::{
     conn::Conn,
     flush::FlushAt,
-    frame::{Buffers, Header, SLOT},
+    frame::{Acks, Buffers, Header, SLOT},
     ib::{
         device::Limits,
         dma::{self, DmaBuf},
@@ -172,6 +172,8 @@ struct Op {
 struct Awaiting {
     seq: u64,
     entry: CqEntry,
+    /// A tagged message: acknowledged in its own count ([`Acks`]).
+    tagged: bool,
     sent: bool,
     acked: bool,
     /// The watchdog's run when its last frame's request completed
@@ -240,7 +242,7 @@ struct State {
     /// The peer's messages flagged
     /// [`F_ACK_REQ`](crate::frame::F_ACK_REQ) placed but not yet
     /// acknowledged.
-    acks_due: u64,
+    acks_due: Acks,
     /// Tagged receives and held tagged messages (`tagged.rs`).
     tagged: Tagged,
     /// RMA operations.
@@ -369,7 +371,7 @@ impl DataPath {
                     held,
                     awaiting,
                     next_seq: 0,
-                    acks_due: 0,
+                    acks_due: Acks::default(),
                     tagged,
                     rma,
                     up: false,
@@ -648,7 +650,7 @@ impl DataPath {
             report_err(cq, &a.entry, e);
         }
         st.awaiting.clear();
-        st.acks_due = 0;
+        st.acks_due = Acks::default();
         st.rma.cancel(cq);
     }
 

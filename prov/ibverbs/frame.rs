@@ -28,7 +28,9 @@ pub(crate) const FRAME_MAX: usize = SLOT - HDR;
 /// Most buffers of one send or receive.
 pub(crate) const IOV_MAX: usize = 4;
 
-const MAGIC: u8 = 0x6b;
+/// Also the frame format's version: 0x6b counted acknowledgements of both
+/// kinds of message together.
+const MAGIC: u8 = 0x6c;
 /// The frame has a payload (else it only returns credits).
 pub(crate) const F_DATA: u8 = 1;
 /// The header carries remote CQ data.
@@ -42,9 +44,50 @@ pub(crate) const F_RMA_DATA: u8 = 8;
 /// (delivery completion): the receiver acknowledges it once its receive
 /// completed.
 pub(crate) const F_ACK_REQ: u8 = 16;
-/// A header-only frame acknowledging (`data`) messages flagged
-/// [`F_ACK_REQ`], oldest first.
+/// A header-only frame acknowledging messages flagged [`F_ACK_REQ`],
+/// oldest first, counted in `data` by kind ([`Acks`]).
 pub(crate) const F_ACKED: u8 = 32;
+
+/// The messages an acknowledgement ([`F_ACKED`]) is for, in its `data`:
+/// untagged ones in the low 32 bits, tagged ones in the high 32. Each
+/// kind is placed in the order it was sent, but a tagged message may be
+/// placed while an earlier untagged one waits for its receive: counted
+/// together, its acknowledgement would complete the untagged send.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Acks {
+    pub(crate) msg: u32,
+    pub(crate) tagged: u32,
+}
+
+impl Acks {
+    /// The counts in an acknowledgement's `data`.
+    pub(crate) fn of(data: u64) -> Self {
+        Self {
+            msg: (data & u64::from(u32::MAX)) as u32,
+            tagged: (data >> 32) as u32,
+        }
+    }
+
+    /// The `data` of an acknowledgement of these counts.
+    pub(crate) fn data(self) -> u64 {
+        (u64::from(self.tagged) << 32) | u64::from(self.msg)
+    }
+
+    /// Whether any message is acknowledged.
+    pub(crate) fn any(self) -> bool {
+        self.msg != 0 || self.tagged != 0
+    }
+
+    /// Counts one more placed message of the kind `tagged` says.
+    pub(crate) fn count(&mut self, tagged: bool) {
+        let n = if tagged {
+            &mut self.tagged
+        } else {
+            &mut self.msg
+        };
+        *n = n.saturating_add(1);
+    }
+}
 
 /// The first frame of a tagged message: its payload starts with the
 /// tag extension ([`TAG_EXT`]).

@@ -294,6 +294,11 @@ mod tests {
     }
 
     #[test]
+    fn tagged_and_untagged_acknowledgements_are_counted_apart() -> Result {
+        super::tagged::tagged_and_untagged_acknowledgements_are_counted_apart()
+    }
+
+    #[test]
     fn tagged_unexpected_flood_ends_the_connection() -> Result {
         super::tagged::tagged_unexpected_flood_ends_the_connection()
     }

@@ -60,6 +60,49 @@ pub(crate) fn tagged_messages_of_every_size() -> Result {
     })
 }
 
+/// An untagged message for delivery that waits for its receive, then a
+/// tagged one for delivery that is placed at once: the tagged message's
+/// acknowledgement does not complete the untagged send (each kind is
+/// acknowledged in its own count), and both complete once the untagged
+/// message has its receive.
+pub(crate) fn tagged_and_untagged_acknowledgements_are_counted_apart() -> Result {
+    with_pair(c"7682", |cep, sep, ccq, scq| {
+        let done = |cq: &Cq<'_>, what: &str| {
+            cq.sread(WAIT_MS).map(|c| c.context).map_err(|e| {
+                pr_err!("kfi_ibverbs test: {what}: {e:?}\n");
+                e.errno()
+            })
+        };
+        // SAFETY: The buffer is static.
+        step("untagged send", unsafe {
+            cep.send(b"untagged", 1, sys::KFI_DELIVERY_COMPLETE)
+        })?;
+        let (mut t, mut u) = ([0u8; 8], [0u8; 8]);
+        // SAFETY: `t` outlives the completion read below.
+        step("tagged receive", unsafe { sep.trecv(&mut t, 7, 0, 3) })?;
+        // SAFETY: The buffer is static.
+        step("tagged send", unsafe {
+            cep.tsend(b"tagged!!", 7, 2, 0, sys::KFI_DELIVERY_COMPLETE)
+        })?;
+        assert_eq!(done(scq, "tagged receive")?, 3);
+        // The tagged message is placed and acknowledged; the untagged
+        // one still waits for a receive: no send may complete yet (they
+        // complete in order), certainly not the untagged one.
+        let early = ccq.sread(500);
+        if !matches!(early, Err(CqError::Queue(e)) if e == ETIMEDOUT) {
+            pr_err!("kfi_ibverbs test: before the untagged receive: {early:?}\n");
+        }
+        assert!(matches!(early, Err(CqError::Queue(e)) if e == ETIMEDOUT));
+        // SAFETY: `u` outlives the completion read below.
+        step("untagged receive", unsafe { sep.recv(&mut u, 4) })?;
+        assert_eq!(done(scq, "untagged receive")?, 4);
+        assert_eq!(done(ccq, "untagged delivered")?, 1);
+        assert_eq!(done(ccq, "tagged delivered")?, 2);
+        assert_eq!((&t, &u), (b"tagged!!", b"untagged"));
+        Ok(())
+    })
+}
+
 /// Sends `msg` tagged with each of `tags` (context: the tag), waiting
 /// for send completions while the sends queue is full.
 pub(crate) fn tsend_many(

@@ -11,8 +11,8 @@ use kernel::prelude::*;
 use super::{DataPath, Filling, Posted, Ring, State, MSG_MAX, SLOTS};
 use crate::{
     frame::{
-        read_header, Buffers, Header, FRAME_MAX, F_ACKED, F_ACK_REQ, F_CQ_DATA, F_DATA, F_KNOWN,
-        F_MORE, F_RMA_DATA, F_TAGGED, HDR, SLOT,
+        read_header, Acks, Buffers, Header, FRAME_MAX, F_ACKED, F_ACK_REQ, F_CQ_DATA, F_DATA,
+        F_KNOWN, F_MORE, F_RMA_DATA, F_TAGGED, HDR, SLOT,
     },
     ib::dma,
     ib_sys as sys,
@@ -120,22 +120,27 @@ impl DataPath {
         report_recv(st.rx_cq, &f.p.entry, f.total - f.placed);
         if h.flags & F_ACK_REQ != 0 {
             // Placed: the sender's delivery completion may go.
-            st.acks_due = st.acks_due.saturating_add(1);
+            st.acks_due.count(false);
         }
     }
 
-    /// The peer acknowledged the placement of `n` of our messages, oldest
-    /// first; more than wait for it is a protocol error.
-    fn acked(st: &mut State, n: u64) {
+    /// The peer acknowledged the placement of `n` of our messages, the
+    /// oldest of each kind first; more than wait for it is a protocol
+    /// error.
+    fn acked(st: &mut State, n: Acks) {
         let mut left = n;
         for a in st.awaiting.iter_mut().filter(|a| !a.acked) {
-            if left == 0 {
-                break;
+            let kind = if a.tagged {
+                &mut left.tagged
+            } else {
+                &mut left.msg
+            };
+            if *kind > 0 {
+                a.acked = true;
+                *kind -= 1;
             }
-            a.acked = true;
-            left -= 1;
         }
-        if left > 0 || n == 0 {
+        if left.any() || !n.any() {
             Self::protocol_error(st, "acknowledgement of no message");
             return;
         }
@@ -240,7 +245,7 @@ impl DataPath {
                 return;
             }
             if h.flags == F_ACKED {
-                Self::acked(&mut st, h.data);
+                Self::acked(&mut st, Acks::of(h.data));
                 if st.broken {
                     return;
                 }
@@ -288,7 +293,7 @@ impl DataPath {
                 if done && h.flags & F_ACK_REQ != 0 {
                     // Placed or held: the sender's delivery completion may
                     // go.
-                    st.acks_due = st.acks_due.saturating_add(1);
+                    st.acks_due.count(true);
                 }
                 Self::repost(st, ring, index);
                 true

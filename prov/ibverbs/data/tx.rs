@@ -10,8 +10,9 @@ use kernel::prelude::*;
 use super::{Awaiting, DataPath, Op, Pending, State, MSG_MAX, SLOTS, TX_MAX};
 use crate::{
     frame::{
-        tag_ext, tampered, write_header, write_header_magic, Buffers, Header, FRAME_MAX, F_ACKED,
-        F_ACK_REQ, F_CQ_DATA, F_DATA, F_MORE, F_RMA_DATA, F_TAGGED, HDR, INJECT_MAX, TAG_EXT,
+        tag_ext, tampered, write_header, write_header_magic, Acks, Buffers, Header, FRAME_MAX,
+        F_ACKED, F_ACK_REQ, F_CQ_DATA, F_DATA, F_MORE, F_RMA_DATA, F_TAGGED, HDR, INJECT_MAX,
+        TAG_EXT,
     },
     ib::dma,
     kfi::{
@@ -190,6 +191,7 @@ impl DataPath {
                     let a = Awaiting {
                         seq: op.seq,
                         entry: op.entry,
+                        tagged: p.flags & F_TAGGED != 0,
                         sent: false,
                         acked: false,
                         since: st.tick,
@@ -338,7 +340,7 @@ impl DataPath {
     /// spare, as a message frame); it carries both.
     pub(super) fn return_credits(st: &mut State) {
         let credits_due = st.to_return >= SLOTS / 2 && st.credits >= 1;
-        let acks_due = st.acks_due > 0 && st.credits >= 2;
+        let acks_due = st.acks_due.any() && st.credits >= 2;
         if st.qp.is_null() || st.broken || !(credits_due || acks_due) {
             return;
         }
@@ -351,10 +353,10 @@ impl DataPath {
         let buf = &ring.bufs[SLOTS + slot];
         let acks = st.acks_due;
         let h = Header {
-            flags: if acks > 0 { F_ACKED } else { 0 },
+            flags: if acks.any() { F_ACKED } else { 0 },
             credits,
             len: 0,
-            data: acks,
+            data: acks.data(),
         };
         // SAFETY: A free send slot, ours under the lock.
         unsafe { write_header(buf.addr(), &h) };
@@ -366,7 +368,7 @@ impl DataPath {
             st.slot_tick[slot] = Some(st.tick);
             st.credits -= 1;
             st.to_return -= credits;
-            st.acks_due = 0;
+            st.acks_due = Acks::default();
         } else {
             let _ = st.free.push_within_capacity(slot);
         }
