@@ -288,14 +288,16 @@ impl Conn {
     }
 
     /// How long a work request may take on the connection (see
-    /// `data::WR_WAIT_MS`): twice what its transport retries, or the
-    /// link's floor. Process context.
+    /// `data::WR_WAIT_MS`): twice what its transport retries, within the
+    /// link's floor and `data::WR_WAIT_MAX_MS`. Process context.
     pub(crate) fn wr_wait_ms(&self, s: &State) -> i64 {
         if self.dom.dev.link == Link::Iwarp {
             return data::WR_WAIT_IWARP_MS;
         }
         let retry = s.id.as_ref().map_or(0, CmId::qp_retry_ms);
-        i64::from(retry).saturating_mul(2).max(data::WR_WAIT_MS)
+        i64::from(retry)
+            .saturating_mul(2)
+            .clamp(data::WR_WAIT_MS, data::WR_WAIT_MAX_MS)
     }
 
     /// Reports `err` on the EQ and ends the connection.

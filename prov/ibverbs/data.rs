@@ -90,6 +90,11 @@ pub(crate) const CREDIT_WAIT_MS: i64 = 5000;
 /// retries longer before it gives up (its ack timeout times its retries)
 /// gets twice that, so the transport reports a lost peer first.
 pub(crate) const WR_WAIT_MS: i64 = 10_000;
+/// The most that twice the transport's retries may stretch
+/// [`WR_WAIT_MS`] to: the peer chooses our QP's ack timeout (the target
+/// ack delay of its CM reply or request), up to 2^31 times 4.096 us a try,
+/// which with 7 retries would be about 39 hours.
+pub(crate) const WR_WAIT_MAX_MS: i64 = 120_000;
 /// The same on iWARP (a peer that stops reading holds a send in its TCP
 /// window), where TCP's retransmissions, which back off, must not be
 /// cut short.
