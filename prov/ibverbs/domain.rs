@@ -239,11 +239,16 @@ impl IbDomain {
 
 impl Drop for IbDomain {
     fn drop(&mut self) {
-        self.shared.end_link();
+        // Under the list's lock, which the device's removal takes to find
+        // its domains: it finds this one with its link and PD (and frees
+        // them itself), or finds it gone only once they are. The removal
+        // lets the device go when it returns.
         let mut l = DOMAINS.lock();
+        self.shared.end_link();
         if let Some(i) = l.iter().position(|d| Arc::ptr_eq(d, &self.shared)) {
             let _ = l.remove(i);
         }
+        drop(self.shared.dd.take_pd());
     }
 }
 

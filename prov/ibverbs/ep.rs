@@ -96,9 +96,9 @@ pub(crate) struct IbEndpoint {
     /// The domain, which tracks the connection for the device's removal.
     dom: Arc<DomShared>,
     /// The region the peer's flushing reads take (iWARP devices only,
-    /// see `flush.rs`); freed after the QP is gone (fields drop after
-    /// `drop`).
-    _flush: Option<FlushRegion>,
+    /// see `flush.rs`); freed after the QP is gone, under the domain's
+    /// teardown lock (`drop`).
+    flush: Option<FlushRegion>,
 }
 
 impl IbEndpoint {
@@ -157,11 +157,7 @@ impl IbEndpoint {
                 return Err(ENODEV);
             }
         }
-        Ok(Self {
-            conn,
-            dom,
-            _flush: flush,
-        })
+        Ok(Self { conn, dom, flush })
     }
 
     pub(crate) fn attr(&self) -> EndpointAttr {
@@ -572,8 +568,11 @@ impl Drop for IbEndpoint {
                 id.disconnect();
                 id.destroy_qp();
             }
-            // The ring and CQs after the QP.
+            // The ring and CQs after the QP, and the flush region's MR,
+            // which a removal of the device that came meanwhile (it waits
+            // for this lock) must see gone before it lets the device go.
             drop(queues);
+            drop(self.flush.take());
             id
         };
         // Destroying the identifier waits for its event handler, which

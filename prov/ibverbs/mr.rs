@@ -38,8 +38,12 @@ pub(crate) struct MrHandle {
 
 impl Drop for MrHandle {
     fn drop(&mut self) {
-        self.dom.remove_region(&self.region);
+        // The MR first, while the domain still lists the region: a
+        // removal of the device that comes meanwhile frees the listed
+        // regions' MRs, and so waits for this one (`IbRegion`'s lock)
+        // before it lets the device go.
         self.region.device_gone();
+        self.dom.remove_region(&self.region);
     }
 }
 
