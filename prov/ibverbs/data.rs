@@ -106,6 +106,15 @@ pub(crate) const WR_WAIT_IWARP_MS: i64 = 30_000;
 const WATCH_MS: i64 = 250;
 /// [`CREDIT_WAIT_MS`] in watchdog runs.
 const CREDIT_WAIT_RUNS: u64 = (CREDIT_WAIT_MS / WATCH_MS) as u64;
+/// How long a connection whose receives flushed may stay up waiting for
+/// the disconnection that normally follows (a peer's disconnect puts our
+/// QP in the error state just before rdma_cm reports it): a QP the peer
+/// put in the error state another way (an RDMA write with a bad key, on
+/// RoCE) gets no event at all. Then the connection ends with
+/// `ECONNRESET`.
+const QP_FAILED_MS: i64 = 3000;
+/// [`QP_FAILED_MS`] in watchdog runs.
+const QP_FAILED_RUNS: u64 = (QP_FAILED_MS / WATCH_MS) as u64;
 
 /// `ms` (`response_timeout_ms`) in watchdog runs, one more than it
 /// takes (the first run may come at once), so never early; `u64::MAX`
@@ -264,6 +273,9 @@ struct State {
     /// Since which run the oldest waiting send has not moved (no credit
     /// or free slot for its next frame).
     stalled_since: Option<u64>,
+    /// Since which run a receive slot flushed while the connection was up
+    /// ([`QP_FAILED_MS`]).
+    flushed_since: Option<u64>,
     /// The run at which each send slot's work request was posted, while
     /// it is (RMA requests note theirs in `rma`).
     slot_tick: [Option<u64>; SLOTS],
@@ -384,6 +396,7 @@ impl DataPath {
                     broken: false,
                     tick: 0,
                     stalled_since: None,
+                    flushed_since: None,
                     slot_tick: [None; SLOTS],
                     wr_wait_runs: (WR_WAIT_MS / WATCH_MS) as u64,
                     ack_wait_runs: ack_wait_runs(crate::response_timeout_ms()),
@@ -445,8 +458,9 @@ impl DataPath {
 
     /// Why the connection is being ended (the error entry the worker
     /// posts): `EPROTO`, `ENOSPC` or `ENOMEM` (tagged messages, see
-    /// `tagged.rs`), or `ETIMEDOUT` for credits, a work request or an acknowledgement
-    /// never come.
+    /// `tagged.rs`), `ETIMEDOUT` for credits, a work request or an
+    /// acknowledgement never come, or `ECONNRESET` for a QP that failed
+    /// with no disconnection.
     pub(crate) fn end_reason(&self) -> Error {
         self.st.lock().end_reason
     }
@@ -482,6 +496,11 @@ impl DataPath {
             st.stalled_since = None;
             pr_warn!("the peer returned no credits for {CREDIT_WAIT_MS} ms: connection ended\n");
             Self::end(&mut st, ETIMEDOUT);
+            return;
+        }
+        if st.flushed_since.is_some_and(|t| age(t) >= QP_FAILED_RUNS) {
+            pr_warn!("the QP failed and no disconnection followed: connection ended\n");
+            Self::end(&mut st, ECONNRESET);
             return;
         }
         let slots = st.slot_tick.iter().flatten().copied().min();

@@ -184,6 +184,12 @@ impl DataPath {
             // so: the connection ends as for any broken frame.
             Self::protocol_error(&mut st, "a receive failed");
         }
+        if d.flushed && st.up && !st.broken && !st.qp.is_null() && st.flushed_since.is_none() {
+            // The QP is in the error state with the connection up: a
+            // disconnection normally follows at once, else the watchdog
+            // ends the connection (`QP_FAILED_MS`).
+            st.flushed_since = Some(st.tick);
+        }
         if !d.ok || st.qp.is_null() || st.broken {
             // A broken peer's frames are dropped, their slots not
             // reposted: it cannot make this side work for ever.
