@@ -38,9 +38,11 @@ use crate::{
 #[derive(Clone, Copy)]
 pub(crate) struct Mark {
     end: u32,
-    /// The count of acknowledged bytes with its lowest bit set: a niche,
-    /// so that an `Option<Mark>` in every pending operation takes 8 bytes
-    /// (one byte off does not matter to a check in units of 1 GiB).
+    /// The count of acknowledged bytes with its lowest bit set, rounded
+    /// down: a niche, so that an `Option<Mark>` in every pending operation
+    /// takes 8 bytes (one byte off does not matter to a check in units of
+    /// 1 GiB, but it must be below: rounded up, a count that has not
+    /// moved reads as 4 GiB acknowledged since the mark).
     acked: NonZeroU32,
 }
 
@@ -73,7 +75,7 @@ pub(crate) fn mark(sock: &Socket, len: usize) -> Option<Mark> {
     }
     Some(Mark {
         end: m.end,
-        acked: NonZeroU32::new(m.acked | 1)?,
+        acked: NonZeroU32::new(m.acked.wrapping_sub(1) | 1)?,
     })
 }
 
