@@ -181,8 +181,14 @@ impl Socket {
     }
 
     /// [`Self::set_rx_deadline_paced`] for the sends: the peer earns time
-    /// with the bytes it reads.
-    pub(crate) fn set_tx_deadline_paced(&self, d: Option<Deadline>, step_ms: u64) {
+    /// with the bytes it reads, `taken` of them already (the part of a
+    /// frame the socket took before the deadline was set), which move `d`
+    /// at once.
+    pub(crate) fn set_tx_deadline_paced(&self, d: Option<Deadline>, step_ms: u64, taken: usize) {
+        let earned = u64::try_from(taken / pace::PACE_BYTES)
+            .unwrap_or(u64::MAX)
+            .saturating_mul(step_ms);
+        let d = d.map(|d| Deadline::after_ms_from(d, earned));
         self.set_deadline(Dir::Tx, d);
         if d.is_some() {
             self.tx_pace.set(step_ms);

@@ -279,15 +279,17 @@ fn step(sh: &Arc<Shared>, sock: &Socket, job: Job, at: usize, start: Deadline, w
     }
 }
 
-/// Before a frame: one that may wait gets its deadline, `frame_timeout_ms`
-/// from its start and as much again for each MiB the peer takes of it
-/// (as it gets for its own frames, `rx.rs`): a peer that asked for a
-/// large read and does not read the answer holds the transmitter for
-/// that long, not for as long as the answer's length would buy.
-fn begin_frame(sock: &Socket, start: Deadline, wait: Wait) {
+/// Before a frame, or the rest of one from byte `at`: one that may wait
+/// gets its deadline, `frame_timeout_ms` from its start and as much again
+/// for each MiB the peer takes of it (as it gets for its own frames,
+/// `rx.rs`), those taken before `at` included (an inline sender that
+/// could not wait began it): a peer that asked for a large read and does
+/// not read the answer holds the transmitter for that long, not for as
+/// long as the answer's length would buy.
+fn begin_frame(sock: &Socket, start: Deadline, at: usize, wait: Wait) {
     if wait == Wait::Deadline {
         let ms = u64::from(crate::frame_timeout_ms());
-        sock.set_tx_deadline_paced(rx::frame_deadline(start), ms);
+        sock.set_tx_deadline_paced(rx::frame_deadline(start), ms, at);
     }
 }
 
@@ -304,7 +306,7 @@ fn step_resp(
     // The receive work may wait for the room this response left in the
     // queue.
     sh.wake.notify_all();
-    begin_frame(sock, start, wait);
+    begin_frame(sock, start, at, wait);
     let res = match send_resp(sock, &r, more, at, wait) {
         Ok(Sent::Upto(at)) => {
             let job = Job::Resp(r, more);
@@ -340,7 +342,7 @@ fn step_op(
     start: Deadline,
     wait: Wait,
 ) -> bool {
-    begin_frame(sock, start, wait);
+    begin_frame(sock, start, at, wait);
     let res = match send_op(sock, op, id, at, wait) {
         Ok(Sent::Upto(at)) => {
             let job = Job::Op(core::mem::take(op), id, cq);
