@@ -42,7 +42,7 @@ use kernel::{
 use crate::{
     conn::Conn,
     flush::FlushAt,
-    frame::{Acks, Buffers, Header, SLOT},
+    frame::{Acks, Buffers, Header, F_MORE, SLOT},
     ib::{
         device::Limits,
         dma::{self, DmaBuf},
@@ -268,6 +268,11 @@ struct State {
     /// The peer broke the protocol: nothing it sends is taken any more,
     /// and the connection is being ended.
     broken: bool,
+    /// The connection ended ([`DataPath::cancel`]): the message being
+    /// received was canceled and the framing state is gone, so frames
+    /// polled from now on (they arrived before the end) are dropped
+    /// rather than read as the starts of messages of their own.
+    ended: bool,
     /// The watchdog's runs so far: the clock of the two deadlines.
     tick: u64,
     /// Since which run the oldest waiting send has not moved (no credit
@@ -394,6 +399,7 @@ impl DataPath {
                     up: false,
                     closed: false,
                     broken: false,
+                    ended: false,
                     tick: 0,
                     stalled_since: None,
                     flushed_since: None,
@@ -641,9 +647,17 @@ impl DataPath {
     pub(crate) fn cancel(&self, closing: bool) {
         let mut st = self.lock();
         st.closed |= closing;
+        st.ended = true;
         let cq = st.rx_cq;
         if let Some(f) = st.filling.take() {
             report_err(cq, &f.p.entry, ECANCELED);
+        }
+        // The held frames of a message whose last frame will not be
+        // taken go (their slots are not reposted): a receive posted later
+        // would wait for the rest for ever. Each frame of a message but
+        // its last is flagged F_MORE, so they are the held tail.
+        while st.held.last().is_some_and(|(_, h)| h.flags & F_MORE != 0) {
+            let _ = st.held.pop();
         }
         for p in st.posted.iter() {
             report_err(cq, &p.entry, ECANCELED);

@@ -190,9 +190,10 @@ impl DataPath {
             // ends the connection (`QP_FAILED_MS`).
             st.flushed_since = Some(st.tick);
         }
-        if !d.ok || st.qp.is_null() || st.broken {
+        if !d.ok || st.qp.is_null() || st.broken || st.ended {
             // A broken peer's frames are dropped, their slots not
-            // reposted: it cannot make this side work for ever.
+            // reposted: it cannot make this side work for ever. So are
+            // those polled after the connection ended (`State::ended`).
             return;
         }
         // SAFETY: A completion for a slot of the attached ring.
