@@ -116,6 +116,37 @@ pub(crate) unsafe fn scatter(
     at
 }
 
+/// Copies `src` into `bufs` from byte `off` of them on, in order; returns
+/// the bytes copied (at most what the buffers hold from `off`).
+///
+/// # Safety
+///
+/// As for [`slice`], for each of `bufs`.
+pub(crate) unsafe fn scatter_at(
+    bufs: impl IntoIterator<Item = impl Borrow<Buf>>,
+    mut off: usize,
+    src: &[u8],
+) -> usize {
+    let mut at = 0;
+    for b in bufs {
+        let b = b.borrow();
+        if off >= b.len {
+            off -= b.len;
+            continue;
+        }
+        let n = (b.len - off).min(src.len() - at);
+        // SAFETY: As required.
+        let dst = unsafe { slice(b) };
+        dst[off..off + n].copy_from_slice(&src[at..at + n]);
+        at += n;
+        off = 0;
+        if at == src.len() {
+            break;
+        }
+    }
+    at
+}
+
 /// Copies the start of `bufs` into `dst`; returns the bytes copied.
 ///
 /// # Safety

@@ -175,7 +175,7 @@ impl Rx<'_> {
         let fetch = h.flags & flags::FETCH != 0;
         let (need, writes) = atomic_rights(op, fetch);
         let outcome = (|| -> Result<OldValues> {
-            atomics::elem_size(datatype).ok_or(EOPNOTSUPP)?;
+            let es = atomics::elem_size(datatype).ok_or(EOPNOTSUPP)?;
             let a = self.sh.mrs.access(d.key, d.addr, d.len, need, self.sock)?;
             // Old values only to whom may read them; their room is made
             // before the atomic changes anything.
@@ -187,14 +187,22 @@ impl Rx<'_> {
                 unsafe { bufs::gather(a.bufs(), &mut target[..len]) };
                 let before = target;
                 atomics::apply(datatype, op, &mut target[..len], src, cmp, &mut old[..len])?;
-                // Only what changed is written back: a compare that fails
-                // (or a minimum that keeps the target) writes nothing, so
-                // it cannot undo an RMA write that landed meanwhile (RMA
-                // writes do not take the atomic lock).
-                if writes && target[..len] != before[..len] {
-                    // SAFETY: The same checked range, still held by `a`; the lock we
-                    // hold serializes atomics on it and `gather`'s slice has ended.
-                    unsafe { bufs::scatter(a.bufs(), &target[..len]) };
+                // Only the elements that changed are written back: a
+                // compare that fails (or a minimum that keeps the target)
+                // writes nothing, and an element an RMA write changed
+                // meanwhile keeps it unless this atomic changed that
+                // element too (RMA writes do not take the atomic lock).
+                if writes {
+                    let pairs = target[..len].chunks(es).zip(before[..len].chunks(es));
+                    for (i, (new, was)) in pairs.enumerate() {
+                        if new != was {
+                            // SAFETY: The same checked range, still held by `a`
+                            // (`i * es` is within its `len`); the lock we hold
+                            // serializes atomics on it and `gather`'s slice has
+                            // ended.
+                            unsafe { bufs::scatter_at(a.bufs(), i.saturating_mul(es), new) };
+                        }
+                    }
                 }
                 Ok::<(), Error>(())
             })?;
