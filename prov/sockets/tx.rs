@@ -316,14 +316,16 @@ fn step_resp(
         Ok(Sent::Whole) => Ok(()),
         Err(e) => Err(e),
     };
-    if res.is_ok() && matches!(r, Resp::Read { status: 0, .. }) {
-        // The peer's read is done with our region.
-        sh.rxq.cq().count_only(sys::KFI_RMA | sys::KFI_REMOTE_READ);
-    }
+    let read_done = res.is_ok() && matches!(r, Resp::Read { status: 0, .. });
     // A close may wait for the queued responses to be out.
     sh.state.lock().resp_out = false;
     sh.wake.notify_all();
+    // The read's hold on our region goes before the count tells the ULP
+    // it may reuse the region (`kfi_mr_unmap` would find it busy).
     drop(r);
+    if read_done {
+        sh.rxq.cq().count_only(sys::KFI_RMA | sys::KFI_REMOTE_READ);
+    }
     stop_on_err(sh, sock, res)
 }
 
