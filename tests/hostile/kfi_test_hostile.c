@@ -268,21 +268,49 @@ static void hostile_buffers_atomic(struct kunit *test)
 	pair_close(test, &p);
 }
 
-struct softirq_calls {
+/* A call of @fn(@arg) from a timer, and whether it ran in softirq context. */
+struct softirq_call {
 	struct timer_list timer;
 	struct completion done;
-	struct pair *p;
-	struct bad_calls r;
+	void (*fn)(void *arg);
+	void *arg;
 	bool in_softirq;
 };
 
-static void softirq_calls_fn(struct timer_list *t)
+static void softirq_call_fn(struct timer_list *t)
 {
-	struct softirq_calls *s = timer_container_of(s, t, timer);
+	struct softirq_call *s = timer_container_of(s, t, timer);
 
 	s->in_softirq = in_serving_softirq();
-	bad_data_calls(s->p, &s->r);
+	s->fn(s->arg);
 	complete(&s->done);
+}
+
+/* Calls @fn(@arg) from a timer; true if it ran in softirq context. */
+static bool call_in_softirq(void (*fn)(void *arg), void *arg)
+{
+	struct softirq_call s = { .fn = fn, .arg = arg };
+
+	init_completion(&s.done);
+	timer_setup_on_stack(&s.timer, softirq_call_fn, 0);
+	mod_timer(&s.timer, jiffies + 1);
+	wait_for_completion(&s.done);
+	timer_delete_sync(&s.timer);
+	timer_destroy_on_stack(&s.timer);
+	return s.in_softirq;
+}
+
+/* The bad calls of hostile_buffers_softirq, and what they returned. */
+struct softirq_calls {
+	struct pair *p;
+	struct bad_calls r;
+};
+
+static void softirq_calls_fn(void *arg)
+{
+	struct softirq_calls *s = arg;
+
+	bad_data_calls(s->p, &s->r);
 }
 
 /* The same from a timer, in softirq context. */
@@ -293,13 +321,7 @@ static void hostile_buffers_softirq(struct kunit *test)
 
 	KUNIT_ASSERT_EQ(test, pair_open(test, &p), 0);
 	s.p = &p;
-	init_completion(&s.done);
-	timer_setup_on_stack(&s.timer, softirq_calls_fn, 0);
-	mod_timer(&s.timer, jiffies + 1);
-	wait_for_completion(&s.done);
-	timer_delete_sync(&s.timer);
-	timer_destroy_on_stack(&s.timer);
-	KUNIT_EXPECT_TRUE(test, s.in_softirq);
+	KUNIT_EXPECT_TRUE(test, call_in_softirq(softirq_calls_fn, &s));
 	expect_bad_calls_refused(test, &s.r);
 	pair_still_works(test, &p);
 	pair_close(test, &p);
@@ -307,23 +329,19 @@ static void hostile_buffers_softirq(struct kunit *test)
 
 /* A receive posted from a timer, and what it found on the CQ there. */
 struct softirq_held {
-	struct timer_list timer;
-	struct completion done;
 	struct pair *p;
 	void *buf;
 	size_t len;
-	int in_softirq, recv, rx;
+	int recv, rx;
 };
 
-static void softirq_held_fn(struct timer_list *t)
+static void softirq_held_fn(void *arg)
 {
-	struct softirq_held *s = timer_container_of(s, t, timer);
+	struct softirq_held *s = arg;
 	struct kfi_cq_data_entry e;
 
-	s->in_softirq = in_serving_softirq();
 	s->recv = kfi_recv(s->p->sep, s->buf, s->len, NULL, 0, s->buf);
 	s->rx = kfi_cq_read(s->p->scq, &e, 1);
-	complete(&s->done);
 }
 
 /*
@@ -360,13 +378,7 @@ static void hostile_softirq_post_leaves_large_copies(struct kunit *test)
 	s.p = &p;
 	s.buf = dst;
 	s.len = len;
-	init_completion(&s.done);
-	timer_setup_on_stack(&s.timer, softirq_held_fn, 0);
-	mod_timer(&s.timer, jiffies + 1);
-	wait_for_completion(&s.done);
-	timer_delete_sync(&s.timer);
-	timer_destroy_on_stack(&s.timer);
-	KUNIT_EXPECT_TRUE(test, s.in_softirq);
+	KUNIT_EXPECT_TRUE(test, call_in_softirq(softirq_held_fn, &s));
 	KUNIT_EXPECT_EQ(test, s.recv, 0);
 	/* Not reported from within the softirq's post. */
 	KUNIT_EXPECT_EQ(test, s.rx, -EAGAIN);

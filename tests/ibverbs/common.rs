@@ -90,6 +90,14 @@ pub(crate) fn with_pair_domain(
     port: &CStr,
     f: impl FnOnce(&Domain<'_>, &Endpoint<'_>, &Endpoint<'_>, &Cq<'_>, &Cq<'_>) -> Result,
 ) -> Result {
+    with_pair_eq(port, |d, cep, sep, ccq, scq, _| f(d, cep, sep, ccq, scq))
+}
+
+/// As [`with_pair_domain`], with the EQ both endpoints report to.
+pub(crate) fn with_pair_eq(
+    port: &CStr,
+    f: impl FnOnce(&Domain<'_>, &Endpoint<'_>, &Endpoint<'_>, &Cq<'_>, &Cq<'_>, &Eq<'_>) -> Result,
+) -> Result {
     let s = step("side", side(port))?;
     let d = s.fabric.domain(s.src.entry())?;
     let eq = s.fabric.eq(16)?;
@@ -98,7 +106,7 @@ pub(crate) fn with_pair_domain(
     let cep = endpoint(&d, s.dst.entry(), &ccq, &eq)?;
     cep.connect(&[])?;
     let sep = serve(&d, &eq, &scq, &[])?;
-    f(&d, &cep, &sep, &ccq, &scq)
+    f(&d, &cep, &sep, &ccq, &scq, &eq)
 }
 
 /// `len` bytes of a pattern that differs per `seed`.

@@ -93,16 +93,7 @@ pub(crate) fn regions_take_rdma_before_and_after_connecting() -> Result {
 /// (on RoCE no disconnection comes by itself: both QPs are in the error
 /// state, and each side ends its connection when its receives flushed).
 pub(crate) fn rma_access_error_ends_the_connection() -> Result {
-    let s = step("side", side(c"7622"))?;
-    let d = s.fabric.domain(s.src.entry())?;
-    let eq = s.fabric.eq(16)?;
-    let _pep = s.fabric.listen(s.src.entry(), &eq)?;
-    let (ccq, scq) = (d.cq(128)?, d.cq(128)?);
-    let cep = endpoint(&d, s.dst.entry(), &ccq, &eq)?;
-    cep.connect(&[])?;
-    let sep = serve(&d, &eq, &scq, &[])?;
-    let (d, cep, ccq) = (&d, &cep, &ccq);
-    {
+    with_pair_eq(c"7622", |d, cep, sep, ccq, _scq, eq| {
         let mut ro = zeroed(4096)?;
         let at = addr_of(&ro, 0);
         // SAFETY: The region is dropped by the end of the case, not leaked.
@@ -128,26 +119,26 @@ pub(crate) fn rma_access_error_ends_the_connection() -> Result {
         }
         drop(mr);
         assert!(ro.iter().all(|&b| b == 0xee));
-    }
-    let (mut client_ended, mut server_ended) = (false, false);
-    for _ in 0..6 {
-        if client_ended && server_ended {
-            break;
-        }
-        match eq.sread(WAIT_MS) {
-            Ok(CmEvent::Shutdown { fid } | CmEvent::Failed { fid, .. }) => {
-                client_ended |= cep.is(fid);
-                server_ended |= sep.is(fid);
-            }
-            Ok(_) => {}
-            Err(e) => {
-                pr_err!("kfi_ibverbs test: the end of the connection: {e:?}\n");
+        let (mut client_ended, mut server_ended) = (false, false);
+        for _ in 0..6 {
+            if client_ended && server_ended {
                 break;
             }
+            match eq.sread(WAIT_MS) {
+                Ok(CmEvent::Shutdown { fid } | CmEvent::Failed { fid, .. }) => {
+                    client_ended |= cep.is(fid);
+                    server_ended |= sep.is(fid);
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    pr_err!("kfi_ibverbs test: the end of the connection: {e:?}\n");
+                    break;
+                }
+            }
         }
-    }
-    assert!(client_ended && server_ended);
-    Ok(())
+        assert!(client_ended && server_ended);
+        Ok(())
+    })
 }
 
 /// A counter counts what the endpoint completes, errors included: a
