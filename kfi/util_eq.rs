@@ -375,8 +375,8 @@ unsafe fn write_event(
     };
     if len > 0 {
         // SAFETY: `buf` holds `len` bytes (safety requirement).
-        slot.bytes[..len]
-            .copy_from_slice(unsafe { core::slice::from_raw_parts(buf.cast::<u8>(), len) });
+        let src = unsafe { core::slice::from_raw_parts(buf.cast::<u8>(), len) };
+        slot.bytes[..len].copy_from_slice(src);
     }
     post(u, slot, from_provider)
 }

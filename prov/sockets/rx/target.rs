@@ -195,12 +195,11 @@ impl Rx<'_> {
                 if writes {
                     let pairs = target[..len].chunks(es).zip(before[..len].chunks(es));
                     for (i, (new, was)) in pairs.enumerate() {
+                        // Within the range: `i * es` is below its `len`.
+                        let at = i.saturating_mul(es);
                         if new != was {
-                            // SAFETY: The same checked range, still held by `a`
-                            // (`i * es` is within its `len`); the lock we hold
-                            // serializes atomics on it and `gather`'s slice has
-                            // ended.
-                            unsafe { bufs::scatter_at(a.bufs(), i.saturating_mul(es), new) };
+                            // SAFETY: As for `gather`, whose slice has ended.
+                            unsafe { bufs::scatter_at(a.bufs(), at, new) };
                         }
                     }
                 }
