@@ -58,9 +58,11 @@ struct Entry {
     per_io: bool,
     /// Accesses in progress.
     busy: usize,
-    /// The sockets of the connections that hold them (one per access):
-    /// shut down if the region is closed and they outlast the grace.
-    holders: KVec<Arc<Socket>>,
+    /// The sockets of the connections that hold them, each with its count
+    /// of accesses (one entry per connection, not per access, so the list
+    /// and its scans are bounded by the connections): shut down if the
+    /// region is closed and they outlast the grace.
+    holders: KVec<(Arc<Socket>, usize)>,
     /// Closed: no new access; removed when `busy` drops to zero.
     dead: bool,
 }
@@ -319,7 +321,11 @@ impl MrTable {
         }
         let pieces = e.pieces.get(..e.n).ok_or(EINVAL)?;
         let (from, skip) = first_piece(pieces, start as usize);
-        e.holders.push(holder.clone(), GFP_ATOMIC)?;
+        match e.holders.iter_mut().find(|(h, _)| Arc::ptr_eq(h, holder)) {
+            // At most one per access in progress: bounded by `busy`.
+            Some((_, n)) => *n += 1,
+            None => e.holders.push((holder.clone(), 1), GFP_ATOMIC)?,
+        }
         e.busy += 1;
         // INVARIANT: `pieces[from..]` is the region's from the range's
         // first byte on; `busy` now counts this access, so the region
@@ -360,7 +366,7 @@ impl MrTable {
         if busy(&inner) {
             let holders = inner.entry(id).map(|e| core::mem::take(&mut e.holders));
             drop(inner);
-            for s in holders.iter().flatten() {
+            for (s, _) in holders.iter().flatten() {
                 s.shutdown();
             }
             drop(holders);
@@ -383,7 +389,12 @@ impl MrTable {
         let mut inner = self.inner.lock();
         let gone = inner.entry(id).and_then(|e| {
             e.busy = e.busy.saturating_sub(1);
-            let i = e.holders.iter().position(|h| Arc::ptr_eq(h, holder))?;
+            let i = e.holders.iter().position(|(h, _)| Arc::ptr_eq(h, holder))?;
+            let n = &mut e.holders.get_mut(i)?.1;
+            *n = n.saturating_sub(1);
+            if *n > 0 {
+                return None;
+            }
             e.holders.remove(i).ok()
         });
         drop(inner);
@@ -439,8 +450,8 @@ fn first_piece(pieces: &[Buf], start: usize) -> (usize, usize) {
 /// `first` points to `count` buffers of region `id` of `table`, the first
 /// of which holds the range's first byte at offset `skip`; the range's
 /// `len` bytes lie inside them. This access holds one of the region's
-/// `busy` counts, with `holder` (the socket of the connection that uses
-/// it) in the region's `holders`, so the buffers stay allocated and
+/// `busy` counts and one of the counts of `holder` (the socket of the
+/// connection that uses it) in the region's `holders`, so the buffers stay allocated and
 /// unchanged while it lives.
 pub(crate) struct Access {
     table: Arc<MrTable>,
