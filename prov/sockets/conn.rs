@@ -593,6 +593,8 @@ pub(crate) fn teardown(sh: &Arc<Shared>, sock: &Socket, e: Error) {
     // A send in progress fails; the next run of the transmit work flushes.
     sock.shutdown();
     progress::kick_tx(sh);
+    // It takes no receive now: one it was chosen to take goes to another.
+    sh.rxq.unstall(sh);
     if closing {
         return;
     }

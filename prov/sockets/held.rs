@@ -79,10 +79,9 @@ impl HeldMsgs {
         Iterator::chain(held, open).fold((0, 0), |(n, b), len| (n + 1, b.saturating_add(len)))
     }
 
-    /// Reserves room for a message of `bytes` payload bytes from source
-    /// `src` (any number naming it: on an RDM endpoint, its peer's host);
-    /// `None` when there is none now, for it or for anyone.
-    pub(crate) fn reserve_from(&mut self, bytes: usize, src: usize) -> Option<MsgRoom> {
+    /// Whether [`Self::reserve_from`] would find room for `bytes` from
+    /// `src` now (it reserves nothing).
+    pub(crate) fn fits(&self, bytes: usize, src: usize) -> bool {
         let count = self.msgs.len().saturating_add(self.open.len());
         let total = self
             .bytes
@@ -90,7 +89,14 @@ impl HeldMsgs {
             .saturating_add(bytes);
         let (n, b) = self.used_by(src);
         let within_share = n < self.share && b.saturating_add(bytes) <= self.share_bytes;
-        if !within_share || count >= self.max || total > self.max_bytes {
+        within_share && count < self.max && total <= self.max_bytes
+    }
+
+    /// Reserves room for a message of `bytes` payload bytes from source
+    /// `src` (any number naming it: on an RDM endpoint, its peer's host);
+    /// `None` when there is none now, for it or for anyone.
+    pub(crate) fn reserve_from(&mut self, bytes: usize, src: usize) -> Option<MsgRoom> {
+        if !self.fits(bytes, src) {
             return None;
         }
         // Within the capacity allocated at `new` (`count < max`).

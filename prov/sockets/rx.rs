@@ -34,7 +34,7 @@ mod resp;
 mod soft;
 mod target;
 
-pub(crate) use recv::{complete_held, complete_matched};
+pub(crate) use recv::{complete_held, complete_matched, may_go_on};
 pub(crate) use resp::{expire_responses, finish};
 pub(crate) use soft::receive as receive_in_callback;
 

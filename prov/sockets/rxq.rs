@@ -318,7 +318,8 @@ impl RxQueues {
                 // Within the room just reserved: cannot fail.
                 return s.due.push_within_capacity(d).map_err(|_| ENOMEM);
             }
-            // Before `apply` queues the work of every stalled connection.
+            // Before `apply` queues the work of the stalled connections
+            // that can go on.
             let mine = if inline {
                 Self::take_stalled(&mut s)
             } else {
@@ -376,7 +377,9 @@ impl RxQueues {
         if s.inline_rx {
             return None;
         }
-        let sh = s.stalled.pop()?;
+        // The oldest: with many peers parked, none waits behind the others
+        // for good.
+        let sh = s.stalled.remove(0).ok()?;
         sh.on_stalled.store(false, Ordering::Relaxed);
         // Else it closes: its close looks after it. The reference is not
         // the last (see `unstall`: the closing owner drops its own only
@@ -389,8 +392,15 @@ impl RxQueues {
         if s.closing {
             return Posted::Failed(d.entry(), ECANCELED);
         }
-        // A receive or the room it frees may be what they wait for.
+        let posted = Self::enqueue(s, d);
+        // The receive, or the room of the held message it took, may be
+        // what they wait for.
         Self::resume(s);
+        posted
+    }
+
+    /// [`Self::apply`] but for the stalled connections.
+    fn enqueue(s: &mut RxState, d: Deferred) -> Posted {
         match d {
             Deferred::Msg(op) => {
                 // The oldest held message, if any, is this receive's.
@@ -513,25 +523,46 @@ impl RxQueues {
         }
     }
 
-    /// Queues the receive work of connections that waited for a receive
-    /// (or for room in the unexpected queue).
+    /// Queues the receive work of the stalled connections that can go on
+    /// now (`rx::may_go_on`: their message has a receive, or room to be
+    /// held), oldest first, and takes them off the list; all of them once
+    /// the queues close. A posted untagged receive goes on to one of them
+    /// only, not to all: with many peers parked, a post must not wake every
+    /// one of them to find it taken. A connection so chosen that ends
+    /// before it takes the receive passes it on (`unstall`).
     /// Under the lock: `unstall` then knows that no reference it dropped
     /// from the list is held elsewhere, so none is ever dropped last here
     /// (which could free a connection in the poster's context).
     pub(crate) fn resume(s: &mut RxState) {
-        for sh in s.stalled.iter() {
+        let RxState {
+            closing,
+            rx,
+            held,
+            tagged,
+            stalled,
+            ..
+        } = s;
+        let mut receives = rx.len();
+        stalled.retain(|sh| {
+            if !*closing && !rx::may_go_on(sh, &mut receives, held, tagged) {
+                return true;
+            }
             sh.on_stalled.store(false, Ordering::Relaxed);
             progress::kick_rx(sh);
-        }
-        s.stalled.clear();
+            false
+        });
     }
 
-    /// Forgets a closing connection (it waits for nothing any more).
+    /// Forgets a connection that closes or ended (it waits for nothing any
+    /// more), and lets another go on with what it may have been chosen
+    /// for ([`Self::resume`]). Any context but hard interrupt.
     pub(crate) fn unstall(&self, sh: &Shared) {
-        // Not the last references: the closing owner holds one.
+        // Not the last references: the closing owner, or the work that
+        // ends it, holds one.
         let mut s = self.state.lock();
         s.stalled.retain(|c| !core::ptr::eq(&**c, sh));
         sh.on_stalled.store(false, Ordering::Relaxed);
+        Self::resume(&mut s);
     }
 
     /// `kfi_trecvmsg`: takes the oldest matching held message, else

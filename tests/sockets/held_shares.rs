@@ -66,6 +66,13 @@ fn post_trecv(ep: &Owned<sys::kfid_ep>, buf: &mut [u8], tag: u64, ctx: usize) ->
     unsafe { ep.trecvmsg(&t, 0) }
 }
 
+/// Posts an untagged receive of `buf` with context `ctx`.
+fn post_recv(ep: &Owned<sys::kfid_ep>, buf: &mut [u8], ctx: usize) -> Result {
+    let v = kvec_mut(buf);
+    // SAFETY: Callers keep `buf` until the endpoint closes.
+    unsafe { ep.recvmsg(&msg(&v, ctx, 0), 0) }
+}
+
 #[kunit_tests(kfi_sockets_held_shares)]
 mod cases {
     use super::*;
@@ -267,6 +274,91 @@ mod cases {
             )
         })();
         drop(ep);
+        drop(c);
+        drop(av);
+        outcome
+    }
+
+    /// Connections parked for want of room each go on once room comes
+    /// (the review of session 39: a post now queues the receive work of
+    /// only the parked connections that can go on, not of all of them):
+    /// four peers, each on a host of its own, send 17 small untagged
+    /// messages, one more than their share of the 64 places; their last
+    /// waits, and so does a fifth host's one message (all 64 are taken).
+    /// Receives posted one at a time get all 69 messages, each peer's in
+    /// its order, every one once: a post that took room no parked
+    /// connection heard of would leave a receive unmatched for good.
+    #[test]
+    fn parked_peers_each_go_on_as_room_comes() -> Result {
+        const SHARE: usize = UNEXP_MAX / 4;
+        const PEERS: usize = 5;
+        const TOTAL: usize = 4 * (SHARE + 1) + 1;
+        let (ns, av) = rdm_net(c"7683", 4)?;
+        let c = cq_sized(&ns, 128)?;
+        let ep = rdm_endpoint(&ns, &c, &av)?;
+        let mut rbufs = KVec::with_capacity(TOTAL, GFP_KERNEL)?;
+        for _ in 0..TOTAL {
+            rbufs.push([0u8; 8], GFP_KERNEL)?;
+        }
+        let mut peers = KVec::with_capacity(PEERS, GFP_KERNEL)?;
+        let mut socks = KVec::with_capacity(PEERS, GFP_KERNEL)?;
+        for i in 0..PEERS as u8 {
+            let s = rdm_peer([127, 0, 0, 1 + i], 7683, 21400)?;
+            socks.push(s.clone(), GFP_KERNEL)?;
+            peers.push(s, GFP_KERNEL)?;
+        }
+        let dog = Hangup::start(socks, 20_000)?;
+        let outcome = (|| -> Result {
+            for (p, s) in peers.iter().enumerate() {
+                let n = if p < 4 { SHARE + 1 } else { 1 };
+                for i in 0..n {
+                    let h = Hdr::new(Op::Msg, i as u64 + 1, 0);
+                    frame::send_frame(s, &h, &[], &[&[p as u8, i as u8, 0, 0, 0, 0, 0, 0xa5]])?;
+                }
+            }
+            // Time for the endpoint to hold what fits and park the rest.
+            fsleep(Delta::from_millis(500));
+            let mut next = [0u8; PEERS];
+            let mut e = sys::kfi_cq_data_entry::default();
+            for (k, b) in rbufs.iter_mut().enumerate() {
+                post_recv(&ep, b, k)?;
+                let r = sread(&c, &mut e);
+                check!(r == 1, "receive {} of {}: {}", k, TOTAL, r);
+                check!(
+                    e.op_context as usize == k,
+                    "receive {}: context {}",
+                    k,
+                    e.op_context as usize
+                );
+                let (p, i) = (b[0] as usize, b[1]);
+                check!(
+                    b[7] == 0xa5 && p < PEERS && next.get(p) == Some(&i),
+                    "receive {}: message {} of peer {} out of order or twice",
+                    k,
+                    i,
+                    p
+                );
+                if let Some(n) = next.get_mut(p) {
+                    *n += 1;
+                }
+            }
+            check!(
+                next == [
+                    SHARE as u8 + 1,
+                    SHARE as u8 + 1,
+                    SHARE as u8 + 1,
+                    SHARE as u8 + 1,
+                    1
+                ],
+                "not every message arrived: {:?}",
+                next
+            );
+            Ok(())
+        })();
+        dog.stop();
+        drop(ep);
+        drop(peers);
+        drop(rbufs);
         drop(c);
         drop(av);
         outcome

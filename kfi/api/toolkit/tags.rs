@@ -195,13 +195,9 @@ impl<R, U> TagMatcher<R, U> {
         (n, bytes)
     }
 
-    /// As [`Self::reserve`], for a message from source `src` (any number
-    /// naming it, such as its peer's host): `Full` also when
-    /// `src` has used its share, though the queue has room for others, or
-    /// when the message alone is larger than a share (a first message
-    /// too: one peer's single large message must not take the room of
-    /// every other).
-    pub(crate) fn reserve_from(&mut self, bytes: usize, src: usize) -> Room {
+    /// Whether [`Self::reserve_from`] would find room for `bytes` from
+    /// `src` now (it reserves nothing).
+    pub(crate) fn fits_from(&self, bytes: usize, src: usize) -> bool {
         let count = self.held.len() + self.reserved;
         let total = self
             .held_bytes
@@ -210,7 +206,18 @@ impl<R, U> TagMatcher<R, U> {
         let (n, b) = self.used_by(src);
         let within_share =
             n < self.limits.source_held && b.saturating_add(bytes) <= self.limits.source_bytes;
-        if within_share && count < self.limits.held && total <= self.limits.held_bytes {
+        within_share && count < self.limits.held && total <= self.limits.held_bytes
+    }
+
+    /// As [`Self::reserve`], for a message from source `src` (any number
+    /// naming it, such as its peer's host): `Full` also when
+    /// `src` has used its share, though the queue has room for others, or
+    /// when the message alone is larger than a share (a first message
+    /// too: one peer's single large message must not take the room of
+    /// every other).
+    pub(crate) fn reserve_from(&mut self, bytes: usize, src: usize) -> Room {
+        let count = self.held.len() + self.reserved;
+        if self.fits_from(bytes, src) {
             // Within the capacity allocated at `new` (`count` < `held`):
             // does not allocate.
             if self.open.push((src, bytes), GFP_ATOMIC).is_err() {

@@ -15,12 +15,12 @@ use crate::{
     bufs,
     conn::Shared,
     frame,
-    held::MsgRoom,
+    held::{HeldMsgs, MsgRoom},
     kfi::{
         kfi_sys as sys,
         toolkit::{
             completion::{report_err, report_recv, CqEntry, Reports},
-            tags::{Matched, Room},
+            tags::{Matched, Room, TagMatcher},
         },
     },
     ksock::Deadline,
@@ -128,6 +128,43 @@ pub(super) fn park(sh: &Arc<Shared>, s: &mut RxState, h: &Hdr) -> Result {
     }
     sh.state.lock().parked = Some(*h);
     Ok(())
+}
+
+/// Whether stalled connection `sh` may go on now (`RxQueues::resume`):
+/// its parked message has a receive (an untagged one takes one of the
+/// `receives` left, so that one receive wakes one connection), or,
+/// unless it still waits in the socket for its receive ([`recv_wait`]),
+/// room to be held. A connection that closes or ended goes (its entry
+/// is dropped; it takes nothing), and so does one with any other frame
+/// parked. Called with the receive queues locked; any context but hard
+/// interrupt.
+pub(crate) fn may_go_on(
+    sh: &Shared,
+    receives: &mut usize,
+    held: &HeldMsgs,
+    tagged: &TagMatcher<RxOp, Unexpected>,
+) -> bool {
+    let (h, waits) = {
+        let s = sh.state.lock();
+        if s.closing || s.draining || s.dead {
+            return true;
+        }
+        let waits = s.recv_wait.is_some_and(|d| d.left_ms().is_some());
+        (s.parked, waits)
+    };
+    let Some(h) = h else {
+        return true;
+    };
+    let (len, src) = (h.len as usize, sh.share as usize);
+    match h.op {
+        Op::Msg if *receives > 0 => {
+            *receives -= 1;
+            true
+        }
+        Op::Msg => !waits && held.fits(len, src),
+        Op::Tagged => tagged.is_posted(h.tag) || (!waits && tagged.fits_from(len, src)),
+        _ => true,
+    }
 }
 
 /// Whether message `h` of connection `sh`, for which no receive is
