@@ -26,10 +26,17 @@ use crate::{
     ib_sys as sys,
     kfi::{
         provider::{EqRef, FidRef},
-        toolkit::completion::Reports,
+        toolkit::{completion::Reports, own_queue::QueueSlot},
     },
     rma,
 };
+
+/// The module's queue for the protocol-error work (made at load,
+/// destroyed at unload, `kfi_ibverbs_main.rs`): the work still drops its
+/// reference to the connection after the close stopped waiting for it,
+/// and may free it there; unloading drains the queue, so that never runs
+/// after the module's text is gone.
+pub(crate) static ERROR_QUEUE: QueueSlot = QueueSlot::new();
 
 /// Work requests of an endpoint's receive queue: every slot, plus the
 /// drain's marker.
@@ -118,9 +125,9 @@ pub(crate) struct Conn {
     /// Protocol-error workers queued or running (the close waits for
     /// them).
     pub(crate) err_work: AtomicUsize,
-    /// The protocol-error worker: an item of this module's own (the
-    /// kernel crate's `try_spawn` shares one lockdep key among modules,
-    /// which lockdep refuses).
+    /// The protocol-error worker, run on [`ERROR_QUEUE`]: an item of this
+    /// module's own (the kernel crate's `try_spawn` shares one lockdep key
+    /// among modules, which lockdep refuses).
     #[pin]
     pub(crate) err_item: Work<Conn>,
 }
@@ -200,7 +207,11 @@ impl Conn {
     /// work). Any context but hard interrupt.
     pub(crate) fn queue_protocol_error(self: &Arc<Self>) {
         self.error_work(true);
-        if workqueue::system().enqueue(self.clone()).is_err() {
+        if ERROR_QUEUE
+            .get(workqueue::system)
+            .enqueue(self.clone())
+            .is_err()
+        {
             self.error_work(false);
         }
     }

@@ -134,11 +134,22 @@ impl kernel::Module for KfiIbverbs {
         devices::init();
         domain::init();
         pep::init();
-        let client = Client::register::<Watch>(c"kfi_ibverbs")?;
-        Ok(Self {
-            reg: Some(Registration::register(module)?),
-            client: Some(client),
-        })
+        conn::ERROR_QUEUE.make(
+            c"kfi_ibverbs",
+            bindings::wq_flags_WQ_UNBOUND | bindings::wq_flags_WQ_MEM_RECLAIM,
+        )?;
+        let made = (|| {
+            let client = Client::register::<Watch>(c"kfi_ibverbs")?;
+            Ok(Self {
+                reg: Some(Registration::register(module)?),
+                client: Some(client),
+            })
+        })();
+        if made.is_err() {
+            // No connection was made: nothing was queued.
+            conn::ERROR_QUEUE.destroy();
+        }
+        made
     }
 }
 
@@ -151,6 +162,9 @@ impl Drop for KfiIbverbs {
         drop(self.client.take());
         domain::release();
         devices::release();
+        // Last: drains the protocol-error work that ended a connection
+        // and was still dropping its reference when the close went on.
+        conn::ERROR_QUEUE.destroy();
     }
 }
 

@@ -5,8 +5,10 @@
 //! like the rest of `kfi/api` (each including crate compiles its own
 //! copy, so nothing here is shared state between two providers).
 //!
-//! - [`workers`]: blocking work on the long-running system workqueue,
+//! - [`workers`]: blocking work on a workqueue of the provider's,
 //!   counted so that an object's close can wait for all of it;
+//! - [`own_queue`]: a workqueue of the module's own, destroyed (and so
+//!   drained) at unload;
 //! - [`task`]: a closure run once as a work item of the calling module
 //!   (the workers' and the benchmark's threads);
 //! - [`handles`]: the handle table behind `KFI_CONNREQ` handles, checked
@@ -26,6 +28,7 @@
 pub(crate) mod cm;
 pub(crate) mod completion;
 pub(crate) mod handles;
+pub(crate) mod own_queue;
 pub(crate) mod segments;
 pub(crate) mod tags;
 pub(crate) mod task;
