@@ -62,12 +62,6 @@ void kfi_sockets_release_frag(struct socket *sock);
 /* Whether the calling thread may send or receive on a socket now (progress.rs). */
 bool kfi_sockets_may_send_inline(void);
 
-/* The provider's workqueue (wq.rs), or NULL; process context. */
-struct workqueue_struct *kfi_sockets_alloc_wq(int unbound);
-
-/* The provider's queue for handshake workers (wq.rs), or NULL; process context. */
-struct workqueue_struct *kfi_sockets_alloc_long_wq(void);
-
 /*
  * Runs @sk's received bytes through @parser (kfi_sockets_rx_skb()) with
  * @sk locked (rx/soft.rs); returns what tcp_read_sock() does.

@@ -492,32 +492,6 @@ bool kfi_sockets_may_send_inline(void)
 #endif
 }
 
-/*
- * The provider's own workqueue for its connections' work (progress.rs):
- * high priority (a frame waits on it), with a rescuer (storage
- * ULPs run over it under memory pressure), unbound or per-CPU as the
- * module parameter says. Its workers are the provider's own, so peers that
- * hold them cannot starve other users of the system's queues.
- */
-struct workqueue_struct *kfi_sockets_alloc_wq(int unbound)
-{
-	return alloc_workqueue("kfi_sockets",
-			       WQ_HIGHPRI | WQ_MEM_RECLAIM | (unbound ? WQ_UNBOUND : 0), 0);
-}
-
-/*
- * The provider's queue for work that waits on a peer by nature (reading a
- * connection request, opening a connection: until the handshake deadline),
- * so that it never takes the connections' workers. The provider's own, not
- * the system's long-running queue, so that unloading the module drains it:
- * a worker still runs module code after the close that waited for it
- * (dropping its reference, which may free the endpoint).
- */
-struct workqueue_struct *kfi_sockets_alloc_long_wq(void)
-{
-	return alloc_workqueue("kfi_sockets_long", WQ_UNBOUND, 0);
-}
-
 u64 kfi_sockets_host_key(const u8 *ip, u32 scope)
 {
 	static siphash_aligned_key_t key;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The provider's own workqueues (`kfi_sockets_sock.c` makes them). The
+//! The provider's own workqueues (`own_queue::QueueSlot`). The
 //! connections' receive and transmit work runs on the first, so a few
 //! hundred connections whose peers stall inside a frame cannot take the
 //! system's shared workers from other kernel users. The listeners' accept
@@ -14,90 +14,62 @@
 //! still runs, such as a worker that has told the close it is done but
 //! still drops its reference to the endpoint).
 
-use core::{
-    marker::PhantomData,
-    ptr::null_mut,
-    sync::atomic::{AtomicPtr, Ordering},
-};
+use core::{ffi::c_uint, marker::PhantomData};
 use kernel::{bindings, prelude::*, sync::Arc, workqueue::Queue};
 
 use crate::{
-    kfi::toolkit::workers::Workers,
-    sock_sys::{
-        kfi_sockets_alloc_long_wq, kfi_sockets_alloc_wq, kfi_sockets_noio_begin,
-        kfi_sockets_noio_end,
-    },
+    kfi::toolkit::{own_queue::QueueSlot, workers::Workers},
+    sock_sys::{kfi_sockets_noio_begin, kfi_sockets_noio_end},
 };
 
-/// The queues while the module is loaded, else NULL.
-static QUEUE: AtomicPtr<bindings::workqueue_struct> = AtomicPtr::new(null_mut());
-static LONG: AtomicPtr<bindings::workqueue_struct> = AtomicPtr::new(null_mut());
+/// The queues while the module is loaded.
+static QUEUE: QueueSlot = QueueSlot::new();
+static LONG: QueueSlot = QueueSlot::new();
 
 /// The provider's queues, owned by the module: destroyed when dropped.
 pub(crate) struct OwnQueue(());
 
 impl OwnQueue {
-    /// Makes the queues (`unbound`: the first is not tied to the queuing
-    /// CPU). Process context, once, at module load.
+    /// Makes the queues. The first is high priority (a frame waits on
+    /// it), with a rescuer (storage ULPs run over it under memory
+    /// pressure), and `unbound` (not tied to the queuing CPU) or per-CPU;
+    /// the second is unbound. Process context, once, at module load.
     pub(crate) fn new(unbound: bool) -> Result<Self> {
-        // SAFETY: No preconditions; process context (module load).
-        let wq = unsafe { kfi_sockets_alloc_wq(c_int::from(unbound)) };
-        if wq.is_null() {
-            return Err(ENOMEM);
-        }
-        QUEUE.store(wq, Ordering::Release);
+        // One of the two the workqueue code asks for.
+        let cpus = if unbound {
+            bindings::wq_flags_WQ_UNBOUND
+        } else {
+            bindings::wq_flags_WQ_PERCPU
+        };
+        let flags = bindings::wq_flags_WQ_HIGHPRI | bindings::wq_flags_WQ_MEM_RECLAIM | cpus;
+        QUEUE.make(c"kfi_sockets", flags as c_uint)?;
         // From here on the drop destroys what was made.
         let own = Self(());
-        // SAFETY: No preconditions; process context (module load), as
-        // for the first queue.
-        let long = unsafe { kfi_sockets_alloc_long_wq() };
-        if long.is_null() {
-            return Err(ENOMEM);
-        }
-        LONG.store(long, Ordering::Release);
+        LONG.make(c"kfi_sockets_long", bindings::wq_flags_WQ_UNBOUND as c_uint)?;
         Ok(own)
     }
 }
 
 impl Drop for OwnQueue {
     fn drop(&mut self) {
-        for q in [&LONG, &QUEUE] {
-            let wq = q.swap(null_mut(), Ordering::AcqRel);
-            if !wq.is_null() {
-                // Made by `kfi_sockets_alloc_wq` or `..._long_wq`.
-                // SAFETY: One of ours, destroyed once; the module's objects
-                // are gone, so nothing queues on it any more.
-                unsafe { bindings::destroy_workqueue(wq) };
-            }
-        }
+        // The module's objects are gone, so nothing queues on them any
+        // more.
+        LONG.destroy();
+        QUEUE.destroy();
     }
 }
 
-/// The queue `q` holds, or `fallback` while it holds none.
-fn live(
-    q: &AtomicPtr<bindings::workqueue_struct>,
-    fallback: fn() -> &'static Queue,
-) -> &'static Queue {
-    let wq = q.load(Ordering::Acquire);
-    if wq.is_null() {
-        // Not reached while the provider is registered (the queues are
-        // made first and destroyed last); the system's queue keeps it safe.
-        return fallback();
-    }
-    // SAFETY: A live workqueue until `OwnQueue` is dropped, after the last
-    // object of the module that could queue on it.
-    unsafe { Queue::from_raw(wq) }
-}
-
-/// The provider's queue for the connections' work.
+/// The provider's queue for the connections' work (the system's unbound
+/// queue is not reached while the provider is registered: the queues are
+/// made first and destroyed last).
 pub(crate) fn queue() -> &'static Queue {
-    live(&QUEUE, kernel::workqueue::system_unbound)
+    QUEUE.get(kernel::workqueue::system_unbound)
 }
 
 /// The provider's queue for handshake workers, which may wait on a peer
 /// until the handshake deadline.
 pub(crate) fn long_queue() -> &'static Queue {
-    live(&LONG, kernel::workqueue::system_long)
+    LONG.get(kernel::workqueue::system_long)
 }
 
 /// Runs `f` on a handshake worker of `owner` (`Workers::spawn` on the
