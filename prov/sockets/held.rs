@@ -87,9 +87,12 @@ impl HeldMsgs {
             .bytes
             .saturating_add(self.reserved_bytes)
             .saturating_add(bytes);
+        if count >= self.max || total > self.max_bytes {
+            // Before the share: a scan of every message.
+            return false;
+        }
         let (n, b) = self.used_by(src);
-        let within_share = n < self.share && b.saturating_add(bytes) <= self.share_bytes;
-        within_share && count < self.max && total <= self.max_bytes
+        n < self.share && b.saturating_add(bytes) <= self.share_bytes
     }
 
     /// Reserves room for a message of `bytes` payload bytes from source

@@ -654,8 +654,11 @@ impl Rx<'_> {
         Ok(())
     }
 
-    /// Whether this connection is closing.
+    /// Whether this connection is closing or ended: a message of it is
+    /// neither placed nor parked (a parked one would file an ended
+    /// connection among those waiting for a receive again).
     fn closing(&self) -> bool {
-        self.sh.state.lock().closing
+        let s = self.sh.state.lock();
+        s.closing || s.dead
     }
 }

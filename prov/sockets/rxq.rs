@@ -318,29 +318,10 @@ impl RxQueues {
                 // Within the room just reserved: cannot fail.
                 return s.due.push_within_capacity(d).map_err(|_| ENOMEM);
             }
-            // Before `apply` queues the work of the stalled connections
-            // that can go on.
-            let mine = if inline {
-                Self::take_stalled(&mut s)
-            } else {
-                None
-            };
-            let posted = Self::apply(&mut s, d);
-            let mine = match (mine, &posted) {
-                (Some(sh), Posted::Queued) => {
-                    s.inline_rx = true;
-                    Some(sh)
-                }
-                (Some(sh), _) => {
-                    // The receive took a held message, or failed: handlers
-                    // run before the caller would get to the connection,
-                    // which must not wait for them.
-                    progress::kick_rx(&sh);
-                    progress::done(&sh);
-                    None
-                }
-                (None, _) => None,
-            };
+            let (posted, mine) = Self::apply_taking(&mut s, d, inline);
+            if mine.is_some() {
+                s.inline_rx = true;
+            }
             match posted {
                 Posted::Queued => (None, mine, Ok(())),
                 // The caller still has its receive: it hears of the error.
@@ -368,38 +349,61 @@ impl RxQueues {
         res
     }
 
-    /// A stalled connection for the caller to receive for itself, counted
-    /// as a user of it (`progress::begin_rx_inline`); taken off the list.
-    /// None while another post of the endpoint receives inline: a handler
-    /// that posts again from within that receive does not nest a second
-    /// one (for another peer of an RDM endpoint, and so on).
-    fn take_stalled(s: &mut RxState) -> Option<Arc<Shared>> {
+    /// The oldest stalled connection that can go on now (as
+    /// [`Self::resume`] chooses, out of the same `receives`), for the
+    /// caller to receive for itself, counted as a user of it
+    /// (`progress::begin_rx_inline`); taken off the list. None while
+    /// another post of the endpoint receives inline: a handler that posts
+    /// again from within that receive does not nest a second one (for
+    /// another peer of an RDM endpoint, and so on).
+    fn take_stalled(s: &mut RxState, receives: &mut usize) -> Option<Arc<Shared>> {
         if s.inline_rx {
             return None;
         }
-        // The oldest: with many peers parked, none waits behind the others
-        // for good.
-        let sh = s.stalled.remove(0).ok()?;
+        let RxState {
+            held,
+            tagged,
+            stalled,
+            ..
+        } = s;
+        let i = stalled
+            .iter()
+            .position(|sh| rx::may_go_on(sh, receives, held, tagged))?;
+        let sh = stalled.remove(i).ok()?;
         sh.on_stalled.store(false, Ordering::Relaxed);
-        // Else it closes: its close looks after it. The reference is not
-        // the last (see `unstall`: the closing owner drops its own only
-        // after it has taken this lock).
+        // Else it closes: its close looks after it, and passes on what it
+        // was chosen for (`unstall`). The reference is not the last (see
+        // `unstall`: the closing owner drops its own only after it has
+        // taken this lock).
         progress::begin_rx_inline(&sh).then_some(sh)
     }
 
-    /// Posts `d`, with the lock held.
+    /// Posts `d`, with the lock held, then queues the receive work of the
+    /// stalled connections that can go on ([`Self::resume`]).
     fn apply(s: &mut RxState, d: Deferred) -> Posted {
+        Self::apply_taking(s, d, false).0
+    }
+
+    /// [`Self::apply`]; with `inline`, when `d` is a receive that was
+    /// queued, the first of those connections is not queued but returned
+    /// for the caller to receive for itself ([`Self::take_stalled`]).
+    fn apply_taking(s: &mut RxState, d: Deferred, inline: bool) -> (Posted, Option<Arc<Shared>>) {
         if s.closing {
-            return Posted::Failed(d.entry(), ECANCELED);
+            return (Posted::Failed(d.entry(), ECANCELED), None);
         }
         let posted = Self::enqueue(s, d);
         // The receive, or the room of the held message it took, may be
         // what they wait for.
-        Self::resume(s);
-        posted
+        let mut receives = s.rx.len();
+        let mine = match posted {
+            Posted::Queued if inline => Self::take_stalled(s, &mut receives),
+            _ => None,
+        };
+        Self::resume_with(s, receives);
+        (posted, mine)
     }
 
-    /// [`Self::apply`] but for the stalled connections.
+    /// Posts `d` (the lock held), but for the stalled connections.
     fn enqueue(s: &mut RxState, d: Deferred) -> Posted {
         match d {
             Deferred::Msg(op) => {
@@ -534,15 +538,20 @@ impl RxQueues {
     /// from the list is held elsewhere, so none is ever dropped last here
     /// (which could free a connection in the poster's context).
     pub(crate) fn resume(s: &mut RxState) {
+        let receives = s.rx.len();
+        Self::resume_with(s, receives);
+    }
+
+    /// [`Self::resume`], with `receives` of the posted untagged receives
+    /// left to give out.
+    fn resume_with(s: &mut RxState, mut receives: usize) {
         let RxState {
             closing,
-            rx,
             held,
             tagged,
             stalled,
             ..
         } = s;
-        let mut receives = rx.len();
         stalled.retain(|sh| {
             if !*closing && !rx::may_go_on(sh, &mut receives, held, tagged) {
                 return true;

@@ -203,10 +203,12 @@ impl<R, U> TagMatcher<R, U> {
             .held_bytes
             .saturating_add(self.reserved_bytes)
             .saturating_add(bytes);
+        if count >= self.limits.held || total > self.limits.held_bytes {
+            // Before the share: a scan of every message.
+            return false;
+        }
         let (n, b) = self.used_by(src);
-        let within_share =
-            n < self.limits.source_held && b.saturating_add(bytes) <= self.limits.source_bytes;
-        within_share && count < self.limits.held && total <= self.limits.held_bytes
+        n < self.limits.source_held && b.saturating_add(bytes) <= self.limits.source_bytes
     }
 
     /// As [`Self::reserve`], for a message from source `src` (any number

@@ -149,7 +149,8 @@ pub(crate) fn may_go_on(
         if s.closing || s.draining || s.dead {
             return true;
         }
-        let waits = s.recv_wait.is_some_and(|d| d.left_ms().is_some());
+        // As `recv_wait` decides: not while responses may be behind it.
+        let waits = s.pending.is_empty() && s.recv_wait.is_some_and(|d| d.left_ms().is_some());
         (s.parked, waits)
     };
     let Some(h) = h else {
@@ -329,10 +330,11 @@ impl Rx<'_> {
             } else {
                 // Posted while we read: it would have taken this message.
                 s.held.release(room);
+                let op = s.rx.remove(0).ok();
                 // The room is back: connections parked for want of it go
                 // on (the post kicked them while we still had it).
                 RxQueues::resume(&mut s);
-                (Some((s.rx.remove(0).ok(), u)), s.cq)
+                (Some((op, u)), s.cq)
             }
         };
         match unheld {
