@@ -34,7 +34,9 @@ pub(crate) enum CqError {
         olen: usize,
     },
     /// The queue itself: `EAGAIN` (empty), `ETIMEDOUT`, `EINTR`,
-    /// `ECANCELED` (signalled), `EOVERFLOW` (entries were lost).
+    /// `ECANCELED` (signalled), `EOVERFLOW` (completions were lost: the
+    /// buffers of operations whose completion was not read are the
+    /// ULP's again only once their endpoint is closed).
     Queue(Error),
 }
 
@@ -76,6 +78,13 @@ impl Cq<'_> {
         if r != 1 {
             let errno = i32::try_from(r).unwrap_or(EIO.to_errno());
             return Err(CqError::Queue(Error::from_errno(errno)));
+        }
+        if err.flags == 0 && err.op_context.is_null() && err.err == EOVERFLOW.to_errno().abs() {
+            // The queue's notice of lost completions (no operation's: a
+            // provider's error entry always says what the operation was),
+            // not a failure of the operation with context 0, whose buffer
+            // would then look free.
+            return Err(CqError::Queue(EOVERFLOW));
         }
         Err(CqError::Failed {
             context: err.op_context as usize,
