@@ -7,7 +7,12 @@
 //! `kfabric.ko`, reached through the exported C ABI, so every crate sees the
 //! same registry and objects.
 
-use core::{cell::UnsafeCell, ffi::CStr, ptr::NonNull};
+use core::{
+    cell::UnsafeCell,
+    ffi::CStr,
+    ptr::NonNull,
+    sync::atomic::{AtomicBool, Ordering},
+};
 use kernel::{error::to_result, prelude::*, str::CStrExt, ThisModule};
 
 use super::kfi_sys as sys;
@@ -15,13 +20,14 @@ use super::kfi_sys as sys;
 /// The kfabric API version this crate was built against.
 pub(crate) const API_VERSION: u32 = sys::KFI_MAJOR_VERSION << 16 | sys::KFI_MINOR_VERSION;
 
-/// Builds an API version number from its parts.
 /// One of kfabric's own error codes (`KFI_ENOCQ`, `KFI_ENOEQ`, ...) as an
-/// error, to return from a provider.
+/// error, to return from a provider (`EINVAL` for a code no errno can
+/// hold).
 pub(crate) fn kfi_error(code: u32) -> Error {
-    Error::from_errno(-(code as c_int))
+    c_int::try_from(code).map_or(EINVAL, |c| Error::from_errno(-c))
 }
 
+/// Builds an API version number from its parts.
 pub(crate) const fn version(major: u32, minor: u32) -> u32 {
     major << 16 | (minor & 0xffff)
 }
@@ -37,12 +43,15 @@ pub(crate) type FabricOpenFn = unsafe extern "C" fn(
 ///
 /// # Invariants
 ///
-/// The inner `kfi_provider` is written only by [`Registration::register`]
-/// before it is handed to kfabric.ko, and only read afterwards.
-pub(crate) struct StaticProvider(UnsafeCell<sys::kfi_provider>);
+/// The inner `kfi_provider` is written only by [`Registration::register`],
+/// while it holds `registered` and before it hands the description to
+/// kfabric.ko, and only read afterwards; `registered` is set from then
+/// until the registration ends.
+pub(crate) struct StaticProvider(UnsafeCell<sys::kfi_provider>, AtomicBool);
 
 // SAFETY: After registration the description is only read (type invariant);
-// the one write happens before it is shared with kfabric.ko.
+// the one write happens before it is shared with kfabric.ko, by the one
+// caller that set `registered`.
 unsafe impl Sync for StaticProvider {}
 
 impl StaticProvider {
@@ -54,13 +63,16 @@ impl StaticProvider {
         version: u32,
         fabric: Option<FabricOpenFn>,
     ) -> Self {
-        Self(UnsafeCell::new(sys::kfi_provider {
-            name: name.as_ptr().cast(),
-            version,
-            owner: core::ptr::null_mut(),
-            getinfo: None,
-            fabric,
-        }))
+        Self(
+            UnsafeCell::new(sys::kfi_provider {
+                name: name.as_ptr().cast(),
+                version,
+                owner: core::ptr::null_mut(),
+                getinfo: None,
+                fabric,
+            }),
+            AtomicBool::new(false),
+        )
     }
 
     /// The raw description, for calls through the C ABI.
@@ -88,11 +100,21 @@ impl Registration {
         module: &'static ThisModule,
         api: u32,
     ) -> Result<Self> {
-        // SAFETY: The description is not shared yet (or was deregistered):
-        // nothing else reads it while the owner is written.
+        // A second registration of one description must not write the
+        // owner that kfabric.ko may be reading.
+        if prov.1.swap(true, Ordering::AcqRel) {
+            return Err(EEXIST);
+        }
+        // SAFETY: The description is not shared yet (or was deregistered),
+        // and this caller alone set `registered`: nothing else reads or
+        // writes it while the owner is written.
         unsafe { (*prov.as_ptr()).owner = module.as_ptr() };
         // SAFETY: `prov` is a valid provider description that lives forever.
-        to_result(unsafe { sys::kfi_provider_register(api, prov.as_ptr()) })?;
+        let ret = unsafe { sys::kfi_provider_register(api, prov.as_ptr()) };
+        if let Err(e) = to_result(ret) {
+            prov.1.store(false, Ordering::Release);
+            return Err(e);
+        }
         // INVARIANT: the registration succeeded.
         Ok(Self { prov })
     }
@@ -112,6 +134,7 @@ impl Registration {
         let ret = unsafe { sys::kfi_provider_deregister(self.prov.as_ptr()) };
         match to_result(ret) {
             Ok(()) => {
+                self.prov.1.store(false, Ordering::Release);
                 core::mem::forget(self);
                 Ok(())
             }
@@ -125,7 +148,10 @@ impl Drop for Registration {
         // SAFETY: `self.prov` is registered (type invariant).
         let ret = unsafe { sys::kfi_provider_deregister(self.prov.as_ptr()) };
         if ret != 0 {
+            // Still registered: the description stays taken.
             pr_err!("provider deregistration failed: {}\n", ret);
+        } else {
+            self.prov.1.store(false, Ordering::Release);
         }
     }
 }

@@ -196,6 +196,12 @@ mod tests {
         assert_eq!(errno(dup), EEXIST.to_errno());
         let again = raw_register(API_VERSION, Some(&PROV_A));
         assert_eq!(again, EEXIST.to_errno());
+        // The same description through the safe wrapper: refused before it
+        // writes the owner kfabric.ko reads.
+        assert_eq!(
+            errno(Registration::register(&PROV_A, THIS_MODULE)),
+            EEXIST.to_errno()
+        );
         // A different name registers beside it.
         let b = Registration::register(&PROV_B, THIS_MODULE)?;
         drop(b);
