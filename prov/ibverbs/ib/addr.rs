@@ -76,11 +76,12 @@ impl Addr {
     ///
     /// # Safety
     ///
-    /// `sa` is valid for reads of the size its family names.
+    /// `sa` is valid for reads of the size its family names; it need not
+    /// be aligned (a ULP may hand over any bytes).
     pub(crate) unsafe fn from_sockaddr(sa: *const bindings::sockaddr) -> Result<Self> {
         // SAFETY: A socket address starts with its family (the caller's
-        // contract).
-        let family = u32::from(unsafe { (*sa).sa_family });
+        // contract), read unaligned: the caller's bytes may sit anywhere.
+        let family = u32::from(unsafe { (&raw const (*sa).sa_family).read_unaligned() });
         let len = match family {
             bindings::AF_INET => size_of::<bindings::sockaddr_in>(),
             bindings::AF_INET6 => size_of::<bindings::sockaddr_in6>(),
