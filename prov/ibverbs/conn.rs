@@ -361,7 +361,11 @@ impl Conn {
             drop(queues);
             self.dp.cancel(true);
             let mut s = self.state.lock();
-            s.id = id;
+            if id.is_some() {
+                // Else one given meanwhile (an enable's) stays: its owner
+                // sees the connection closed.
+                s.id = id;
+            }
             if was != Phase::Closed {
                 if let (Some(eq), Some(fid)) = (s.eq, s.fid) {
                     let _ = if was == Phase::Connected {

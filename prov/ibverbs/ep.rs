@@ -234,6 +234,15 @@ impl IbEndpoint {
         // A protocol error of the peer ends the connection (until the close).
         drop(self.conn.dp.set_owner(Some(self.conn.clone())));
         let mut s = self.conn.state.lock();
+        if s.phase == Phase::Closed {
+            // The device's removal came while the identifier was out (it
+            // found none to destroy): it is destroyed here, unlocked (that
+            // waits for its handler, which takes the state lock), so that
+            // the removal does not wait for the close.
+            drop(s);
+            drop(id);
+            return Err(ENODEV);
+        }
         s.id = Some(id);
         if accepting {
             if let Err(e) = self.conn.make_qp(&mut s) {
@@ -317,6 +326,13 @@ impl IbEndpoint {
         self.conn.accepted.notify_all();
         if res.is_err() {
             s.phase = Phase::Closed;
+        } else if s.phase == Phase::Closed {
+            // Ended while the identifier was out (a protocol error, the
+            // peer's disconnection, a shutdown), with no disconnection
+            // sent: the QP would stay connected until the close.
+            if let Some(id) = s.id.as_ref() {
+                id.disconnect();
+            }
         } else {
             // Established may have come while the identifier was out.
             self.conn.dp.set_wr_wait(self.conn.wr_wait_ms(&s));
@@ -550,6 +566,11 @@ impl Drop for IbEndpoint {
         while self.conn.err_work.load(Ordering::SeqCst) > 0 {
             kernel::time::delay::fsleep(kernel::time::Delta::from_millis(1));
         }
+        // Handlers that run from here on see the connection closed. Taken
+        // before the teardown lock: a handler may hold the state lock a
+        // long time (siw's connect blocks in it while the peer does not
+        // answer), and the rest of the domain needs the teardown lock.
+        self.conn.state.lock().phase = Phase::Closed;
         let id = {
             // Under the domain's teardown lock, so a device removal keeps
             // the PD until the QP is gone. rdma_cm calls that may wait for

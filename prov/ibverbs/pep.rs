@@ -260,8 +260,13 @@ impl IbPep {
             return Err(EBUSY);
         }
         let id = CmId::new(self.shared.net.0, self.shared.clone())?;
-        // On failure `id` is dropped outside any callback: fine.
-        id.listen(&self.shared.addr, BACKLOG as i32)?;
+        if let Err(e) = id.listen(&self.shared.addr, BACKLOG as i32) {
+            // Unlocked first: destroying `id` waits for its handler, and a
+            // device removal's handler waits for this lock.
+            drop(slot);
+            drop(id);
+            return Err(e);
+        }
         *slot = Some(id);
         Ok(())
     }
