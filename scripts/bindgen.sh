@@ -46,7 +46,7 @@ if [ "$kind" = ib ]; then
 		--allowlist-type 'ib_rdma_wr|ib_atomic_wr|ib_reg_wr|ib_sge|ib_cqe|ib_qp_init_attr|ib_qp_cap|ib_device_attr|ib_odp_caps|ib_odp_caps__.*|ib_rss_caps|ib_tm_caps|ib_cq_caps' \
 		--allowlist-type 'rdma_conn_param|rdma_cm_event|rdma_cm_event__.*|rdma_ud_param|rdma_cm_event_handler|rdma_ucm_ece|ib_gid' \
 		--allowlist-type 'ib_wc_status|ib_wc_opcode|ib_wr_opcode|ib_send_flags|ib_qp_type|ib_sig_type|ib_atomic_cap|rdma_cm_event_type' \
-		--allowlist-type 'ib_mr_type|ib_access_flags|ib_wc_flags|ib_qp_create_flags|ib_poll_context|ib_event_handler_t' \
+		--allowlist-type 'ib_mr_type|ib_access_flags|ib_wc_flags|ib_qp_create_flags|ib_poll_context|ib_event_handler_t|ib_cm_rej_reason' \
 		--allowlist-var 'IB_.*|RDMA_CM_.*|KFI_IB_.*' \
 		--opaque-type 'kfi_ib_frmr|ib_device|ib_qp|ib_cq|ib_pd|ib_mr|rdma_cm_id|ib_srq|ib_xrcd|ib_rwq_ind_table|ib_ah|ib_event|ib_client_nl_info|ib_gid|rdma_ud_param' \
 		--blocklist-type '(ib_device|ib_qp|ib_cq|ib_pd|ib_mr|rdma_cm_id|ib_srq|ib_event)__bindgen_ty_.*' \

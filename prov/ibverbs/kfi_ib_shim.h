@@ -11,6 +11,7 @@
 
 #include <linux/inet.h>
 #include <net/net_namespace.h>
+#include <rdma/ib_cm.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_cm.h>
 

@@ -596,8 +596,11 @@ impl<H> CmId<H> {
     pub(crate) fn reject(&self, data: &[u8]) -> Result {
         let f = Framed::new(data, &[])?;
         let b = f.bytes();
+        // The IB CM's reason for a refusal with the ULP's data (iWARP has
+        // none): a peer's rdma_cm hands the data over only with it.
+        let reason = sys::IB_CM_REJ_CONSUMER_DEFINED as u8;
         // SAFETY: A live request identifier; the data is copied.
-        to_result(unsafe { sys::rdma_reject(self.ptr.as_ptr(), b.as_ptr().cast(), f.len, 0) })
+        to_result(unsafe { sys::rdma_reject(self.ptr.as_ptr(), b.as_ptr().cast(), f.len, reason) })
     }
 
     /// Ends the connection (Disconnected follows on both sides).
