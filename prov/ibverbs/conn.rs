@@ -63,8 +63,8 @@ pub(crate) enum Phase {
 /// The device resources of a connection, dropped after its QP: the
 /// ring, then the CQs (fields drop in order).
 pub(crate) struct Queues {
-    /// The watchdog of sends waiting for credits, once connected: stopped
-    /// first.
+    /// The watchdog: of the handshake from the connection's start, then
+    /// of sends waiting for credits (`data.rs`). Stopped first.
     pub(crate) watch: Option<Watch>,
     pub(crate) ring: KBox<Ring>,
     pub(crate) _send: Cq,
@@ -236,8 +236,14 @@ impl Conn {
             return;
         }
         self.dp.set_up(false);
-        if let Some(id) = s.id.as_ref() {
-            id.disconnect();
+        // Not while it is being established (the handshake's deadline):
+        // iw_cm_disconnect waits for the connect's answer, whose event
+        // waits for the state lock held here. Established after this, it
+        // is ignored (closed), and the ULP's close ends it.
+        if s.phase == Phase::Connected {
+            if let Some(id) = s.id.as_ref() {
+                id.disconnect();
+            }
         }
         self.dp.cancel(false);
         let why = self.dp.end_reason();
@@ -312,8 +318,20 @@ impl Conn {
     }
 
     /// Reports `err` on the EQ and ends the connection.
+    /// Starts the connection's clock and its watchdog, which ends it if
+    /// it is not established within `connect_timeout_ms` (and watches it
+    /// once it is). With the state locked; process context.
+    pub(crate) fn start_watch(&self, s: &mut State) {
+        self.dp.begin_connecting();
+        if let Some(q) = s.queues.as_mut() {
+            q.watch.get_or_insert_with(|| self.dp.start_watch());
+        }
+    }
+
     pub(crate) fn fail(&self, s: &mut State, err: Error, data: &[u8]) {
         s.phase = Phase::Closed;
+        // Its clock stops: the ULP hears of this end, not of a timeout.
+        self.dp.set_up(false);
         if let (Some(eq), Some(fid)) = (s.eq, s.fid) {
             let _ = eq.post_err(fid, err, data);
         }
@@ -411,6 +429,7 @@ impl cm::Handler for Conn {
                     Ok(offer) => {
                         s.rd = offer;
                         s.phase = Phase::Connecting;
+                        self.start_watch(&mut s);
                     }
                     Err(e) => self.fail(&mut s, e, &[]),
                 }
@@ -430,7 +449,8 @@ impl cm::Handler for Conn {
                     self.dp.set_flush(s.peer_flush);
                     self.dp.set_up(true);
                     if let Some(q) = s.queues.as_mut() {
-                        q.watch = Some(self.dp.start_watch());
+                        // Started with the connection already, as a rule.
+                        q.watch.get_or_insert_with(|| self.dp.start_watch());
                     }
                     if let (Some(eq), Some(fid)) = (s.eq, s.fid) {
                         let _ = eq.post_connected(fid, data.data);

@@ -289,6 +289,10 @@ struct State {
     /// Runs the peer may take to acknowledge a send for delivery
     /// (`response_timeout_ms`; `u64::MAX`: no bound).
     ack_wait_runs: u64,
+    /// Since which run the connection has been starting (until it comes
+    /// up), and how many runs it may take (`connect_timeout_ms`).
+    connecting_since: Option<u64>,
+    connect_wait_runs: u64,
     /// The send whose acknowledgement was overdue (it fails with
     /// `ETIMEDOUT`, the others still waiting with `ECANCELED`).
     overdue: Option<u64>,
@@ -406,6 +410,8 @@ impl DataPath {
                     slot_tick: [None; SLOTS],
                     wr_wait_runs: (WR_WAIT_MS / WATCH_MS) as u64,
                     ack_wait_runs: ack_wait_runs(crate::response_timeout_ms()),
+                    connecting_since: None,
+                    connect_wait_runs: u64::MAX,
                     overdue: None,
                     end_reason: EPROTO,
                     owner: None,
@@ -492,12 +498,27 @@ impl DataPath {
     /// Softirq context.
     fn watch(&self) {
         let mut st = self.lock();
-        if st.broken || !st.up {
+        if st.broken {
             return;
         }
         st.tick = st.tick.wrapping_add(1);
         let now = st.tick;
         let age = |t: u64| now.wrapping_sub(t);
+        if !st.up {
+            // A handshake the peer never completes (an IB CM peer that
+            // asked for hours of retries and sends no RTU, an iWARP peer
+            // that never sends the first frame siw waits for) holds the
+            // QP and its buffers: bounded here, as rdma_cm does not.
+            if st
+                .connecting_since
+                .is_some_and(|t| age(t) >= st.connect_wait_runs)
+            {
+                st.connecting_since = None;
+                pr_warn!("the connection was not established in time: it ends\n");
+                Self::end(&mut st, ETIMEDOUT);
+            }
+            return;
+        }
         if st.stalled_since.is_some_and(|t| age(t) >= CREDIT_WAIT_RUNS) {
             st.stalled_since = None;
             pr_warn!("the peer returned no credits for {CREDIT_WAIT_MS} ms: connection ended\n");
@@ -622,10 +643,24 @@ impl DataPath {
         self.st.lock().rma.set_flush(at);
     }
 
+    /// The connection starts (`kfi_accept`, or the route found after
+    /// `kfi_connect`): unless it comes up (`set_up`) within
+    /// `connect_timeout_ms`, the watchdog, which the caller starts, ends it
+    /// with `ETIMEDOUT`. Process context.
+    pub(crate) fn begin_connecting(&self) {
+        let mut st = self.lock();
+        if !st.up && !st.broken {
+            st.connecting_since = Some(st.tick);
+            st.connect_wait_runs = ack_wait_runs(crate::connect_timeout_ms());
+        }
+    }
+
     /// The connection came up (sends may go) or ended.
     pub(crate) fn set_up(&self, up: bool) {
         let mut st = self.lock();
         st.up = up;
+        // Up or over: either way no longer starting.
+        st.connecting_since = None;
         if up {
             Self::pump(&mut st);
             Self::pump_rma(&mut st);

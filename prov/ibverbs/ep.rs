@@ -316,23 +316,26 @@ impl IbEndpoint {
             s.rd = answer;
             s.phase = Phase::Connecting;
             s.accepting = true;
+            // Before the answer goes, so that Established stops it.
+            self.conn.start_watch(&mut s);
             (id, answer, s.trailer())
         };
         let extra = trailer.as_ref().map_or(&[][..], |t| t.bytes());
         let res = id.accept(data, extra, answer);
+        if res.is_ok() && self.conn.state.lock().phase == Phase::Closed {
+            // Ended while the identifier was out (a protocol error, a
+            // shutdown, the handshake's deadline), with no disconnection
+            // sent: the QP would stay connected until the close. Not
+            // under the state lock: on iWARP the call waits for the
+            // Established event, whose handler takes it.
+            id.disconnect();
+        }
         let mut s = self.conn.state.lock();
         s.id = Some(id);
         s.accepting = false;
         self.conn.accepted.notify_all();
         if res.is_err() {
             s.phase = Phase::Closed;
-        } else if s.phase == Phase::Closed {
-            // Ended while the identifier was out (a protocol error, the
-            // peer's disconnection, a shutdown), with no disconnection
-            // sent: the QP would stay connected until the close.
-            if let Some(id) = s.id.as_ref() {
-                id.disconnect();
-            }
         } else {
             // Established may have come while the identifier was out.
             self.conn.dp.set_wr_wait(self.conn.wr_wait_ms(&s));

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The exports of the test-only paths of frame.rs, flush.rs and data/rx.rs
+ * The exports of the test-only paths of frame.rs, flush.rs, data/rx.rs and
+ * kfi_ibverbs_main.rs
  * (defined in Rust):
  * kfi_test_ibverbs plays a hostile peer with them. Each returns -EPERM and
  * does nothing unless the module was loaded with test_hooks=1. Apart from the shim so
@@ -20,3 +21,7 @@ EXPORT_SYMBOL_GPL(kfi_ibverbs_test_flush_key);
 /* data/rx.rs: the next receive slots not reposted, their credits returned. */
 int kfi_ibverbs_test_skip_reposts(u32 n);
 EXPORT_SYMBOL_GPL(kfi_ibverbs_test_skip_reposts);
+
+/* kfi_ibverbs_main.rs: the connect timeout of connections that start next. */
+int kfi_ibverbs_test_connect_timeout(u32 ms);
+EXPORT_SYMBOL_GPL(kfi_ibverbs_test_connect_timeout);

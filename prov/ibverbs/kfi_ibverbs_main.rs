@@ -16,7 +16,10 @@
 //! provider (`tagged.rs`); RMA and the device's atomics (`rma.rs`). Not
 //! yet: RDM endpoints.
 
-use core::ffi::CStr;
+use core::{
+    ffi::{c_int, CStr},
+    sync::atomic::{AtomicU32, Ordering},
+};
 use kernel::prelude::*;
 
 #[path = "../../kfi/api/mod.rs"]
@@ -77,6 +80,10 @@ module! {
             default: 30000,
             description: "Longest wait for the peer's acknowledgement of a send for delivery or commit completion, from when its last frame is posted: past it the connection ends with -ETIMEDOUT (0: no bound)",
         },
+        connect_timeout_ms: u32 {
+            default: 60000,
+            description: "Longest time from a connection's start (kfi_accept, or the route found after kfi_connect) until it is established: past it the connection ends with -ETIMEDOUT, so a peer that never completes the handshake holds no QP for long (0: no bound)",
+        },
         test_hooks: u32 {
             default: 0,
             description: "Let kfi_test_ibverbs make this provider's endpoints a hostile peer (1); never on a production system (0: the test-only exports refuse with -EPERM)",
@@ -115,6 +122,33 @@ pub(crate) fn test_hooks() -> Result {
 /// endpoint opens).
 pub(crate) fn response_timeout_ms() -> u32 {
     module_parameters::response_timeout_ms.value()
+}
+
+/// The `connect_timeout_ms` parameter (0: no bound; read when a
+/// connection starts), or a test's value
+/// ([`kfi_ibverbs_test_connect_timeout`]).
+pub(crate) fn connect_timeout_ms() -> u32 {
+    match CONNECT_TIMEOUT_TEST.load(Ordering::Relaxed) {
+        0 => module_parameters::connect_timeout_ms.value(),
+        ms => ms,
+    }
+}
+
+/// Test-only: the connect timeout a test set (0: the parameter's).
+static CONNECT_TIMEOUT_TEST: AtomicU32 = AtomicU32::new(0);
+
+/// Test-only path (exported for `kfi_test_ibverbs`, whose case of a
+/// request nobody answers would otherwise wait a minute): connections that
+/// start from now on get `ms` milliseconds to be established instead of
+/// `connect_timeout_ms` (0: the parameter's again). `-EPERM` without the
+/// `test_hooks` parameter.
+#[no_mangle]
+pub(crate) extern "C" fn kfi_ibverbs_test_connect_timeout(ms: u32) -> c_int {
+    if let Err(e) = test_hooks() {
+        return e.to_errno();
+    }
+    CONNECT_TIMEOUT_TEST.store(ms, Ordering::Relaxed);
+    0
 }
 
 /// The `unexpected_bytes_max` parameter (read when an endpoint opens).

@@ -321,6 +321,50 @@ fn stays_empty(eq: &crate::kfi::ulp::Eq<'_>) -> bool {
     matches!(eq.sread(200), Err(e) if e == ETIMEDOUT || e == EAGAIN)
 }
 
+/// A connection the peer never lets be established ends in bounded time
+/// (`connect_timeout_ms`; 2 s here): a listener that takes the request and
+/// never answers it. Without the bound the client waits for rdma_cm's own
+/// retries (minutes on the IB CM when the peer asks for long ones) and
+/// its QP with it; the passive side, which the ULP accepted and whose peer
+/// never sends the RTU or the first frame, is bounded by the same clock.
+pub(crate) fn unanswered_connect_ends_in_time() -> Result {
+    crate::set_connect_timeout(2000)?;
+    let outcome = (|| -> Result {
+        let s = step("side", side(c"7684"))?;
+        let d = step("domain", s.fabric.domain(s.src.entry()))?;
+        let ceq = step("eq", s.fabric.eq(16))?;
+        let cq = d.cq(16)?;
+        let leq = step("eq", s.fabric.eq(16))?;
+        let _pep = step("listen", s.fabric.listen(s.src.entry(), &leq))?;
+        let c = step("client", endpoint(&d, s.dst.entry(), &cq, &ceq))?;
+        let t0 = kernel::time::Instant::<kernel::time::Monotonic>::now();
+        step("connect", c.connect(&[]))?;
+        // Taken, never answered (refused when it is dropped, at the end).
+        let _req = match step("request", leq.sread(WAIT_MS))? {
+            CmEvent::ConnReq { req, .. } => req,
+            other => return Err(unexpected("request", &other)),
+        };
+        match step("end", ceq.sread(WAIT_MS))? {
+            CmEvent::Failed { fid, err, .. } => {
+                check(c.is(fid), "the end of another endpoint")?;
+                if err != ETIMEDOUT {
+                    pr_err!("kfi_ibverbs test: the unanswered connect ended with {err:?}\n");
+                    return Err(EPROTO);
+                }
+            }
+            other => return Err(unexpected("end", &other)),
+        }
+        let ms = t0.elapsed().as_millis();
+        if !(1500..10_000).contains(&ms) {
+            pr_err!("kfi_ibverbs test: the unanswered connect ended after {ms} ms\n");
+            return Err(EPROTO);
+        }
+        Ok(())
+    })();
+    crate::set_connect_timeout(0)?;
+    outcome
+}
+
 /// A peer's flood of connection requests is bounded: a listener's EQ takes
 /// requests only while it is less than half full (kfabric.ko keeps the
 /// rest for the events of connections already made), and a listener holds

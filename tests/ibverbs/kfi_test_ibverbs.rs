@@ -90,6 +90,10 @@ extern "C" {
     /// gives back are not posted again, their credits returned all the
     /// same (0: stop).
     fn kfi_ibverbs_test_skip_reposts(n: u32) -> c_int;
+    /// kfi_ibverbs_main.rs' test-only path: connections that start from
+    /// now on get `ms` milliseconds to be established (0: the
+    /// `connect_timeout_ms` parameter's).
+    fn kfi_ibverbs_test_connect_timeout(ms: u32) -> c_int;
 }
 
 /// Makes the next `frames` data frames of kfi_ibverbs' endpoints a
@@ -113,6 +117,14 @@ fn tamper_clear(clear: u32, frames: u32) -> Result {
 fn skip_reposts(n: u32) -> Result {
     // SAFETY: Only stores the value; any value is valid.
     to_result(unsafe { kfi_ibverbs_test_skip_reposts(n) })
+}
+
+/// Gives connections that start from now on `ms` milliseconds to be
+/// established (see [`kfi_ibverbs_test_connect_timeout`]); 0: the
+/// parameter's again. `EPERM` as for [`tamper`].
+fn set_connect_timeout(ms: u32) -> Result {
+    // SAFETY: Only stores the value; any value is valid.
+    to_result(unsafe { kfi_ibverbs_test_connect_timeout(ms) })
 }
 
 /// Makes the next flush-region trailer a peer's that names a wrong key
@@ -146,6 +158,11 @@ mod tests {
     #[test]
     fn connreqs_are_bounded() -> Result {
         super::cm::connreqs_are_bounded()
+    }
+
+    #[test]
+    fn unanswered_connect_ends_in_time() -> Result {
+        super::cm::unanswered_connect_ends_in_time()
     }
 
     #[test]
