@@ -66,6 +66,14 @@ mod tests {
         assert_eq!(t.take(core::ptr::null_mut()), Err(EINVAL));
         assert_eq!(t.take(a), Ok(1));
         assert!(t.is_empty());
+        // A handle is never handed out again, though its request's memory
+        // is (a stale handle must not take another request), and never
+        // points to a kfid.
+        let c = t.insert(3, 10)?;
+        assert!(!core::ptr::eq(c, a) && !core::ptr::eq(c, b));
+        assert_eq!(c.addr() % 2, 1);
+        assert_eq!((t.take(a), t.take(b)), (Err(EINVAL), Err(EINVAL)));
+        assert_eq!(t.take(c), Ok(3));
         Ok(())
     }
 

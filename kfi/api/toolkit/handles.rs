@@ -6,7 +6,11 @@
 //! with that info takes it (to accept), `kfi_reject` takes it to answer
 //! no. The ULP hands the handle back as a raw pointer, so a provider must
 //! not trust it: [`HandleTable::take`] checks it against the table, so a
-//! stale or made-up handle is `EINVAL`, never a wild pointer.
+//! stale or made-up handle is `EINVAL`, never a wild pointer. Handles are
+//! never reused (a count, not an address: a freed request's address comes
+//! back with the next allocation, and a ULP's stale handle would then take
+//! another ULP's request), and never point to memory: they are odd, so
+//! no `kfid` can sit there.
 //!
 //! What a request is belongs to the provider (`T`: a socket, an
 //! `rdma_cm_id`, ...). Each request is owned by the passive endpoint that
@@ -37,9 +41,9 @@ use super::super::kfi_sys as sys;
 /// value that is unique among the provider's live passive endpoints).
 pub(crate) type Owner = usize;
 
-/// A waiting request: its `kfid` only gives it an address (the handle).
+/// A waiting request.
 struct Entry<T> {
-    fid: sys::kfid,
+    handle: usize,
     value: T,
     owner: Owner,
 }
@@ -48,39 +52,39 @@ struct Entry<T> {
 ///
 /// # Invariants
 ///
-/// Each entry is boxed, so its `fid` (the handle) has a stable address
-/// for as long as the entry is in the table; no two live entries share a
-/// handle.
+/// No two entries ever handed out, live or gone, share a handle: each is
+/// `2 * n + 1` for the `n`-th insert (`next` counts them; 2^63 inserts
+/// would wrap it).
 pub(crate) struct HandleTable<T> {
-    entries: KVec<KBox<Entry<T>>>,
+    entries: KVec<Entry<T>>,
+    next: usize,
 }
-
-// SAFETY: The `kfid` of an entry is never used as an object (only its
-// address is compared); the values are `Send`.
-unsafe impl<T: Send> Send for HandleTable<T> {}
 
 impl<T> HandleTable<T> {
     /// An empty table (no memory until the first request).
     pub(crate) const fn new() -> Self {
         Self {
             entries: KVec::new(),
+            next: 0,
         }
     }
 
     /// Files `value` for passive endpoint `owner`; returns its handle (for
-    /// `kfi_info.handle`). `ENOMEM` if it cannot. Process context.
+    /// `kfi_info.handle`: never dereferenced, only compared). `ENOMEM` if
+    /// it cannot. Process context.
     pub(crate) fn insert(&mut self, value: T, owner: Owner) -> Result<*mut sys::kfid> {
-        let mut e = KBox::new(
+        let handle = self.next.wrapping_mul(2) | 1;
+        self.entries.push(
             Entry {
-                fid: sys::kfid::default(),
+                handle,
                 value,
                 owner,
             },
             GFP_KERNEL,
         )?;
-        let handle: *mut sys::kfid = &raw mut e.fid;
-        self.entries.push(e, GFP_KERNEL)?;
-        Ok(handle)
+        // INVARIANT: a new count for the next one.
+        self.next = self.next.wrapping_add(1);
+        Ok(core::ptr::without_provenance_mut(handle))
     }
 
     /// Takes the request `handle` names out of the table; `EINVAL` if no
@@ -90,10 +94,10 @@ impl<T> HandleTable<T> {
         let i = self
             .entries
             .iter()
-            .position(|e| core::ptr::eq(&e.fid, handle))
+            .position(|e| e.handle == handle.addr())
             .ok_or(EINVAL)?;
         let e = self.entries.remove(i).map_err(|_| EINVAL)?;
-        Ok(KBox::into_inner(e).value)
+        Ok(e.value)
     }
 
     /// Takes one request of passive endpoint `owner` out of the table
@@ -101,10 +105,7 @@ impl<T> HandleTable<T> {
     /// until `None`, releasing each request outside its lock. Any context.
     pub(crate) fn take_owned_by(&mut self, owner: Owner) -> Option<T> {
         let i = self.entries.iter().position(|e| e.owner == owner)?;
-        self.entries
-            .remove(i)
-            .ok()
-            .map(|e| KBox::into_inner(e).value)
+        self.entries.remove(i).ok().map(|e| e.value)
     }
 
     /// Takes one request for which `f` holds out of the table (`None`: no
@@ -112,10 +113,7 @@ impl<T> HandleTable<T> {
     /// [`HandleTable::take_owned_by`], called until `None`. Any context.
     pub(crate) fn take_where(&mut self, f: impl Fn(&T) -> bool) -> Option<T> {
         let i = self.entries.iter().position(|e| f(&e.value))?;
-        self.entries
-            .remove(i)
-            .ok()
-            .map(|e| KBox::into_inner(e).value)
+        self.entries.remove(i).ok().map(|e| e.value)
     }
 
     /// Takes any request out of the table; once it is empty, frees the
@@ -124,7 +122,7 @@ impl<T> HandleTable<T> {
     /// context.
     pub(crate) fn take_any(&mut self) -> Option<T> {
         match self.entries.pop() {
-            Some(e) => Some(KBox::into_inner(e).value),
+            Some(e) => Some(e.value),
             None => {
                 self.entries = KVec::new();
                 None
