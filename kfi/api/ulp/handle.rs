@@ -48,7 +48,10 @@ impl Owned<sys::kfid_fabric> {
     /// The pointers of `attr` are NULL or valid as kfabric.h says for the
     /// call, and a handler it names stays callable until the queue is
     /// closed: its module is not unloaded before (a queue leaked, or kept
-    /// by a leaked endpoint, would break that).
+    /// by a leaked endpoint, would break that). The handler never sleeps
+    /// and takes no lock the ULP holds around its calls on the queue's
+    /// objects: it runs in the provider's context (softirq, or within
+    /// such a call), possibly on several CPUs at once.
     pub(crate) unsafe fn open_eq(&self, attr: &sys::kfi_eq_attr) -> Result<Owned<sys::kfid_eq>> {
         let mut a = *attr;
         // SAFETY: An open fabric; valid attributes (the caller's promise),
@@ -87,7 +90,10 @@ impl Owned<sys::kfid_domain> {
     /// The pointers of `attr` are NULL or valid as kfabric.h says for the
     /// call, and a handler it names stays callable until the queue is
     /// closed: its module is not unloaded before (a queue leaked, or kept
-    /// by a leaked endpoint, would break that).
+    /// by a leaked endpoint, would break that). The handler never sleeps
+    /// and takes no lock the ULP holds around its calls on the queue's
+    /// objects: it runs in the provider's context (softirq, or within
+    /// such a call), possibly on several CPUs at once.
     pub(crate) unsafe fn open_cq(&self, attr: &sys::kfi_cq_attr) -> Result<Owned<sys::kfid_cq>> {
         let mut a = *attr;
         // SAFETY: An open domain; valid attributes (the caller's promise),
@@ -150,7 +156,10 @@ impl Owned<sys::kfid_domain> {
     /// # Safety
     ///
     /// `buf..buf + len` stays valid memory until the region is closed; the
-    /// provider reads and (per `access`) writes it for peers meanwhile.
+    /// provider reads and (per `access`) writes it for peers meanwhile, so
+    /// no Rust reference to those bytes lives meanwhile either (peers
+    /// writing under a `&[u8]` or `&mut [u8]` would break its aliasing
+    /// rules): the ULP reaches them through raw pointers only.
     pub(crate) unsafe fn register_raw(
         &self,
         buf: *mut u8,

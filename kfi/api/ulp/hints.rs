@@ -49,7 +49,10 @@ impl Hints {
     /// # Safety
     ///
     /// No pointer field of the entry is changed (kfabric.ko follows them,
-    /// and frees them with it); what they point to may be.
+    /// and frees them with it); what they point to may be, but a pointer
+    /// in those (an attribute's `prov_name`, `name`, `net`) that the
+    /// caller sets points to what outlives these hints and every object
+    /// opened with them.
     pub(crate) unsafe fn get(&mut self) -> &mut sys::kfi_info {
         // SAFETY: Owned and valid (type invariant).
         unsafe { self.ptr.as_mut() }

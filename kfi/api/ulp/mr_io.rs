@@ -30,7 +30,8 @@ impl Owned<sys::kfid_mr> {
     ///
     /// The pages of `segs` stay valid, and are not freed or reused, until
     /// [`Self::unmap`] returns `Ok` or the region is closed: peers read and
-    /// (per the region's rights) write them meanwhile.
+    /// (per the region's rights) write them meanwhile, so no Rust
+    /// reference to their bytes lives meanwhile either.
     pub(crate) unsafe fn map_bvec(&self, segs: &[bindings::bio_vec], offset: u64) -> Result<u64> {
         // SAFETY: An open region; `segs` is a valid list of its length,
         // read during the call; its pages outlive the mapping (safety

@@ -154,7 +154,10 @@ impl<'f> Domain<'f> {
     ///
     /// `handler` stays callable until the queue is closed: its module is
     /// not unloaded before (the queue may outlive its `Cq` if that, or an
-    /// endpoint bound to it, is leaked).
+    /// endpoint bound to it, is leaked). It never sleeps: it runs in the
+    /// provider's completion context (softirq, or within a post, a cancel
+    /// or a close of the caller's), on any CPU, possibly on several at
+    /// once; and it takes no lock that the ULP holds around those calls.
     pub(crate) unsafe fn cq_notifying<'d>(
         &'d self,
         size: usize,

@@ -10,7 +10,10 @@
 //! completion (or its error entry) is read from the CQ. Until then the
 //! caller keeps every buffer alive and does not touch it; a buffer the
 //! provider writes is not read meanwhile either. On an error return
-//! nothing was posted and the buffers are free at once.
+//! nothing was posted and the buffers are free at once. After the CQ's
+//! overflow notice (`CqError::Queue(EOVERFLOW)`: completions were lost),
+//! the buffers of operations whose completion was not read are free only
+//! once their endpoint is closed.
 
 use kernel::{bindings, error::to_result, prelude::*};
 

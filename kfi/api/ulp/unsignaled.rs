@@ -21,7 +21,11 @@ impl Endpoint<'_> {
     ///
     /// # Safety
     ///
-    /// The buffer contract of [`super::post`], for `local`.
+    /// The buffer contract of [`super::post`], for `local`, except that no
+    /// completion of this write is ever read when it succeeds: `local` is
+    /// the ULP's again once a counter counts the write, or a later
+    /// signaled operation of this endpoint that completes after it (in
+    /// posting order) completes, or the endpoint is closed.
     pub(crate) unsafe fn write_unsignaled(
         &self,
         local: &[u8],
