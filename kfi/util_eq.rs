@@ -550,9 +550,8 @@ pub(crate) unsafe extern "C" fn kfi_util_eq_write_err(
         };
         if len > 0 {
             // SAFETY: `err_data` holds `err_data_size >= len` bytes.
-            slot.bytes[..len].copy_from_slice(unsafe {
-                core::slice::from_raw_parts(e.err_data.cast::<u8>(), len)
-            });
+            let data = unsafe { core::slice::from_raw_parts(e.err_data.cast::<u8>(), len) };
+            slot.bytes[..len].copy_from_slice(data);
         }
         post(u, slot, true)
     })())
