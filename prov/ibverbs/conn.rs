@@ -231,6 +231,7 @@ impl Conn {
     /// `EPROTO` (or `ETIMEDOUT`) error entry. Process context (a worker
     /// queued by the data path).
     pub(crate) fn protocol_error(&self) {
+        self.revalidate();
         let mut s = self.state.lock();
         if s.phase == Phase::Closed {
             return;
@@ -248,6 +249,25 @@ impl Conn {
         self.dp.cancel(false);
         let why = self.dp.end_reason();
         self.fail(&mut s, why, &[]);
+    }
+
+    /// The peer's send with invalidate named one of the domain's regions
+    /// (the data path noted its key): the device made that key invalid
+    /// for every peer, so the region is registered again, as it was, on
+    /// this connection's QP before the protocol error ends it. Not under
+    /// the state lock: the registration waits behind what the send queue
+    /// holds, for a bounded time (`IbRegion::revalidate`). Process
+    /// context.
+    fn revalidate(&self) {
+        let Some(key) = self.dp.take_invalidated() else {
+            return;
+        };
+        let Some(region) = self.dom.region_of(key) else {
+            return;
+        };
+        if let Err(e) = region.revalidate(|fr, rights| self.dp.post_revalidation(fr, rights)) {
+            pr_warn!("a region a peer invalidated stays so: {e:?}\n");
+        }
     }
 
     /// Creates the QP (and its CQs) on the identifier's device, which

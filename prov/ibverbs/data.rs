@@ -302,6 +302,9 @@ struct State {
     /// The endpoint, to end the connection on a protocol error (set while
     /// it is open; its close takes it back).
     owner: Option<Arc<Conn>>,
+    /// The key a peer's send with invalidate named, for the protocol-error
+    /// worker to register its region again (`Conn::protocol_error`).
+    invalidated: Option<u32>,
 }
 
 /// A connection's message path (shared by the endpoint and its
@@ -415,6 +418,7 @@ impl DataPath {
                     overdue: None,
                     end_reason: EPROTO,
                     owner: None,
+                    invalidated: None,
                 }),
                 timer <- HrTimer::new(),
             }),
@@ -475,6 +479,12 @@ impl DataPath {
     /// with no disconnection.
     pub(crate) fn end_reason(&self) -> Error {
         self.st.lock().end_reason
+    }
+
+    /// The key a peer's send with invalidate named, once. Any context but
+    /// hard interrupt.
+    pub(crate) fn take_invalidated(&self) -> Option<u32> {
+        self.st.lock().invalidated.take()
     }
 
     /// Starts the watchdog of sends waiting for credits (when the
@@ -744,8 +754,23 @@ impl DataPath {
     /// Posts the registration of `fr` with `access` on this connection's
     /// QP; `ENOTCONN` when it is not up. Any context but hard interrupt.
     pub(crate) fn post_reg(&self, fr: &mut FastReg, access: u32) -> Result {
+        self.post_reg_if(fr, access, true)
+    }
+
+    /// Posts the registration of a region a peer invalidated (its MR,
+    /// `fr`, as it was) on this connection's QP, which need not be up any
+    /// more: the QP that took the peer's send, before its protocol error
+    /// ends it (`Conn::protocol_error`). `ENOTCONN` once the QP is gone.
+    /// Any context but hard interrupt.
+    pub(crate) fn post_revalidation(&self, fr: &mut FastReg, access: u32) -> Result {
+        self.post_reg_if(fr, access, false)
+    }
+
+    /// [`Self::post_reg`], which needs the connection `up`, or
+    /// [`Self::post_revalidation`].
+    fn post_reg_if(&self, fr: &mut FastReg, access: u32, up: bool) -> Result {
         let st = self.lock();
-        if st.closed || !st.up || st.qp.is_null() {
+        if st.closed || (up && !st.up) || st.qp.is_null() {
             return Err(ENOTCONN);
         }
         // SAFETY: A live QP of the domain's PD (attach's contract); its

@@ -16,7 +16,6 @@ use crate::{
     ib::{device::Device, frmr::FastReg, verbs::Pd},
     ib_sys as sys,
     net::NetPtr,
-    region::IbRegion,
     reglink::RegLink,
 };
 
@@ -28,9 +27,6 @@ pub(crate) struct DomShared {
     /// Endpoints with device resources, for the device's removal.
     #[pin]
     conns: Mutex<KVec<Arc<Conn>>>,
-    /// Open regions, whose MRs the device's removal frees.
-    #[pin]
-    regions: Mutex<KVec<Arc<IbRegion>>>,
     /// Registrations waiting for their work request (without the
     /// teardown lock): a device's removal waits for them after it has
     /// destroyed the QPs, which flushes their requests.
@@ -106,20 +102,6 @@ impl DomShared {
     pub(crate) fn add_conn(&self, c: Arc<Conn>) -> Result {
         self.conns.lock().push(c, GFP_KERNEL)?;
         Ok(())
-    }
-
-    /// Tracks region `r` for the device's removal.
-    pub(crate) fn add_region(&self, r: Arc<IbRegion>) -> Result {
-        self.regions.lock().push(r, GFP_KERNEL)?;
-        Ok(())
-    }
-
-    /// Stops tracking region `r` (at its close).
-    pub(crate) fn remove_region(&self, r: &IbRegion) {
-        let mut l = self.regions.lock();
-        if let Some(i) = l.iter().position(|x| core::ptr::eq(&**x, r)) {
-            let _ = l.remove(i);
-        }
     }
 
     /// The domain's connection for registrations, built now if it is not
@@ -224,7 +206,6 @@ impl IbDomain {
             pin_init!(DomShared {
                 dd,
                 conns <- new_mutex!(KVec::new()),
-                regions <- new_mutex!(KVec::new()),
                 regs <- new_mutex!(0),
                 regs_idle <- new_condvar!(),
                 link <- new_mutex!(LinkSlot::default()),
@@ -285,7 +266,7 @@ pub(crate) fn device_removed(dev: *mut sys::ib_device) {
         // Registrations waiting meanwhile saw their QP flushed; they fail
         // and free their MRs now.
         d.wait_regs();
-        let regions = core::mem::take(&mut *d.regions.lock());
+        let regions = d.dd.take_regions();
         for r in regions.iter() {
             r.device_gone();
         }

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! A domain's device side: its RDMA device and namespace, the protection
-//! domain while the device is there, and the lock that orders teardowns
-//! of resources on it. Shared by the domain (`domain.rs`) and its
-//! connections (`conn.rs`), which need only this of each other's.
+//! domain while the device is there, its open regions, and the lock that
+//! orders teardowns of resources on it. Shared by the domain
+//! (`domain.rs`) and its connections (`conn.rs`), which need only this of
+//! each other's.
 
 use kernel::{
     new_mutex,
@@ -14,6 +15,7 @@ use kernel::{
 use crate::{
     ib::{device::Device, verbs::Pd},
     net::NetPtr,
+    region::IbRegion,
 };
 
 /// A domain's device, PD and teardown lock.
@@ -30,6 +32,9 @@ pub(crate) struct DomDev {
     /// is never taken under it.
     #[pin]
     teardown: Mutex<()>,
+    /// Open regions, whose MRs the device's removal frees.
+    #[pin]
+    regions: Mutex<KVec<Arc<IbRegion>>>,
 }
 
 impl DomDev {
@@ -42,6 +47,7 @@ impl DomDev {
                 net,
                 pd <- new_mutex!(Some(pd)),
                 teardown <- new_mutex!(()),
+                regions <- new_mutex!(KVec::new()),
             }),
             GFP_KERNEL,
         )
@@ -65,5 +71,29 @@ impl DomDev {
     /// Serializes teardowns of device resources (see `teardown`).
     pub(crate) fn teardown(&self) -> MutexGuard<'_, ()> {
         self.teardown.lock()
+    }
+
+    /// Tracks region `r` for the device's removal.
+    pub(crate) fn add_region(&self, r: Arc<IbRegion>) -> Result {
+        self.regions.lock().push(r, GFP_KERNEL)?;
+        Ok(())
+    }
+
+    /// Stops tracking region `r` (at its close).
+    pub(crate) fn remove_region(&self, r: &IbRegion) {
+        let mut l = self.regions.lock();
+        if let Some(i) = l.iter().position(|x| core::ptr::eq(&**x, r)) {
+            let _ = l.remove(i);
+        }
+    }
+
+    /// Every region, no longer tracked (the device is going).
+    pub(crate) fn take_regions(&self) -> KVec<Arc<IbRegion>> {
+        core::mem::take(&mut *self.regions.lock())
+    }
+
+    /// The open region whose remote key is `key`, if there is one.
+    pub(crate) fn region_of(&self, key: u32) -> Option<Arc<IbRegion>> {
+        self.regions.lock().iter().find(|r| r.key() == key).cloned()
     }
 }

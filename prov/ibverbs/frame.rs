@@ -14,7 +14,7 @@
 //! extension: the tag u64 and the message's length u64 (the payload
 //! bytes of all its frames after the extension), little endian.
 
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use kernel::prelude::*;
 
 use crate::kfi::{kfi_sys as ksys, toolkit::segments::Segments};
@@ -146,6 +146,39 @@ pub(crate) extern "C" fn kfi_ibverbs_test_tamper(
     TAMPER_MAGIC.store(magic, Ordering::SeqCst);
     TAMPER_FRAMES.store(frames, Ordering::SeqCst);
     0
+}
+
+/// Test-only: the key the next data frame's send asks the peer to
+/// invalidate, with bit 32 set; 0: none.
+static TAMPER_INVALIDATE: AtomicU64 = AtomicU64::new(0);
+
+/// Test-only path (exported for `kfi_test_ibverbs`): with `arm`, the next
+/// data frame any endpoint of this provider sends is a send with
+/// invalidate naming `key` (`IB_WR_SEND_WITH_INV`), as a hostile peer's
+/// may be; without, none is. `-EPERM` without the `test_hooks` parameter.
+#[no_mangle]
+pub(crate) extern "C" fn kfi_ibverbs_test_send_invalidate(key: u32, arm: u32) -> c_int {
+    if let Err(e) = crate::test_hooks() {
+        return e.to_errno();
+    }
+    let t = if arm != 0 {
+        (1 << 32) | u64::from(key)
+    } else {
+        0
+    };
+    TAMPER_INVALIDATE.store(t, Ordering::SeqCst);
+    0
+}
+
+/// The key the next data frame's send asks the peer to invalidate: none,
+/// unless a test tampers with it.
+pub(crate) fn tampered_invalidate() -> Option<u32> {
+    // A load first: the swap's exclusive access is not for every frame.
+    if TAMPER_INVALIDATE.load(Ordering::Relaxed) == 0 {
+        return None;
+    }
+    let t = TAMPER_INVALIDATE.swap(0, Ordering::SeqCst);
+    (t != 0).then_some(t as u32)
 }
 
 /// The flags and magic of the next data frame: `flags` and [`MAGIC`],

@@ -14,6 +14,10 @@
 int kfi_ibverbs_test_tamper(u32 set, u32 clear, u32 magic, u32 frames);
 EXPORT_SYMBOL_GPL(kfi_ibverbs_test_tamper);
 
+/* frame.rs: the next data frame a send with invalidate naming key (arm). */
+int kfi_ibverbs_test_send_invalidate(u32 key, u32 arm);
+EXPORT_SYMBOL_GPL(kfi_ibverbs_test_send_invalidate);
+
 /* flush.rs: the key of the next flush-region trailer, some bits flipped. */
 int kfi_ibverbs_test_flush_key(u32 xor);
 EXPORT_SYMBOL_GPL(kfi_ibverbs_test_flush_key);

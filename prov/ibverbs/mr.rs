@@ -43,7 +43,7 @@ impl Drop for MrHandle {
         // regions' MRs, and so waits for this one (`IbRegion`'s lock)
         // before it lets the device go.
         self.region.device_gone();
-        self.dom.remove_region(&self.region);
+        self.dom.dd.remove_region(&self.region);
     }
 }
 
@@ -240,8 +240,8 @@ unsafe fn register_segments<I: Iterator<Item = Result<Segment>>>(
         return Err(ENODEV);
     }
     let key = u64::from(fr.rkey());
-    let region = Arc::pin_init(IbRegion::new(fr), GFP_KERNEL)?;
-    dom.add_region(region.clone())?;
+    let region = Arc::pin_init(IbRegion::new(fr, rights), GFP_KERNEL)?;
+    dom.dd.add_region(region.clone())?;
     drop(busy);
     let handle = MrHandle {
         dom: dom.clone(),

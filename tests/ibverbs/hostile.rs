@@ -8,7 +8,7 @@ use crate::kfi::{
     kfi_sys as sys,
     ulp::{CmEvent, CqError},
 };
-use crate::{tamper, tamper_clear, tamper_flush_key};
+use crate::{send_invalidate, tamper, tamper_clear, tamper_flush_key};
 use kernel::prelude::*;
 
 /// A peer that names a wrong flush region (`flush.rs`: its trailer's key
@@ -220,6 +220,74 @@ pub(crate) fn remote_cq_data_flood_ends_the_connection() -> Result {
         assert_eq!(notices, 1);
         Ok(())
     })
+}
+
+/// A peer's send with invalidate, naming the key of one of the domain's
+/// regions: nothing this protocol sends, so the connection ends with
+/// `EPROTO` (the old code took it as a plain message), and the region,
+/// which the device invalidated for every peer, is registered again: a
+/// second peer's write lands in it (the old code's failed).
+pub(crate) fn send_with_invalidate_ends_the_connection() -> Result {
+    let s = step("side", side(c"7685"))?;
+    let d = s.fabric.domain(s.src.entry())?;
+    let (ccq, scq) = (d.cq(128)?, d.cq(128)?);
+    let mut buf = zeroed(4096)?;
+    let at = addr_of(&buf, 0);
+    // SAFETY: The region is dropped by the end of the case, not leaked.
+    let mr = step("register", unsafe {
+        d.register(&mut buf, sys::KFI_REMOTE_WRITE, 0)
+    })?;
+    let key = u32::try_from(mr.key()).map_err(|_| EINVAL)?;
+    let ended = (|| {
+        let eq = s.fabric.eq(16)?;
+        let _pep = s.fabric.listen(s.src.entry(), &eq)?;
+        let cep = endpoint(&d, s.dst.entry(), &ccq, &eq)?;
+        cep.connect(&[])?;
+        let sep = serve(&d, &eq, &scq, &[])?;
+        step("arm", send_invalidate(key, true))?;
+        let mut got = [0u8; 8];
+        // SAFETY: `got` outlives the receive: the endpoint is closed
+        // (the receive completed) before this closure returns.
+        step("recv", unsafe { sep.recv(&mut got, 1) })?;
+        // SAFETY: The buffer is static.
+        step("send", unsafe { cep.send(b"invalid!", 2, 0) })?;
+        step("eproto", expect_eproto(&eq, &sep))?;
+        if matches!(scq.read(), Ok(c) if c.context == 1) {
+            pr_err!("kfi_ibverbs test: a send with invalidate was delivered\n");
+            return Err(EBADE);
+        }
+        Ok(())
+    })();
+    let _ = send_invalidate(0, false);
+    ended?;
+    let src = pattern(4096, 5)?;
+    let wrote = (|| {
+        let s2 = step("side", side(c"7686"))?;
+        let eq = s2.fabric.eq(16)?;
+        let _pep = step("listen", s2.fabric.listen(s2.src.entry(), &eq))?;
+        let cep = step("endpoint", endpoint(&d, s2.dst.entry(), &ccq, &eq))?;
+        step("connect", cep.connect(&[]))?;
+        let _sep = step("serve", serve(&d, &eq, &scq, &[]))?;
+        // SAFETY: `src` outlives the completion, which is waited for.
+        step("write", unsafe {
+            cep.write(&src, at, mr.key(), 3, sys::KFI_DELIVERY_COMPLETE)
+        })?;
+        // The first connection's send may have completed here too.
+        for _ in 0..2 {
+            let done = step("write done", ccq.sread(WAIT_MS).map_err(|e| e.errno()))?;
+            if done.context == 3 {
+                return Ok(());
+            }
+        }
+        Err(EPROTO)
+    })();
+    drop(mr);
+    wrote?;
+    if buf[..] != src[..] {
+        pr_err!("kfi_ibverbs test: the second peer's write did not land\n");
+        return Err(EBADE);
+    }
+    Ok(())
 }
 
 /// A frame with a bad magic: the connection ends (EPROTO on the EQ),

@@ -94,6 +94,9 @@ extern "C" {
     /// now on get `ms` milliseconds to be established (0: the
     /// `connect_timeout_ms` parameter's).
     fn kfi_ibverbs_test_connect_timeout(ms: u32) -> c_int;
+    /// frame.rs' test-only path: with `arm`, the next data frame an
+    /// endpoint sends is a send with invalidate naming `key`.
+    fn kfi_ibverbs_test_send_invalidate(key: u32, arm: u32) -> c_int;
 }
 
 /// Makes the next `frames` data frames of kfi_ibverbs' endpoints a
@@ -133,6 +136,15 @@ fn set_connect_timeout(ms: u32) -> Result {
 fn tamper_flush_key(xor: u32) -> Result {
     // SAFETY: Only stores the value; any value is valid.
     to_result(unsafe { kfi_ibverbs_test_flush_key(xor) })
+}
+
+/// Makes the next data frame of kfi_ibverbs' endpoints a hostile peer's
+/// send with invalidate naming `key` (see
+/// [`kfi_ibverbs_test_send_invalidate`]), or, without `arm`, none.
+/// `EPERM` as for [`tamper`].
+fn send_invalidate(key: u32, arm: bool) -> Result {
+    // SAFETY: Only stores the values; any values are valid.
+    to_result(unsafe { kfi_ibverbs_test_send_invalidate(key, u32::from(arm)) })
 }
 
 impl kernel::Module for KfiTestIbverbs {
@@ -288,6 +300,11 @@ mod tests {
     #[test]
     fn remote_cq_data_flood_ends_the_connection() -> Result {
         super::hostile::remote_cq_data_flood_ends_the_connection()
+    }
+
+    #[test]
+    fn send_with_invalidate_ends_the_connection() -> Result {
+        super::hostile::send_with_invalidate_ends_the_connection()
     }
 
     #[test]

@@ -9,7 +9,7 @@
 
 use crate::common::*;
 use crate::kfi::{kfi_sys as sys, ulp::CqError};
-use crate::{skip_reposts, tamper, tamper_flush_key};
+use crate::{send_invalidate, skip_reposts, tamper, tamper_flush_key};
 use kernel::prelude::*;
 
 /// Each test-only export refuses with `EPERM` without `test_hooks`, and
@@ -20,11 +20,21 @@ use kernel::prelude::*;
 /// that a failure leaves none armed for the next case.
 pub(crate) fn params_test_hooks_gate_the_test_exports() -> Result {
     let off = crate::defaults();
-    let got = [tamper(0, 0x55, 1), skip_reposts(1), tamper_flush_key(0xff)];
-    let stopped = [tamper(0, 0, 0), skip_reposts(0), tamper_flush_key(0)];
+    let got = [
+        tamper(0, 0x55, 1),
+        skip_reposts(1),
+        tamper_flush_key(0xff),
+        send_invalidate(0x1234, true),
+    ];
+    let stopped = [
+        tamper(0, 0, 0),
+        skip_reposts(0),
+        tamper_flush_key(0),
+        send_invalidate(0, false),
+    ];
     let want = if off { Err(EPERM) } else { Ok(()) };
-    assert_eq!(got, [want; 3]);
-    assert_eq!(stopped, [want; 3]);
+    assert_eq!(got, [want; 4]);
+    assert_eq!(stopped, [want; 4]);
     if !off {
         return Ok(());
     }

@@ -196,6 +196,17 @@ impl DataPath {
             // those polled after the connection ended (`State::ended`).
             return;
         }
+        if !d.plain {
+            // Nothing this protocol sends. A send with invalidate has
+            // invalidated the key it named already, if it was one of the
+            // PD's: the protocol-error worker registers that region again
+            // (Documentation/ibverbs.rst, "A peer's invalidation").
+            if !st.broken {
+                st.invalidated = d.invalidated;
+            }
+            Self::protocol_error(&mut st, "a receive that took no plain send");
+            return;
+        }
         // SAFETY: A completion for a slot of the attached ring.
         let ring = unsafe { &*st.ring };
         ring.bufs[index].sync_for_cpu(0, d.len);

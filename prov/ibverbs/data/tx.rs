@@ -10,9 +10,9 @@ use kernel::prelude::*;
 use super::{Awaiting, DataPath, Op, Pending, State, MSG_MAX, SLOTS, TX_MAX};
 use crate::{
     frame::{
-        tag_ext, tampered, write_header, write_header_magic, Acks, Buffers, Header, FRAME_MAX,
-        F_ACKED, F_ACK_REQ, F_CQ_DATA, F_DATA, F_MORE, F_RMA_DATA, F_TAGGED, HDR, INJECT_MAX,
-        TAG_EXT,
+        tag_ext, tampered, tampered_invalidate, write_header, write_header_magic, Acks, Buffers,
+        Header, FRAME_MAX, F_ACKED, F_ACK_REQ, F_CQ_DATA, F_DATA, F_MORE, F_RMA_DATA, F_TAGGED,
+        HDR, INJECT_MAX, TAG_EXT,
     },
     ib::dma,
     kfi::{
@@ -181,7 +181,7 @@ impl DataPath {
         let cqe = (&raw const ring.slots[SLOTS + slot].cqe).cast_mut();
         // SAFETY: `qp` is live (attach's contract); the slot and its
         // buffer stay valid until the request completes.
-        match unsafe { dma::post_send(st.qp, sge, cqe) } {
+        match unsafe { dma::post_send_with(st.qp, sge, cqe, tampered_invalidate()) } {
             Ok(()) => {
                 st.slot_tick[slot] = Some(st.tick);
                 st.credits -= 1;

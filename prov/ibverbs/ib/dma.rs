@@ -126,8 +126,24 @@ impl Drop for DmaBuf {
 /// memory that stays so until then.
 pub(crate) unsafe fn post_send(
     qp: *mut sys::ib_qp,
+    sge: sys::ib_sge,
+    cqe: *mut sys::ib_cqe,
+) -> Result {
+    // SAFETY: The caller's contract.
+    unsafe { post_send_with(qp, sge, cqe, None) }
+}
+
+/// [`post_send`], or with `invalidate` a send that asks the peer's device
+/// to invalidate that key (only a test's hostile peer sends one).
+///
+/// # Safety
+///
+/// As for [`post_send`].
+pub(crate) unsafe fn post_send_with(
+    qp: *mut sys::ib_qp,
     mut sge: sys::ib_sge,
     cqe: *mut sys::ib_cqe,
+    invalidate: Option<u32>,
 ) -> Result {
     let mut wr = sys::ib_send_wr {
         sg_list: &mut sge,
@@ -138,6 +154,11 @@ pub(crate) unsafe fn post_send(
     };
     // SAFETY: Writing the union member this provider always uses.
     unsafe { *wr.__bindgen_anon_1.wr_cqe.as_mut() = cqe };
+    if let Some(key) = invalidate {
+        wr.opcode = sys::IB_WR_SEND_WITH_INV;
+        // SAFETY: Writing the union member a send with invalidate reads.
+        unsafe { *wr.ex.invalidate_rkey.as_mut() = key };
+    }
     // SAFETY: The caller's contract; ib_core copies the request and its
     // scatter/gather list into the queue before returning.
     to_result(unsafe { sys::kfi_ib_post_send(qp, &wr) })
@@ -292,6 +313,13 @@ pub(crate) struct Done {
     pub(crate) len: usize,
     /// What a failed request means for its operation.
     pub(crate) err: Error,
+    /// A successful receive that took a plain send: not one with
+    /// immediate data or with invalidate, nor an RDMA write with
+    /// immediate data (meaningless for other completions).
+    pub(crate) plain: bool,
+    /// The key a peer's send with invalidate named (a successful receive
+    /// only): the device has invalidated it, if it was one of the PD's.
+    pub(crate) invalidated: Option<u32>,
 }
 
 /// Reads a work completion ib_core passes to an `ib_cqe`'s `done`.
@@ -315,5 +343,11 @@ pub(crate) unsafe fn done(wc: *const sys::ib_wc) -> Done {
             sys::IB_WC_LOC_PROT_ERR => EFAULT,
             _ => EIO,
         },
+        plain: wc.opcode == sys::IB_WC_RECV
+            && wc.wc_flags as u32 & (sys::IB_WC_WITH_IMM | sys::IB_WC_WITH_INVALIDATE) == 0,
+        invalidated: (wc.status == sys::IB_WC_SUCCESS
+            && wc.wc_flags as u32 & sys::IB_WC_WITH_INVALIDATE != 0)
+            // SAFETY: The union member the flag says is set.
+            .then(|| unsafe { *wc.ex.invalidate_rkey.as_ref() }),
     }
 }
