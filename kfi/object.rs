@@ -19,7 +19,7 @@ use kernel::{
     task::might_sleep,
 };
 
-use crate::{kfi_sys as sys, live, registry::ProviderRef};
+use crate::{kfi_sys as sys, live, registry::ProviderRef, util_eq};
 
 const CLASSES: usize = sys::KFI_CLASS_MAX as usize;
 
@@ -75,6 +75,8 @@ pub(crate) fn has_slot(size: usize, offset: usize) -> bool {
 ///   `users` counts the binding; `bound` is only accessed under `GRAPH`.
 /// - `closing` is set (under `GRAPH`) while the provider closes the
 ///   object without `GRAPH` held: nothing may start to use it meanwhile.
+/// - `fid`, once set (by [`Pending::attach`]), is the object's header,
+///   valid while the object is open.
 pub(crate) struct ObjectCore {
     pref: ProviderRef,
     class: u32,
@@ -82,6 +84,8 @@ pub(crate) struct ObjectCore {
     parent: Option<NonNull<ObjectCore>>,
     bound: UnsafeCell<KVec<NonNull<ObjectCore>>>,
     closing: Atomic<bool>,
+    /// The object's header, once attached.
+    fid: Option<NonNull<sys::kfid>>,
 }
 
 // SAFETY: `bound` is only touched under the GRAPH mutex; everything else is
@@ -210,6 +214,7 @@ impl Pending {
                 parent,
                 bound: UnsafeCell::new(KVec::new()),
                 closing: Atomic::new(false),
+                fid: None,
             },
             GFP_KERNEL,
         )?;
@@ -227,8 +232,9 @@ impl Pending {
     ///
     /// `fid` must point to a valid object header, not yet shared with the
     /// ULP.
-    pub(crate) unsafe fn attach(self, fid: NonNull<sys::kfid>, context: *mut c_void) {
+    pub(crate) unsafe fn attach(mut self, fid: NonNull<sys::kfid>, context: *mut c_void) {
         let class = self.core.class;
+        self.core.fid = Some(fid);
         let core = KBox::into_raw(self.core);
         // SAFETY: Valid and exclusively ours (safety requirement).
         let f = unsafe { &mut *fid.as_ptr() };
@@ -435,7 +441,13 @@ pub(crate) unsafe fn close(fid: *mut sys::kfid) -> Result {
     // SAFETY: Under GRAPH (invariant of `bound`).
     for b in unsafe { &*core.bound.get() }.iter() {
         // SAFETY: Bound objects are open while counted (type invariant).
-        unsafe { b.as_ref() }.users.fetch_sub(1, Release);
+        let b = unsafe { b.as_ref() };
+        if let (sys::KFI_CLASS_EQ, Some(eq)) = (b.class, b.fid) {
+            // SAFETY: An open EQ (it is counted until just below); the
+            // provider posts nothing about `fid` once its close returned.
+            unsafe { util_eq::forget(eq.as_ptr().cast(), fid) };
+        }
+        b.users.fetch_sub(1, Release);
     }
     drop(guard);
     if let Some(c) = LIVE.get(class as usize) {

@@ -23,6 +23,18 @@ impl Overflow {
         }
     }
 
+    /// Entries still to be read before the notice, if there is one.
+    pub(crate) fn ahead(&self) -> Option<usize> {
+        self.ahead
+    }
+
+    /// `n` of the entries ahead of the notice were taken out unread.
+    pub(crate) fn dropped(&mut self, n: usize) {
+        if let Some(a) = &mut self.ahead {
+            *a = a.saturating_sub(n);
+        }
+    }
+
     /// Whether the notice is the next thing to read.
     pub(crate) fn due(&self) -> bool {
         self.ahead == Some(0)

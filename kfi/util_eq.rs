@@ -82,6 +82,31 @@ impl Slot {
     }
 }
 
+impl Slot {
+    /// Whether this is a provider's event about `fid`: a connection up or
+    /// ended, or an error entry. A request (`KFI_CONNREQ`) names the
+    /// passive endpoint and may own an `info`: never.
+    fn about(&self, fid: *mut sys::kfid) -> bool {
+        if let Some(e) = &self.err {
+            return core::ptr::eq(e.fid, fid);
+        }
+        if !matches!(self.event, sys::KFI_CONNECTED | sys::KFI_SHUTDOWN)
+            || self.len < size_of::<sys::kfi_eq_cm_entry>()
+        {
+            return false;
+        }
+        // SAFETY: Such an event starts with a `kfi_eq_cm_entry` (checked
+        // long enough); the bytes are read unaligned.
+        let e = unsafe {
+            self.bytes
+                .as_ptr()
+                .cast::<sys::kfi_eq_cm_entry>()
+                .read_unaligned()
+        };
+        core::ptr::eq(e.fid, fid)
+    }
+}
+
 /// The EQ's state, under its lock.
 struct Ring {
     slots: util_ring::Ring<Slot>,
@@ -148,6 +173,37 @@ unsafe fn util<'a>(eq: *mut sys::kfid_eq) -> Result<&'a UtilEq> {
     // SAFETY: Only `UtilEq`s have `EQ_OPS` (type invariant); the `kfid_eq`
     // is their first field.
     Ok(unsafe { &*e.as_ptr().cast::<UtilEq>() })
+}
+
+/// Drops the events queued on `eq` about `fid` ([`Slot::about`]), an
+/// object just closed (its provider posts none any more): an object
+/// opened later at the same address must not take them for its own. The
+/// overflow notice keeps its place among the rest. Nothing if `eq` is not
+/// a util EQ. Any context but hard interrupt.
+///
+/// # Safety
+///
+/// `eq` is an open EQ.
+pub(crate) unsafe fn forget(eq: *mut sys::kfid_eq, fid: *mut sys::kfid) {
+    // SAFETY: An open EQ (safety requirement).
+    let Ok(u) = (unsafe { util(eq) }) else {
+        return;
+    };
+    let mut ring = u.ring.lock();
+    let Ring {
+        slots, overflow, ..
+    } = &mut *ring;
+    let notice = overflow.ahead();
+    let mut before = 0;
+    slots.take_all_where(
+        |s| s.about(fid),
+        |at| {
+            if notice.is_some_and(|a| at < a) {
+                before += 1;
+            }
+        },
+    );
+    overflow.dropped(before);
 }
 
 /// Reads the next event with the ring locked.

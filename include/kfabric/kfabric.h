@@ -503,8 +503,10 @@ int kfi_fabric(const struct kfi_fabric_attr *attr, struct kfid_fabric **fabric,
  * kfi_close() - close any kfabric object
  * @fid: the object's header
  *
- * Releases the object and the provider reference it held. After a
- * successful close the object must not be used again. Objects bound to
+ * Releases the object and the provider reference it held, and drops
+ * from the util EQs it was bound to its unread connection events and
+ * error entries. After a successful close the object must not be used
+ * again. Objects bound to
  * others are closed before them (endpoints before their CQs, EQs and
  * domain; domains before their fabric).
  *

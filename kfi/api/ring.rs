@@ -218,6 +218,37 @@ impl<S: Default> Ring<S> {
         Some(taken)
     }
 
+    /// Takes out every slot `pred` accepts, keeping the order of the rest;
+    /// `gone` gets the place of each (0: the oldest), counted before any
+    /// was taken out. O(len).
+    pub(crate) fn take_all_where(
+        &mut self,
+        pred: impl Fn(&S) -> bool,
+        mut gone: impl FnMut(usize),
+    ) {
+        let mut kept = 0;
+        for n in 0..self.len {
+            let from = self.wrap(n);
+            let Some(slot) = self.slots.get_mut(from) else {
+                break;
+            };
+            if pred(slot) {
+                *slot = S::default();
+                gone(n);
+                continue;
+            }
+            if kept != n {
+                let moved = core::mem::take(slot);
+                let to = self.wrap(kept);
+                if let Some(t) = self.slots.get_mut(to) {
+                    *t = moved;
+                }
+            }
+            kept += 1;
+        }
+        self.len = kept;
+    }
+
     /// Drops the oldest slot (if any).
     pub(crate) fn pop(&mut self) {
         let _ = self.pop_front();

@@ -93,6 +93,11 @@ pub(crate) enum CmEvent {
         err: Error,
         data: PrivateData,
     },
+    /// The EQ was full when its provider had events for it: they are
+    /// lost (a connection up or ended, an error). What was queued before
+    /// them was read first; what came after follows. A ULP that sees this
+    /// no longer knows its endpoints' states from events.
+    Overflow,
     /// Any other event, by number.
     Other(u32),
 }
@@ -148,6 +153,10 @@ impl Eq<'_> {
         let r = unsafe { sys::kfi_eq_readerr(self.obj.as_ptr(), &mut err, 0) };
         if r != 1 {
             return Err(Error::from_errno(r as i32));
+        }
+        if err.fid.is_null() && err.context.is_null() && err.err == EOVERFLOW.to_errno().abs() {
+            // The queue's notice (a provider's entry names its object).
+            return Ok(CmEvent::Overflow);
         }
         let data = if err.err_data.is_null() {
             PrivateData::new(&[])

@@ -324,7 +324,18 @@ impl<'a> Endpoint<'a> {
         to_result(unsafe { sys::kfi_shutdown(self.obj.as_ptr(), 0) })
     }
 
-    /// Whether an event is about this endpoint.
+    /// Whether an event is about this endpoint. An endpoint's close
+    /// drops its unread events from the util EQs it was bound to, so an
+    /// event read after that never names it, and one with its address is
+    /// about this endpoint, not an earlier one that had the address.
+    pub(crate) fn is(&self, fid: *mut sys::kfid) -> bool {
+        core::ptr::eq(self.obj.fid(), fid)
+    }
+}
+
+impl PassiveEndpoint<'_> {
+    /// Whether an event is about this passive endpoint (see
+    /// [`Endpoint::is`]).
     pub(crate) fn is(&self, fid: *mut sys::kfid) -> bool {
         core::ptr::eq(self.obj.fid(), fid)
     }
