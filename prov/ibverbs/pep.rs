@@ -170,18 +170,37 @@ impl Listener {
     }
 }
 
+impl Listener {
+    /// Posts an error entry `err` for the passive endpoint on its EQ, if
+    /// both are bound. Under the bindings' lock, which the passive
+    /// endpoint's close clears first: nothing is posted once it has.
+    /// Process context.
+    fn report(&self, err: Error) {
+        let b = self.bound.lock();
+        if let (Some(fid), Some(eq)) = (b.fid, b.eq) {
+            let _ = eq.post_err(fid, err, &[]);
+        }
+    }
+}
+
 impl cm::Handler for Listener {
     fn event(&self, _id: *mut sys::rdma_cm_id, ev: cm::Event<'_>) -> Result {
         match ev {
             // The device goes: rdma_cm destroys the identifier, unless
             // the passive endpoint's close is doing so already.
-            cm::Event::DeviceRemoval => match self.id.lock().take() {
-                Some(id) => {
-                    id.forget();
-                    Ok(())
+            cm::Event::DeviceRemoval => {
+                let taken = self.id.lock().take();
+                match taken {
+                    Some(id) => {
+                        id.forget();
+                        // Its ULP would wait for requests that cannot
+                        // come.
+                        self.report(ENODEV);
+                        Ok(())
+                    }
+                    None => Err(EBUSY),
                 }
-                None => Err(EBUSY),
-            },
+            }
             _ => Ok(()),
         }
     }
@@ -293,6 +312,10 @@ impl IbPep {
 
 impl Drop for IbPep {
     fn drop(&mut self) {
+        // Nothing posted from here on: a device removal's handler may
+        // still run (it took the identifier, so destroying ours does not
+        // wait for it), and the ULP's objects go once this returns.
+        *self.shared.bound.lock() = Bindings::default();
         // No new requests (the identifier is destroyed outside the lock
         // its handler takes), then the ones never answered.
         let id = self.shared.id.lock().take();

@@ -55,11 +55,20 @@ pub(crate) fn device_removal_mid_traffic() -> Result {
     let held = d.endpoint(req.info())?;
     drop(req);
     delete_device()?;
-    // The three connections learn that they ended.
-    let mut ended = 0;
-    while ended < 3 {
+    // The three connections learn that they ended, and the listener
+    // that no request will come any more (`ENODEV`, once).
+    let (mut ended, mut told) = (0, 0);
+    while ended < 3 || told < 1 {
         let ours = |fid| cep.is(fid) || sep.is(fid) || c2.is(fid);
         match eq.sread(WAIT_MS)? {
+            CmEvent::Failed { fid, err, .. } if pep.is(fid) => {
+                if err != ENODEV || told > 0 {
+                    pr_err!("kfi_ibverbs test: the listener got {err:?}\n");
+                    return Err(EPROTO);
+                }
+                told += 1;
+                continue;
+            }
             CmEvent::Shutdown { fid } => assert!(ours(fid)),
             CmEvent::Failed { fid, .. } => assert!(ours(fid)),
             _ => return Err(EPROTO),
