@@ -317,6 +317,13 @@ unsafe impl KfiObject for sys::kfid_av {}
 
 /// An open object of type `T`; closed when dropped.
 ///
+/// Dropping it calls `kfi_close()`, which may sleep (a region's close
+/// waits, for a bounded grace, for the peers still reaching it; an
+/// endpoint's for its work items): drop it in process context only, never
+/// under a spinlock or in a completion or event handler. A close that
+/// fails (another object still uses this one) is logged and the object
+/// stays open, leaked; [`Owned::close`] returns it instead.
+///
 /// # Invariants
 ///
 /// `ptr` was opened by a kfi_* call and is not closed yet.
