@@ -61,28 +61,30 @@ impl Default for Slot {
 }
 
 impl Slot {
-    /// The `kfi_info` a queued CONNREQ owns, if any.
-    fn connreq_info(&self) -> *mut sys::kfi_info {
-        if !self.owns_info
-            || self.err.is_some()
-            || self.event != sys::KFI_CONNREQ
-            || self.len < size_of::<sys::kfi_eq_cm_entry>()
-        {
-            return core::ptr::null_mut();
+    /// The `kfi_eq_cm_entry` the event starts with, read as one (an error
+    /// entry, or an event too short, has none).
+    fn cm_entry(&self) -> Option<sys::kfi_eq_cm_entry> {
+        if self.err.is_some() || self.len < size_of::<sys::kfi_eq_cm_entry>() {
+            return None;
         }
-        // SAFETY: A CONNREQ event starts with a `kfi_eq_cm_entry`; the bytes
-        // are read unaligned.
-        unsafe {
+        // SAFETY: `bytes` holds at least a `kfi_eq_cm_entry`'s size (checked
+        // above), which has no invalid bit patterns; read unaligned.
+        Some(unsafe {
             self.bytes
                 .as_ptr()
                 .cast::<sys::kfi_eq_cm_entry>()
                 .read_unaligned()
-        }
-        .info
+        })
     }
-}
 
-impl Slot {
+    /// The `kfi_info` a queued CONNREQ owns, if any.
+    fn connreq_info(&self) -> *mut sys::kfi_info {
+        if !self.owns_info || self.event != sys::KFI_CONNREQ {
+            return core::ptr::null_mut();
+        }
+        self.cm_entry().map_or(core::ptr::null_mut(), |e| e.info)
+    }
+
     /// Whether this is a provider's event about `fid`: a connection up or
     /// ended, or an error entry. A request (`KFI_CONNREQ`) names the
     /// passive endpoint and may own an `info`: never.
@@ -90,20 +92,8 @@ impl Slot {
         if let Some(e) = &self.err {
             return core::ptr::eq(e.fid, fid);
         }
-        if !matches!(self.event, sys::KFI_CONNECTED | sys::KFI_SHUTDOWN)
-            || self.len < size_of::<sys::kfi_eq_cm_entry>()
-        {
-            return false;
-        }
-        // SAFETY: Such an event starts with a `kfi_eq_cm_entry` (checked
-        // long enough); the bytes are read unaligned.
-        let e = unsafe {
-            self.bytes
-                .as_ptr()
-                .cast::<sys::kfi_eq_cm_entry>()
-                .read_unaligned()
-        };
-        core::ptr::eq(e.fid, fid)
+        matches!(self.event, sys::KFI_CONNECTED | sys::KFI_SHUTDOWN)
+            && self.cm_entry().is_some_and(|e| core::ptr::eq(e.fid, fid))
     }
 }
 
