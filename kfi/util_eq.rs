@@ -67,14 +67,11 @@ impl Slot {
         if self.err.is_some() || self.len < size_of::<sys::kfi_eq_cm_entry>() {
             return None;
         }
+        let at = self.bytes.as_ptr().cast::<sys::kfi_eq_cm_entry>();
         // SAFETY: `bytes` holds at least a `kfi_eq_cm_entry`'s size (checked
         // above), which has no invalid bit patterns; read unaligned.
-        Some(unsafe {
-            self.bytes
-                .as_ptr()
-                .cast::<sys::kfi_eq_cm_entry>()
-                .read_unaligned()
-        })
+        let e = unsafe { at.read_unaligned() };
+        Some(e)
     }
 
     /// The `kfi_info` a queued CONNREQ owns, if any.
@@ -176,7 +173,8 @@ unsafe fn util<'a>(eq: *mut sys::kfid_eq) -> Result<&'a UtilEq> {
 /// `eq` is an open EQ.
 pub(crate) unsafe fn forget(eq: *mut sys::kfid_eq, fid: *mut sys::kfid) {
     // SAFETY: An open EQ (safety requirement).
-    let Ok(u) = (unsafe { util(eq) }) else {
+    let found = unsafe { util(eq) };
+    let Ok(u) = found else {
         return;
     };
     let mut ring = u.ring.lock();
