@@ -83,14 +83,19 @@ impl Slot {
     }
 
     /// Whether this is a provider's event about `fid`: a connection up or
-    /// ended, or an error entry. A request (`KFI_CONNREQ`) names the
-    /// passive endpoint and may own an `info`: never.
+    /// ended, an error entry, or a provider's request (`KFI_CONNREQ`) to
+    /// the passive endpoint `fid`, whose `info` the taker frees. A ULP's
+    /// own `KFI_CONNREQ` (its bytes only) stays.
     fn about(&self, fid: *mut sys::kfid) -> bool {
         if let Some(e) = &self.err {
             return core::ptr::eq(e.fid, fid);
         }
-        matches!(self.event, sys::KFI_CONNECTED | sys::KFI_SHUTDOWN)
-            && self.cm_entry().is_some_and(|e| core::ptr::eq(e.fid, fid))
+        let named = self.cm_entry().is_some_and(|e| core::ptr::eq(e.fid, fid));
+        match self.event {
+            sys::KFI_CONNECTED | sys::KFI_SHUTDOWN => named,
+            sys::KFI_CONNREQ => named && self.owns_info,
+            _ => false,
+        }
     }
 }
 
@@ -164,7 +169,9 @@ unsafe fn util<'a>(eq: *mut sys::kfid_eq) -> Result<&'a UtilEq> {
 
 /// Drops the events queued on `eq` about `fid` ([`Slot::about`]), an
 /// object just closed (its provider posts none any more): an object
-/// opened later at the same address must not take them for its own. The
+/// opened later at the same address must not take them for its own, and
+/// a closed listener's requests (their infos freed here) cannot be
+/// answered. The
 /// overflow notice keeps its place among the rest. Nothing if `eq` is not
 /// a util EQ. Any context but hard interrupt.
 ///
@@ -185,7 +192,10 @@ pub(crate) unsafe fn forget(eq: *mut sys::kfid_eq, fid: *mut sys::kfid) {
     let mut before = 0;
     slots.take_all_where(
         |s| s.about(fid),
-        |at| {
+        |at, s| {
+            // The passive endpoint's close dropped the request its info
+            // names: nobody can use it.
+            info::free_list(s.connreq_info());
             if notice.is_some_and(|a| at < a) {
                 before += 1;
             }

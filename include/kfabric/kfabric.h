@@ -505,7 +505,8 @@ int kfi_fabric(const struct kfi_fabric_attr *attr, struct kfid_fabric **fabric,
  *
  * Releases the object and the provider reference it held, and drops
  * from the util EQs it was bound to its unread connection events and
- * error entries. After a successful close the object must not be used
+ * error entries (a passive endpoint's KFI_CONNREQs too, their infos
+ * freed). After a successful close the object must not be used
  * again. Objects bound to
  * others are closed before them (endpoints before their CQs, EQs and
  * domain; domains before their fabric).

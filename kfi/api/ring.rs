@@ -220,11 +220,11 @@ impl<S: Default> Ring<S> {
 
     /// Takes out every slot `pred` accepts, keeping the order of the rest;
     /// `gone` gets the place of each (0: the oldest), counted before any
-    /// was taken out. O(len).
+    /// was taken out, and the slot, just before it is dropped. O(len).
     pub(crate) fn take_all_where(
         &mut self,
         pred: impl Fn(&S) -> bool,
-        mut gone: impl FnMut(usize),
+        mut gone: impl FnMut(usize, &S),
     ) {
         let mut kept = 0;
         for n in 0..self.len {
@@ -233,8 +233,8 @@ impl<S: Default> Ring<S> {
                 break;
             };
             if pred(slot) {
+                gone(n, slot);
                 *slot = S::default();
-                gone(n);
                 continue;
             }
             if kept != n {
