@@ -251,22 +251,23 @@ impl Conn {
         self.fail(&mut s, why, &[]);
     }
 
-    /// The peer's send with invalidate named one of the domain's regions
-    /// (the data path noted its key): the device made that key invalid
-    /// for every peer, so the region is registered again, as it was, on
-    /// this connection's QP before the protocol error ends it. Not under
-    /// the state lock: the registration waits behind what the send queue
-    /// holds, for a bounded time (`IbRegion::revalidate`). Process
-    /// context.
+    /// The peer's sends with invalidate named regions of the domain (the
+    /// data path noted their keys): the device made those keys invalid
+    /// for every peer, so each region is registered again, as it was, on
+    /// the domain's registration link (else on this connection's QP)
+    /// before the protocol error ends the connection. Not under the state
+    /// lock: each registration waits for a bounded time
+    /// (`IbRegion::revalidate`). Process context.
     fn revalidate(&self) {
-        let Some(key) = self.dp.take_invalidated() else {
-            return;
-        };
-        let Some(region) = self.dom.region_of(key) else {
-            return;
-        };
-        if let Err(e) = region.revalidate(|fr, rights| self.dp.post_revalidation(fr, rights)) {
-            pr_warn!("a region a peer invalidated stays so: {e:?}\n");
+        while let Some(key) = self.dp.take_invalidated() {
+            let Some(region) = self.dom.region_of(key) else {
+                continue;
+            };
+            let link = self.dom.reg_link().ok().flatten();
+            let post = |fr: &mut FastReg, rights| self.dp.post_revalidation(fr, rights);
+            if let Err(e) = region.revalidate(link.as_deref(), post) {
+                pr_warn!("a region a peer invalidated stays so: {e:?}\n");
+            }
         }
     }
 

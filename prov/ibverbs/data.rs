@@ -54,6 +54,7 @@ use crate::{
     tagged::{Broken, Tagged},
 };
 
+mod invalidated;
 mod locked;
 mod rx;
 mod tx;
@@ -302,9 +303,10 @@ struct State {
     /// The endpoint, to end the connection on a protocol error (set while
     /// it is open; its close takes it back).
     owner: Option<Arc<Conn>>,
-    /// The key a peer's send with invalidate named, for the protocol-error
-    /// worker to register its region again (`Conn::protocol_error`).
-    invalidated: Option<u32>,
+    /// The keys the peer's sends with invalidate named, for the
+    /// protocol-error worker to register their regions again
+    /// (`Conn::protocol_error`).
+    invalidated: invalidated::Invalidated,
 }
 
 /// A connection's message path (shared by the endpoint and its
@@ -418,7 +420,7 @@ impl DataPath {
                     overdue: None,
                     end_reason: EPROTO,
                     owner: None,
-                    invalidated: None,
+                    invalidated: invalidated::Invalidated::new(),
                 }),
                 timer <- HrTimer::new(),
             }),
@@ -481,8 +483,8 @@ impl DataPath {
         self.st.lock().end_reason
     }
 
-    /// The key a peer's send with invalidate named, once. Any context but
-    /// hard interrupt.
+    /// A key a peer's send with invalidate named (the oldest not taken
+    /// yet). Any context but hard interrupt.
     pub(crate) fn take_invalidated(&self) -> Option<u32> {
         self.st.lock().invalidated.take()
     }

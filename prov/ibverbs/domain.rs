@@ -7,7 +7,6 @@ use kernel::{
     new_condvar, new_mutex,
     prelude::*,
     sync::{Arc, CondVar, Mutex},
-    time::{Instant, Monotonic},
 };
 
 use crate::{
@@ -16,7 +15,6 @@ use crate::{
     ib::{device::Device, frmr::FastReg, verbs::Pd},
     ib_sys as sys,
     net::NetPtr,
-    reglink::RegLink,
 };
 
 /// A domain's shared part.
@@ -34,27 +32,12 @@ pub(crate) struct DomShared {
     regs: Mutex<usize>,
     #[pin]
     regs_idle: CondVar,
-    /// The domain's own connection for registrations, once built; held
-    /// while it is built, so a device's removal waits for that.
-    #[pin]
-    link: Mutex<LinkSlot>,
     /// Held by every registration that may go on a connection (before
     /// the link's `serial` and the teardown lock) from the post to the
     /// completion: one at a time on the connections, whose send queues
     /// have room for one (`conn::SEND_DEPTH`).
     #[pin]
     conn_regs: Mutex<()>,
-}
-
-/// How long a domain whose registration link could not be built posts
-/// its registrations on its connections before it tries again.
-const LINK_RETRY_MS: i64 = 10_000;
-
-/// A domain's registration link, or when building one last failed.
-#[derive(Default)]
-struct LinkSlot {
-    link: Option<Arc<RegLink>>,
-    failed: Option<Instant<Monotonic>>,
 }
 
 kernel::sync::global_lock! {
@@ -102,57 +85,6 @@ impl DomShared {
     pub(crate) fn add_conn(&self, c: Arc<Conn>) -> Result {
         self.conns.lock().push(c, GFP_KERNEL)?;
         Ok(())
-    }
-
-    /// The domain's connection for registrations, built now if it is not
-    /// up; `None` when it cannot be (no IPv4 address on the device, the
-    /// device gone, a setup that failed less than [`LINK_RETRY_MS`] ago,
-    /// ...: the reason is logged at debug level), and the registration
-    /// goes on a connection. `EINTR` when a signal cut the setup short.
-    /// Process context; waits at most for the link's setup.
-    pub(crate) fn reg_link(&self) -> Result<Option<Arc<RegLink>>> {
-        let mut l = self.link.lock();
-        if let Some(k) = l.link.as_ref().filter(|k| k.usable()) {
-            return Ok(Some(k.clone()));
-        }
-        // A link that went down is built again (the old one's QPs go).
-        if let Some(old) = l.link.take() {
-            old.shutdown();
-        }
-        if l.failed
-            .is_some_and(|t| t.elapsed().as_millis() < LINK_RETRY_MS)
-        {
-            return Ok(None);
-        }
-        // The device stays registered while the PD is there: its removal
-        // takes the PD first, then this lock, then shuts the link down.
-        let Ok(pd) = self.dd.pd() else {
-            return Ok(None);
-        };
-        match RegLink::new(&self.dd.dev, self.dd.net, &pd) {
-            Ok(k) => {
-                l.failed = None;
-                Ok(Some(l.link.insert(k).clone()))
-            }
-            Err(e) if e == EINTR => Err(e),
-            Err(e) => {
-                l.failed = Some(Instant::now());
-                pr_debug!(
-                    "kfi_ibverbs: {:?}: no registration link ({})\n",
-                    &*self.dd.dev.name,
-                    e.to_errno()
-                );
-                Ok(None)
-            }
-        }
-    }
-
-    /// Shuts the registration link down, if there is one. Process context.
-    fn end_link(&self) {
-        let link = self.link.lock().link.take();
-        if let Some(k) = link {
-            k.shutdown();
-        }
     }
 
     /// Serializes registrations posted on connections: hold it from the
@@ -208,7 +140,6 @@ impl IbDomain {
                 conns <- new_mutex!(KVec::new()),
                 regs <- new_mutex!(0),
                 regs_idle <- new_condvar!(),
-                link <- new_mutex!(LinkSlot::default()),
                 conn_regs <- new_mutex!(()),
             }),
             GFP_KERNEL,
@@ -225,7 +156,7 @@ impl Drop for IbDomain {
         // them itself), or finds it gone only once they are. The removal
         // lets the device go when it returns.
         let mut l = DOMAINS.lock();
-        self.shared.end_link();
+        self.shared.dd.end_link();
         if let Some(i) = l.iter().position(|d| Arc::ptr_eq(d, &self.shared)) {
             let _ = l.remove(i);
         }
@@ -262,7 +193,7 @@ pub(crate) fn device_removed(dev: *mut sys::ib_device) {
         drop(d.dd.teardown());
         // The registration link's QPs go like the endpoints' (a setup
         // under way finishes first), flushing what it holds.
-        d.end_link();
+        d.dd.end_link();
         // Registrations waiting meanwhile saw their QP flushed; they fail
         // and free their MRs now.
         d.wait_regs();

@@ -161,7 +161,7 @@ unsafe fn register_segments<I: Iterator<Item = Result<Segment>>>(
     link_only: bool,
 ) -> Result<(MrHandle, u64)> {
     // Built (if need be) before the teardown lock: that takes a while.
-    let link = dom.reg_link()?;
+    let link = dom.dd.reg_link()?;
     if link_only && link.is_none() {
         return Err(ENOTCONN);
     }

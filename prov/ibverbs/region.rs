@@ -7,12 +7,13 @@
 
 use kernel::{new_mutex, prelude::*, sync::Mutex};
 
-use crate::ib::frmr::FastReg;
+use crate::{ib::frmr::FastReg, reglink::RegLink};
 
 /// How long a region's registration made again after a peer invalidated
-/// it may take ([`IbRegion::revalidate`]): it waits behind what the
-/// connection's send queue holds, which a peer that reads nothing keeps
-/// there.
+/// it may take ([`IbRegion::revalidate`]). On the domain's registration
+/// link it waits for no peer; on a connection (a device with no link) it
+/// waits behind what that send queue holds, which a peer that reads
+/// nothing keeps there.
 const REVALIDATE_MS: u32 = 1000;
 
 /// The MR of an open region.
@@ -48,18 +49,39 @@ impl IbRegion {
         drop(self.fr.lock().take());
     }
 
-    /// Registers the MR again, as it was, through `post` (which posts the
-    /// registration on a QP of the domain's PD), after a peer's send with
-    /// invalidate made its key invalid for every peer. Waits for the
-    /// registration [`REVALIDATE_MS`] at most: `ETIMEDOUT` then, and the
-    /// caller ends the QP it posted on, which flushes it (a close of the
-    /// region waits for that). A registration of a key that is still
-    /// valid fails on the device, with the QP it went on. Process
-    /// context.
-    pub(crate) fn revalidate(&self, post: impl FnOnce(&mut FastReg, u32) -> Result) -> Result {
+    /// Registers the MR again, as it was, after a peer's send with
+    /// invalidate made its key invalid for every peer: on the domain's
+    /// registration `link` when it has one, which no peer can stall, else
+    /// through `post` (a QP of the domain's PD: the offending
+    /// connection's). Waits for the registration [`REVALIDATE_MS`] at
+    /// most: `ETIMEDOUT` then; the link is shut down, which flushes the
+    /// request (built again on next use); a connection's QP the caller
+    /// ends (a close of the region waits for that flush). A registration
+    /// of a key that is still valid fails on the device. Process context.
+    pub(crate) fn revalidate(
+        &self,
+        link: Option<&RegLink>,
+        post: impl FnOnce(&mut FastReg, u32) -> Result,
+    ) -> Result {
+        let _serial = link.map(|k| k.serial());
         let mut g = self.fr.lock();
         let fr = (*g).as_mut().ok_or(ENODEV)?;
-        post(fr, self.rights)?;
-        fr.wait(REVALIDATE_MS)
+        let on_link = match link {
+            Some(k) if k.post(fr, self.rights).is_ok() => Some(k),
+            _ => {
+                post(fr, self.rights)?;
+                None
+            }
+        };
+        let r = fr.wait(REVALIDATE_MS);
+        if let (Err(e), Some(k)) = (r, on_link) {
+            // A failed request leaves the link's QP in the error state; a
+            // late one is flushed with it.
+            k.shutdown();
+            if e == ETIMEDOUT {
+                let _ = fr.wait(0);
+            }
+        }
+        r
     }
 }

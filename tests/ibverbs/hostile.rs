@@ -222,35 +222,48 @@ pub(crate) fn remote_cq_data_flood_ends_the_connection() -> Result {
     })
 }
 
-/// A peer's send with invalidate, naming the key of one of the domain's
-/// regions: nothing this protocol sends, so the connection ends with
-/// `EPROTO` (the old code took it as a plain message), and the region,
-/// which the device invalidated for every peer, is registered again: a
-/// second peer's write lands in it (the old code's failed).
+/// A peer's sends with invalidate, naming the keys of two of the domain's
+/// regions, the second sent right behind the first (it arrives once the
+/// first has broken the connection): nothing this protocol sends, so the
+/// connection ends with `EPROTO` (the old code took the first as a plain
+/// message), and both regions, which the device invalidated for every
+/// peer, are registered again: a second peer's writes land in both (the
+/// old code's failed, for the second region once the first was repaired).
 pub(crate) fn send_with_invalidate_ends_the_connection() -> Result {
     let s = step("side", side(c"7685"))?;
     let d = s.fabric.domain(s.src.entry())?;
-    let (ccq, scq) = (d.cq(128)?, d.cq(128)?);
-    let mut buf = zeroed(4096)?;
-    let at = addr_of(&buf, 0);
+    let (ccq, scq, wcq) = (d.cq(128)?, d.cq(128)?, d.cq(128)?);
+    let mut bufs = [zeroed(4096)?, zeroed(4096)?];
+    let ats = [addr_of(&bufs[0], 0), addr_of(&bufs[1], 0)];
+    let [b0, b1] = &mut bufs;
     // SAFETY: The region is dropped by the end of the case, not leaked.
-    let mr = step("register", unsafe {
-        d.register(&mut buf, sys::KFI_REMOTE_WRITE, 0)
+    let mr0 = step("register", unsafe {
+        d.register(b0, sys::KFI_REMOTE_WRITE, 0)
     })?;
-    let key = u32::try_from(mr.key()).map_err(|_| EINVAL)?;
+    // SAFETY: This region too is dropped by the end of the case.
+    let mr1 = step("register", unsafe {
+        d.register(b1, sys::KFI_REMOTE_WRITE, 0)
+    })?;
+    let mrs = [mr0, mr1];
+    let keys = [
+        u32::try_from(mrs[0].key()).map_err(|_| EINVAL)?,
+        u32::try_from(mrs[1].key()).map_err(|_| EINVAL)?,
+    ];
     let ended = (|| {
         let eq = s.fabric.eq(16)?;
         let _pep = s.fabric.listen(s.src.entry(), &eq)?;
         let cep = endpoint(&d, s.dst.entry(), &ccq, &eq)?;
         cep.connect(&[])?;
         let sep = serve(&d, &eq, &scq, &[])?;
-        step("arm", send_invalidate(key, true))?;
         let mut got = [0u8; 8];
         // SAFETY: `got` outlives the receive: the endpoint is closed
         // (the receive completed) before this closure returns.
         step("recv", unsafe { sep.recv(&mut got, 1) })?;
-        // SAFETY: The buffer is static.
-        step("send", unsafe { cep.send(b"invalid!", 2, 0) })?;
+        for (k, ctx) in [(keys[0], 2), (keys[1], 4)] {
+            step("arm", send_invalidate(k, true))?;
+            // SAFETY: The buffer is static.
+            step("send", unsafe { cep.send(b"invalid!", ctx, 0) })?;
+        }
         step("eproto", expect_eproto(&eq, &sep))?;
         if matches!(scq.read(), Ok(c) if c.context == 1) {
             pr_err!("kfi_ibverbs test: a send with invalidate was delivered\n");
@@ -265,27 +278,31 @@ pub(crate) fn send_with_invalidate_ends_the_connection() -> Result {
         let s2 = step("side", side(c"7686"))?;
         let eq = s2.fabric.eq(16)?;
         let _pep = step("listen", s2.fabric.listen(s2.src.entry(), &eq))?;
-        let cep = step("endpoint", endpoint(&d, s2.dst.entry(), &ccq, &eq))?;
+        let cep = step("endpoint", endpoint(&d, s2.dst.entry(), &wcq, &eq))?;
         step("connect", cep.connect(&[]))?;
         let _sep = step("serve", serve(&d, &eq, &scq, &[]))?;
-        // SAFETY: `src` outlives the completion, which is waited for.
-        step("write", unsafe {
-            cep.write(&src, at, mr.key(), 3, sys::KFI_DELIVERY_COMPLETE)
-        })?;
-        // The first connection's send may have completed here too.
-        for _ in 0..2 {
-            let done = step("write done", ccq.sread(WAIT_MS).map_err(|e| e.errno()))?;
-            if done.context == 3 {
-                return Ok(());
+        for (i, (at, mr)) in ats.iter().zip(mrs.iter()).enumerate() {
+            // SAFETY: `src` outlives the completion, which is waited for.
+            step("write", unsafe {
+                cep.write(&src, *at, mr.key(), 3 + i, sys::KFI_DELIVERY_COMPLETE)
+            })?;
+            let done = step("write done", wcq.sread(WAIT_MS).map_err(|e| e.errno()))?;
+            if done.context != 3 + i {
+                return Err(EPROTO);
             }
         }
-        Err(EPROTO)
+        Ok(())
     })();
-    drop(mr);
+    drop(mrs);
     wrote?;
-    if buf[..] != src[..] {
-        pr_err!("kfi_ibverbs test: the second peer's write did not land\n");
-        return Err(EBADE);
+    for (i, b) in bufs.iter().enumerate() {
+        if b[..] != src[..] {
+            pr_err!(
+                "kfi_ibverbs test: the second peer's write {} did not land\n",
+                i
+            );
+            return Err(EBADE);
+        }
     }
     Ok(())
 }

@@ -190,6 +190,20 @@ impl DataPath {
             // ends the connection (`QP_FAILED_MS`).
             st.flushed_since = Some(st.tick);
         }
+        if let Some(key) = d.invalidated.filter(|_| d.ok) {
+            // A send with invalidate: the device invalidated the key it
+            // named (if it was one of the PD's) before this completion,
+            // whatever state the connection is in. The protocol-error
+            // worker registers that region again (Documentation/
+            // ibverbs.rst, "A peer's invalidation"): queued below for a
+            // connection still up, again here for one it ends already.
+            st.invalidated.note(key);
+            if st.broken {
+                if let Some(c) = st.owner.clone() {
+                    c.queue_protocol_error();
+                }
+            }
+        }
         if !d.ok || st.qp.is_null() || st.broken || st.ended {
             // A broken peer's frames are dropped, their slots not
             // reposted: it cannot make this side work for ever. So are
@@ -197,13 +211,8 @@ impl DataPath {
             return;
         }
         if !d.plain {
-            // Nothing this protocol sends. A send with invalidate has
-            // invalidated the key it named already, if it was one of the
-            // PD's: the protocol-error worker registers that region again
-            // (Documentation/ibverbs.rst, "A peer's invalidation").
-            if !st.broken {
-                st.invalidated = d.invalidated;
-            }
+            // Nothing this protocol sends (a send with invalidate's key is
+            // noted above).
             Self::protocol_error(&mut st, "a receive that took no plain send");
             return;
         }
