@@ -433,6 +433,11 @@ pub(crate) unsafe fn close(fid: *mut sys::kfid) -> Result {
         core.closing.store(false, Relaxed);
         return Err(e);
     }
+    // An object opened since the provider's close returned may have this
+    // one's address (the allocator gave it the memory) and events queued
+    // already, bound before this took GRAPH: those stay, and so then do
+    // this one's, which nothing tells apart from them.
+    let reused = live::core_of(fid).is_some_and(|c| c != filed);
     // Before its core is freed: a new object at this address has another.
     live::remove(fid, filed);
     // SAFETY: The object is gone; its core was made by `attach` from a
@@ -442,10 +447,14 @@ pub(crate) unsafe fn close(fid: *mut sys::kfid) -> Result {
     for b in unsafe { &*core.bound.get() }.iter() {
         // SAFETY: Bound objects are open while counted (type invariant).
         let b = unsafe { b.as_ref() };
-        if let (sys::KFI_CLASS_EQ, Some(eq)) = (b.class, b.fid) {
-            // SAFETY: An open EQ (it is counted until just below); the
-            // provider posts nothing about `fid` once its close returned.
-            unsafe { util_eq::forget(eq.as_ptr().cast(), fid) };
+        match (b.class, b.fid) {
+            (sys::KFI_CLASS_EQ, Some(eq)) if !reused => {
+                // SAFETY: An open EQ (it is counted until just below); the
+                // provider posts nothing about `fid` once its close
+                // returned.
+                unsafe { util_eq::forget(eq.as_ptr().cast(), fid) };
+            }
+            _ => {}
         }
         b.users.fetch_sub(1, Release);
     }
