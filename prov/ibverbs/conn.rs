@@ -264,6 +264,10 @@ impl Conn {
                 continue;
             };
             let link = self.dom.reg_link().ok().flatten();
+            // It may go on this QP (no link, or one that fails the post),
+            // as a registration of the domain may: one at a time, as the
+            // send queue has room for; before the link's serial.
+            let _conn_serial = self.dom.conn_regs();
             let post = |fr: &mut FastReg, rights| self.dp.post_revalidation(fr, rights);
             if let Err(e) = region.revalidate(link.as_deref(), post) {
                 pr_warn!("a region a peer invalidated stays so: {e:?}\n");

@@ -32,12 +32,6 @@ pub(crate) struct DomShared {
     regs: Mutex<usize>,
     #[pin]
     regs_idle: CondVar,
-    /// Held by every registration that may go on a connection (before
-    /// the link's `serial` and the teardown lock) from the post to the
-    /// completion: one at a time on the connections, whose send queues
-    /// have room for one (`conn::SEND_DEPTH`).
-    #[pin]
-    conn_regs: Mutex<()>,
 }
 
 kernel::sync::global_lock! {
@@ -87,12 +81,6 @@ impl DomShared {
         Ok(())
     }
 
-    /// Serializes registrations posted on connections: hold it from the
-    /// post to the completion. Process context.
-    pub(crate) fn conn_regs(&self) -> kernel::sync::MutexGuard<'_, ()> {
-        self.conn_regs.lock()
-    }
-
     /// Posts the registration of `fr` on the first connection of the
     /// domain that is up: that connection. `ENOTCONN` if none is.
     pub(crate) fn post_reg(&self, fr: &mut FastReg, access: u32) -> Result<Arc<Conn>> {
@@ -140,7 +128,6 @@ impl IbDomain {
                 conns <- new_mutex!(KVec::new()),
                 regs <- new_mutex!(0),
                 regs_idle <- new_condvar!(),
-                conn_regs <- new_mutex!(()),
             }),
             GFP_KERNEL,
         )?;

@@ -54,6 +54,13 @@ pub(crate) struct DomDev {
     /// again on it.
     #[pin]
     link: Mutex<LinkSlot>,
+    /// Held by every registration that may go on a connection (before
+    /// the link's `serial` and the teardown lock) from the post to the
+    /// completion: one at a time on the connections, whose send queues
+    /// have room for one (`conn::SEND_DEPTH`), a region's registration
+    /// again after a peer invalidated it included.
+    #[pin]
+    conn_regs: Mutex<()>,
 }
 
 impl DomDev {
@@ -68,6 +75,7 @@ impl DomDev {
                 teardown <- new_mutex!(()),
                 regions <- new_mutex!(KVec::new()),
                 link <- new_mutex!(LinkSlot::default()),
+                conn_regs <- new_mutex!(()),
             }),
             GFP_KERNEL,
         )
@@ -166,5 +174,11 @@ impl DomDev {
         if let Some(k) = link {
             k.shutdown();
         }
+    }
+
+    /// Serializes registrations posted on connections: hold it from the
+    /// post to the completion. Process context.
+    pub(crate) fn conn_regs(&self) -> MutexGuard<'_, ()> {
+        self.conn_regs.lock()
     }
 }

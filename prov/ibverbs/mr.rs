@@ -171,7 +171,7 @@ unsafe fn register_segments<I: Iterator<Item = Result<Segment>>>(
     // completion. In that order, so that a `link_only` one waits on the
     // link only; both before the teardown lock, which a registration
     // takes again after its wait.
-    let _conn_serial = (!link_only).then(|| dom.conn_regs());
+    let _conn_serial = (!link_only).then(|| dom.dd.conn_regs());
     let _serial = link.as_ref().map(|k| k.serial());
     let t = dom.dd.teardown();
     let (mut pages, mut first) = (0usize, None);
