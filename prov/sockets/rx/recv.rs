@@ -218,7 +218,9 @@ pub(super) fn park_for_receive(sh: &Arc<Shared>, h: &Hdr) -> Option<u32> {
     }
     {
         let c = sh.state.lock();
-        if c.closing || c.draining {
+        // An ended connection (`dead`) is not filed among those waiting
+        // for a receive again (`Rx::closing`).
+        if c.closing || c.draining || c.dead {
             return None;
         }
     }

@@ -302,7 +302,10 @@ enum Claim {
 /// it or has something to finish first.
 fn claim(sh: &Shared) -> Claim {
     let mut s = sh.state.lock();
-    let waiting = s.parked.is_some() && s.recv_wait.is_some();
+    // Not while this side waits for responses: they may be behind the
+    // message (an operation posted after it was parked; `recv_wait`
+    // holds it then), and must not wait for its timer.
+    let waiting = s.parked.is_some() && s.recv_wait.is_some() && s.pending.is_empty();
     if waiting && !s.rx_running && s.rx_failed.is_none() {
         return Claim::Nobody;
     }
