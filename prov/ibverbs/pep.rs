@@ -312,9 +312,13 @@ impl IbPep {
 
 impl Drop for IbPep {
     fn drop(&mut self) {
-        // Nothing posted from here on: a device removal's handler may
-        // still run (it took the identifier, so destroying ours does not
-        // wait for it), and the ULP's objects go once this returns.
+        // No error entry posted from here on: a device removal's handler
+        // may still run (it took the identifier, so destroying ours does
+        // not wait for it), and the ULP's objects go once this returns. A
+        // request handler under way may still post its request until the
+        // identifier is destroyed below (which waits for it); that
+        // request is dropped with the others, and kfabric.ko's close
+        // takes its event out of the EQ.
         *self.shared.bound.lock() = Bindings::default();
         // No new requests (the identifier is destroyed outside the lock
         // its handler takes), then the ones never answered.
