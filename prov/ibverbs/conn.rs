@@ -232,6 +232,11 @@ impl Conn {
     /// queued by the data path).
     pub(crate) fn protocol_error(&self) {
         self.revalidate();
+        // Queued only for keys a peer's invalidation named after its
+        // connection ended (`data/rx.rs`): nothing else to do.
+        if !self.dp.is_broken() {
+            return;
+        }
         let mut s = self.state.lock();
         if s.phase == Phase::Closed {
             return;
@@ -259,17 +264,27 @@ impl Conn {
     /// lock: each registration waits for a bounded time
     /// (`IbRegion::revalidate`). Process context.
     fn revalidate(&self) {
+        // A registration that timed out on this QP stays on it (until the
+        // QP is flushed): none goes behind it.
+        let mut stuck = false;
         while let Some(key) = self.dp.take_invalidated() {
             let Some(region) = self.dom.region_of(key) else {
                 continue;
             };
             let link = self.dom.reg_link().ok().flatten();
-            // It may go on this QP (no link, or one that fails the post),
-            // as a registration of the domain may: one at a time, as the
-            // send queue has room for; before the link's serial.
-            let _conn_serial = self.dom.conn_regs();
-            let post = |fr: &mut FastReg, rights| self.dp.post_revalidation(fr, rights);
-            if let Err(e) = region.revalidate(link.as_deref(), post) {
+            // Without a link it goes on this QP, as a registration of the
+            // domain may: one at a time, as the send queue has room for;
+            // before the link's serial.
+            let _conn_serial = link.is_none().then(|| self.dom.conn_regs());
+            let post = |fr: &mut FastReg, rights| {
+                if stuck {
+                    return Err(EBUSY);
+                }
+                self.dp.post_revalidation(fr, rights)
+            };
+            let r = region.revalidate(link.as_deref(), post);
+            if let Err(e) = r {
+                stuck |= link.is_none() && e == ETIMEDOUT;
                 pr_warn!("a region a peer invalidated stays so: {e:?}\n");
             }
         }

@@ -483,6 +483,13 @@ impl DataPath {
         self.st.lock().end_reason
     }
 
+    /// Whether the peer broke the protocol (or returned no credits in
+    /// time): the protocol-error worker ends the connection. Any context
+    /// but hard interrupt.
+    pub(crate) fn is_broken(&self) -> bool {
+        self.st.lock().broken
+    }
+
     /// A key a peer's send with invalidate named (the oldest not taken
     /// yet). Any context but hard interrupt.
     pub(crate) fn take_invalidated(&self) -> Option<u32> {

@@ -563,10 +563,12 @@ impl IbEndpoint {
 
 impl Drop for IbEndpoint {
     fn drop(&mut self) {
-        // No new protocol-error worker; those queued end soon (they take
-        // the state lock, and register regions a peer invalidated again,
-        // each within `region::REVALIDATE_MS`), and must not outlive the
-        // close.
+        // No new protocol-error worker; those queued end in bounded time
+        // (they take the state lock, and register regions a peer
+        // invalidated again: each within `region::REVALIDATE_MS`, after
+        // the registration link's setup, or without a link after the
+        // domain's registrations on connections queued before it), and
+        // must not outlive the close.
         drop(self.conn.dp.set_owner(None));
         while self.conn.err_work.load(Ordering::SeqCst) > 0 {
             kernel::time::delay::fsleep(kernel::time::Delta::from_millis(1));

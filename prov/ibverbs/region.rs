@@ -51,13 +51,14 @@ impl IbRegion {
 
     /// Registers the MR again, as it was, after a peer's send with
     /// invalidate made its key invalid for every peer: on the domain's
-    /// registration `link` when it has one, which no peer can stall, else
-    /// through `post` (a QP of the domain's PD: the offending
-    /// connection's). Waits for the registration [`REVALIDATE_MS`] at
-    /// most: `ETIMEDOUT` then; the link is shut down, which flushes the
-    /// request (built again on next use); a connection's QP the caller
-    /// ends (a close of the region waits for that flush). A registration
-    /// of a key that is still valid fails on the device. Process context.
+    /// registration `link` when it has one, which no peer can stall
+    /// (`ENOTCONN` if it went down meanwhile), else through `post` (a QP
+    /// of the domain's PD: the offending connection's). Waits for the
+    /// registration [`REVALIDATE_MS`] at most: `ETIMEDOUT` then; the link
+    /// is shut down, which flushes the request (built again on next use);
+    /// a connection's QP the caller ends (a close of the region waits for
+    /// that flush). A registration of a key that is still valid fails on
+    /// the device. Process context.
     pub(crate) fn revalidate(
         &self,
         link: Option<&RegLink>,
@@ -67,8 +68,11 @@ impl IbRegion {
         let mut g = self.fr.lock();
         let fr = (*g).as_mut().ok_or(ENODEV)?;
         let on_link = match link {
-            Some(k) if k.post(fr, self.rights).is_ok() => Some(k),
-            _ => {
+            Some(k) => {
+                k.post(fr, self.rights)?;
+                Some(k)
+            }
+            None => {
                 post(fr, self.rights)?;
                 None
             }

@@ -196,9 +196,10 @@ impl DataPath {
             // whatever state the connection is in. The protocol-error
             // worker registers that region again (Documentation/
             // ibverbs.rst, "A peer's invalidation"): queued below for a
-            // connection still up, again here for one it ends already.
+            // connection still up, here for one that is ending already
+            // (broken, or disconnected: `ended`).
             st.invalidated.note(key);
-            if st.broken {
+            if st.broken || st.ended {
                 if let Some(c) = st.owner.clone() {
                     c.queue_protocol_error();
                 }
