@@ -159,7 +159,8 @@ static EQ_OPS: sys::kfi_ops_eq = sys::kfi_ops_eq {
 unsafe fn util<'a>(eq: *mut sys::kfid_eq) -> Result<&'a UtilEq> {
     let e = NonNull::new(eq).ok_or(EINVAL)?;
     // SAFETY: A valid EQ header (safety requirement).
-    if !core::ptr::eq(unsafe { e.as_ref() }.ops, &EQ_OPS) {
+    let header = unsafe { e.as_ref() };
+    if !core::ptr::eq(header.ops, &EQ_OPS) {
         return Err(EINVAL);
     }
     // SAFETY: Only `UtilEq`s have `EQ_OPS` (type invariant); the `kfid_eq`
